@@ -1,0 +1,239 @@
+"""The `puffer` command. Errors are one-line messages with a non-zero exit, never tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from puffer_core.errors import PufferError
+
+console = Console()
+err_console = Console(stderr=True)
+
+#: Set PUFFER_DEBUG=1 to see the traceback of an unexpected error.
+DEBUG_ENV = "PUFFER_DEBUG"
+
+
+def fail(message: str, code: int = 1) -> None:
+    """Print ``error: message`` to stderr and exit with ``code``."""
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
+class PufferGroup(click.Group):
+    """Turns exceptions into messages: PufferError as is, anything else with a debug hint."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except PufferError as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            fail(str(exc))
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            sys.exit(130)
+        except Exception as exc:
+            if os.environ.get(DEBUG_ENV):
+                raise
+            fail(f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 to see the traceback)")
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+
+
+@click.group(cls=PufferGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="puffer-core", prog_name="puffer")
+def cli() -> None:
+    """Puffer Core: any RL environment, flat and fast.
+
+    Environments come from plugins (`puffer plugins`); every environment has an id of
+    the form PLUGIN/NAME (`puffer envs`). `puffer run classic/cartpole` steps one with
+    random actions and reports steps per second.
+
+    Environment variables: PUFFER_DISABLE_PLUGINS=a,b blocks plugins by name;
+    PUFFER_LOAD_PLUGINS=a,b loads only those installed plugins (empty: none);
+    PUFFER_DEBUG=1 shows tracebacks.
+    """
+
+
+@cli.command("plugins")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list for scripts.")
+@click.option("--traceback", "show_tb", is_flag=True, help="Show the full traceback of failed plugins.")
+def plugins_cmd(as_json: bool, show_tb: bool) -> None:
+    """List plugins: status, version, hooks, envs, and why a plugin failed."""
+    from puffer_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    if as_json:
+        print_json({"plugins": [info.to_json() for info in plugins.plugins.values()], "warnings": plugins.warnings})
+        return
+    table = Table(title="Puffer plugins")
+    for column in ("plugin", "status", "version", "from", "hooks", "envs"):
+        table.add_column(column)
+    colours = {"loaded": "green", "failed": "red", "disabled": "yellow", "not selected": "yellow"}
+    for info in plugins.plugins.values():
+        source = info.distribution or info.source
+        table.add_row(
+            info.name,
+            f"[{colours.get(info.status, 'white')}]{info.status}[/]",
+            info.version or "-",
+            source,
+            ", ".join(h.removeprefix("puffer_") for h in info.hooks) or "-",
+            str(len(info.envs)),
+        )
+    console.print(table)
+    for info in plugins.plugins.values():
+        if info.status == "failed":
+            console.print(f"[red]✗ {info.name}[/]: {info.error}", highlight=False, soft_wrap=True)
+            if show_tb and info.traceback:
+                console.print(info.traceback, highlight=False, markup=False)
+    for warning in plugins.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+
+
+@cli.command("envs")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list for scripts.")
+@click.option("--plugin", "plugin_name", help="Only the envs of this plugin.")
+def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
+    """List every environment id, its API, and whether it can be made here."""
+    from puffer_core.environments import missing_requirements
+    from puffer_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    if plugin_name is not None and plugin_name not in plugins.plugins:
+        fail(f"no plugin named {plugin_name!r}; installed: {', '.join(plugins.plugins) or 'none'}")
+    rows = []
+    for env_id in plugins.env_ids():
+        spec = plugins.env_specs[env_id]
+        owner = plugins.env_owner[env_id]
+        if plugin_name is not None and owner != plugin_name:
+            continue
+        missing = missing_requirements(spec)
+        if env_id in plugins.duplicates:
+            available, note = False, "declared by " + " and ".join(plugins.duplicates[env_id])
+        elif missing:
+            available = False
+            note = f"needs {', '.join(missing)}: {spec.install_hint or 'pip install ' + ' '.join(missing)}"
+        else:
+            available, note = True, ""
+        rows.append(
+            {
+                "id": env_id,
+                "plugin": owner,
+                "api": spec.api,
+                "available": available,
+                "note": note,
+                "description": spec.description,
+            }
+        )
+    if as_json:
+        print_json({"envs": rows, "warnings": plugins.warnings})
+        return
+    table = Table(title="Puffer environments")
+    for column in ("id", "api", "available", "description"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        mark = "[green]yes[/]" if row["available"] else f"[red]no[/] ({row['note']})"
+        table.add_row(row["id"], row["api"], mark, row["description"])
+    console.print(table)
+    failed = [info for info in plugins.plugins.values() if info.status == "failed"]
+    for info in failed:
+        console.print(f"[red]✗ plugin {info.name} failed[/]: {info.error}", highlight=False, soft_wrap=True)
+    for warning in plugins.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+
+
+def _parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--kwarg")
+        try:
+            kwargs[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            kwargs[key] = raw  # plain strings need no quotes
+    return kwargs
+
+
+@cli.command("run")
+@click.argument("env_id")
+@click.option("--steps", default=10_000, show_default=True, type=click.IntRange(min=1), help="Agent steps to run.")
+@click.option("--num-envs", default=1, show_default=True, type=click.IntRange(min=1), help="Envs to vectorize.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed; env i gets seed + i.")
+@click.option(
+    "--backend",
+    default="serial",
+    show_default=True,
+    type=click.Choice(["serial", "multiprocessing", "ray"]),
+    help="Vectorization backend.",
+)
+@click.option("--num-workers", type=click.IntRange(min=1), help="Worker processes (multiprocessing, ray).")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Rows returned per recv (default: all).")
+@click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
+def run_cmd(
+    env_id: str,
+    steps: int,
+    num_envs: int,
+    seed: int,
+    backend: str,
+    num_workers: int | None,
+    batch_size: int | None,
+    kwargs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Run ENV_ID vectorized with random actions; print steps/second and episode stats."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from puffer_core.runner import run_random
+
+    env_kwargs = _parse_env_kwargs(kwargs)
+    options = dict(
+        steps=steps, num_envs=num_envs, seed=seed, backend=backend, num_workers=num_workers, batch_size=batch_size
+    )
+    if as_json:
+        result = run_random(env_id, **options, **env_kwargs)
+        print_json(result.to_json())
+        return
+    progress = Progress(
+        TextColumn(f"[bold]{env_id}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task("run", total=steps)
+        result = run_random(env_id, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
+    console.print(
+        f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
+        f"[bold green]{result.sps:,.0f} steps/s[/] "
+        f"({result.backend}, {result.num_envs} envs, {result.num_workers} workers, batch {result.batch_size})",
+        highlight=False,
+    )
+    if result.episodes:
+        stats = ", ".join(f"{key} {value:.2f}" for key, value in result.episode_means.items())
+        console.print(f"{result.episodes} episodes finished; mean {stats}", highlight=False)
+    else:
+        console.print("no episode finished within the steps run (try more --steps)")
+
+
+def main() -> None:
+    cli(prog_name="puffer")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""Exceptions raised by Puffer Core; every message names the culprit and the fix."""
+
+from __future__ import annotations
+
+__all__ = [
+    "PufferError",
+    "PluginError",
+    "WorkerError",
+    "APIUsageError",
+    "SpaceError",
+    "MissingDependencyError",
+    "UnknownEnvError",
+]
+
+
+class PufferError(Exception):
+    """Base class of every error Puffer Core raises on purpose."""
+
+
+class PluginError(PufferError):
+    """A plugin failed to import, returned a bad hook value, or clashes with another."""
+
+    def __init__(self, message: str, plugin: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.plugin = plugin
+        self.field = field
+
+
+class WorkerError(PufferError):
+    """A vector worker raised, died or went silent; names the worker, env and cause."""
+
+    def __init__(
+        self,
+        message: str,
+        worker: int | None = None,
+        env_index: int | None = None,
+        cause: str | None = None,
+    ):
+        super().__init__(message)
+        self.worker = worker
+        self.env_index = env_index
+        self.cause = cause
+
+
+class APIUsageError(PufferError):
+    """The caller used an API out of order or with arguments that cannot work."""
+
+
+class SpaceError(PufferError):
+    """A space cannot be flattened, or a value does not fit its space."""
+
+
+class UnknownEnvError(PufferError, KeyError):
+    """No loaded plugin provides the requested environment id."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingDependencyError(PufferError, ImportError):
+    """An environment's own package (nle, ale-py, …) is not installed."""

@@ -1,0 +1,51 @@
+"""Hook specifications: the contract between Puffer Core and its plugins (specs only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+__all__ = [
+    "PROJECT",
+    "hookimpl",
+    "hookspec",
+    "puffer_envs",
+    "puffer_adapt",
+    "puffer_wrappers",
+    "puffer_docker_layer",
+    "puffer_compat_axes",
+]
+
+#: The pluggy project name, which is also the entry-point group plugins declare.
+PROJECT = "puffer"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def puffer_envs() -> list[Any]:
+    """Called once when the plugin is loaded; returns the list of ``EnvSpec`` it provides."""
+
+
+@hookspec(firstresult=True)
+def puffer_adapt(env: Any, spec: Any) -> Any:
+    """Called by ``make`` on every raw env; returns it converted to Gymnasium or PettingZoo
+    Parallel, or None when this adapter does not apply (the first non-None result wins)."""
+
+
+@hookspec
+def puffer_wrappers(spec: Any) -> list[Any]:
+    """Called by ``make`` after adaptation; returns callables ``wrapper(env) -> env`` the
+    plugin applies to its own envs (an empty list, or None, for other plugins' specs)."""
+
+
+@hookspec
+def puffer_docker_layer() -> Any:
+    """Called when rendering PufferTank; returns the plugin's ``DockerLayer`` (or None)."""
+
+
+@hookspec
+def puffer_compat_axes() -> Any:
+    """Called by the compatibility matrix; returns the plugin's ``CompatAxes`` (or None)."""

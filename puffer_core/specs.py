@@ -1,0 +1,239 @@
+"""What plugins return from their hooks: EnvSpec, DockerLayer and CompatAxes.
+
+Each dataclass has a ``validate(plugin)`` method the plugin manager calls when it
+loads a plugin, so a malformed value is reported once, naming the plugin and the
+field, instead of failing later somewhere deep in ``make`` or the matrix runner.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from puffer_core.errors import PluginError
+
+__all__ = ["EnvSpec", "DockerLayer", "BuildStage", "CompatAxes", "KnownBad", "KNOWN_APIS"]
+
+#: APIs the core understands natively; an adapter plugin may add its own names.
+KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
+
+ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+PLUGIN_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# Debian policy: lower case letters, digits, + - . ; at least two characters, starts alnum.
+DEBIAN_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+PYTHON_VERSION_RE = re.compile(r"^3\.\d+$")
+ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Instructions a layer snippet may not carry: they would change the image's base or user.
+FORBIDDEN_STEP_RE = re.compile(r"^\s*(FROM|USER)\b", re.IGNORECASE)
+
+
+def _fail(plugin: str, what: str, field_name: str, problem: str) -> PluginError:
+    return PluginError(
+        f"plugin '{plugin}': {what} field '{field_name}' {problem}",
+        plugin=plugin,
+        field=field_name,
+    )
+
+
+def _check_str_tuple(plugin: str, what: str, name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise _fail(plugin, what, name, f"must be a list of strings, got {value!r}")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise _fail(plugin, what, name, f"must hold non-empty strings, got {item!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """One environment a plugin provides; ``creator(**kwargs)`` builds the raw env."""
+
+    id: str
+    creator: Callable[..., Any]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    api: str = "gymnasium"
+    description: str = ""
+    #: Import names the creator needs (``("nle",)``); checked before it is called.
+    requires: tuple[str, ...] = ()
+    #: What to run when ``requires`` is missing, e.g. ``pip install nle``.
+    install_hint: str = ""
+
+    @property
+    def plugin(self) -> str:
+        """The plugin part of the id (``nethack`` in ``nethack/score``)."""
+        return self.id.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.id.split("/", 1)[1]
+
+    def validate(self, plugin: str) -> None:
+        what = f"EnvSpec {self.id!r}"
+        if not isinstance(self.id, str) or not ENV_ID_RE.match(self.id):
+            raise _fail(
+                plugin,
+                "EnvSpec",
+                "id",
+                f"must look like 'plugin/name' (lower-case plugin part), got {self.id!r}",
+            )
+        if self.creator is None or not callable(self.creator):
+            raise _fail(plugin, what, "creator", f"must be callable, got {self.creator!r}")
+        if not isinstance(self.kwargs, Mapping):
+            raise _fail(plugin, what, "kwargs", f"must be a mapping, got {self.kwargs!r}")
+        if not isinstance(self.api, str) or not self.api:
+            raise _fail(plugin, what, "api", f"must be a non-empty string, got {self.api!r}")
+        if not isinstance(self.description, str):
+            raise _fail(plugin, what, "description", "must be a string")
+        _check_str_tuple(plugin, what, "requires", self.requires)
+        if not isinstance(self.install_hint, str):
+            raise _fail(plugin, what, "install_hint", "must be a string")
+
+
+@dataclass(frozen=True)
+class BuildStage:
+    """A separate Docker build stage whose results are copied into the env layer."""
+
+    name: str
+    base: str
+    run: tuple[str, ...] = ()
+    #: Paths built in the stage and copied into the environment layer (same path).
+    artifacts: tuple[str, ...] = ()
+    apt: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DockerLayer:
+    """What a plugin needs in PufferTank's environment layer."""
+
+    apt: tuple[str, ...] = ()
+    run: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    pip: tuple[str, ...] = ()
+    stages: tuple[BuildStage, ...] = ()
+
+    def validate(self, plugin: str) -> None:
+        what = "DockerLayer"
+        for name in _check_str_tuple(plugin, what, "apt", self.apt):
+            if not DEBIAN_PACKAGE_RE.match(name):
+                raise _fail(plugin, what, "apt", f"holds {name!r}, which is not a valid Debian package name")
+        for step in _check_str_tuple(plugin, what, "run", self.run):
+            _check_step(plugin, what, "run", step)
+        if not isinstance(self.env, Mapping):
+            raise _fail(plugin, what, "env", f"must be a mapping, got {self.env!r}")
+        for key, value in self.env.items():
+            if not isinstance(key, str) or not ENV_VAR_NAME_RE.match(key):
+                raise _fail(plugin, what, "env", f"has {key!r}, which is not a valid variable name")
+            if not isinstance(value, str) or "\n" in value:
+                raise _fail(plugin, what, "env", f"value of {key} must be a one-line string, got {value!r}")
+        for req in _check_str_tuple(plugin, what, "pip", self.pip):
+            if "\n" in req or req.lstrip().startswith("-"):
+                raise _fail(plugin, what, "pip", f"holds {req!r}: give requirements, not options")
+        if not isinstance(self.stages, (list, tuple)):
+            raise _fail(plugin, what, "stages", "must be a list of BuildStage")
+        for stage in self.stages:
+            if not isinstance(stage, BuildStage):
+                raise _fail(plugin, what, "stages", f"holds {stage!r}, not a BuildStage")
+            if not PLUGIN_NAME_RE.match(stage.name or ""):
+                raise _fail(plugin, what, "stages", f"has a stage named {stage.name!r}; use [a-z0-9_-]")
+            if not isinstance(stage.base, str) or not stage.base or any(c.isspace() for c in stage.base):
+                raise _fail(plugin, what, "stages", f"stage {stage.name!r} has base {stage.base!r}; give one image")
+            for step in _check_str_tuple(plugin, what, f"stages[{stage.name}].run", stage.run):
+                _check_step(plugin, what, f"stages[{stage.name}].run", step)
+            for name in _check_str_tuple(plugin, what, f"stages[{stage.name}].apt", stage.apt):
+                if not DEBIAN_PACKAGE_RE.match(name):
+                    raise _fail(plugin, what, f"stages[{stage.name}].apt", f"holds {name!r}, not a Debian package name")
+            for path in _check_str_tuple(plugin, what, f"stages[{stage.name}].artifacts", stage.artifacts):
+                if not path.startswith("/") or any(c.isspace() for c in path):
+                    raise _fail(plugin, what, f"stages[{stage.name}].artifacts", f"holds {path!r}; give absolute paths")
+
+
+def _check_step(plugin: str, what: str, name: str, step: str) -> None:
+    """A step is one shell command: no newlines (they would start new instructions)."""
+    if "\n" in step or "\r" in step:
+        raise _fail(plugin, what, name, f"holds a step with a newline, which could smuggle in instructions: {step!r}")
+    if FORBIDDEN_STEP_RE.match(step):
+        raise _fail(plugin, what, name, f"holds {step!r}: FROM and USER are not allowed in a layer snippet")
+
+
+@dataclass(frozen=True)
+class KnownBad:
+    """A combination known not to work: ``when`` maps a package (or ``python``) to a specifier."""
+
+    when: Mapping[str, str]
+    reason: str
+
+    def matches(self, pins: Mapping[str, str]) -> bool:
+        for name, spec in self.when.items():
+            version = pins.get(name)
+            if version is None:
+                return False
+            if Version(version) not in SpecifierSet(spec):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class CompatAxes:
+    """The versions the compatibility matrix must try for one plugin.
+
+    ``package`` is the plugin's environment package (the rows of its table) and
+    ``versions`` its versions. ``pins`` fixes companion packages per version (nle 1.3.0
+    pins gymnasium 1.2.0), ``axes`` adds further packages whose versions multiply the
+    cells, and ``known_bad`` lists combinations recorded as excluded with a reason.
+    """
+
+    package: str
+    versions: tuple[str, ...]
+    python: tuple[str, ...] = ("3.10", "3.11", "3.12", "3.13")
+    pins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    axes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    known_bad: tuple[KnownBad, ...] = ()
+    #: Extra requirements installed in every cell (e.g. ``pettingzoo[butterfly]``).
+    extras: tuple[str, ...] = ()
+
+    def validate(self, plugin: str) -> None:
+        what = "CompatAxes"
+        if not isinstance(self.package, str) or not self.package:
+            raise _fail(plugin, what, "package", f"must name a package, got {self.package!r}")
+        for version in _check_str_tuple(plugin, what, "versions", self.versions):
+            _check_version(plugin, what, "versions", version)
+        for py in _check_str_tuple(plugin, what, "python", self.python):
+            if not PYTHON_VERSION_RE.match(py):
+                raise _fail(plugin, what, "python", f"holds {py!r}; write versions like '3.11'")
+        if not isinstance(self.pins, Mapping):
+            raise _fail(plugin, what, "pins", "must map a version to {package: version}")
+        for version, companions in self.pins.items():
+            if version not in self.versions:
+                raise _fail(plugin, what, "pins", f"has {version!r}, which is not in versions")
+            if not isinstance(companions, Mapping):
+                raise _fail(plugin, what, "pins", f"[{version!r}] must be a mapping")
+            for name, pinned in companions.items():
+                _check_version(plugin, what, f"pins[{version}][{name}]", pinned)
+        if not isinstance(self.axes, Mapping):
+            raise _fail(plugin, what, "axes", "must map a package to a list of versions")
+        for name, versions in self.axes.items():
+            for version in _check_str_tuple(plugin, what, f"axes[{name}]", versions):
+                _check_version(plugin, what, f"axes[{name}]", version)
+        for bad in self.known_bad:
+            if not isinstance(bad, KnownBad):
+                raise _fail(plugin, what, "known_bad", f"holds {bad!r}, not a KnownBad")
+            if not bad.reason:
+                raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} needs a reason")
+            for name, spec in bad.when.items():
+                try:
+                    SpecifierSet(spec)
+                except InvalidSpecifier:
+                    raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier") from None
+        _check_str_tuple(plugin, what, "extras", self.extras)
+
+
+def _check_version(plugin: str, what: str, name: str, version: str) -> None:
+    try:
+        Version(version)
+    except (InvalidVersion, TypeError):
+        raise _fail(plugin, what, name, f"holds {version!r}, which is not a version") from None
