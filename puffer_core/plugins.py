@@ -292,11 +292,11 @@ class PluginSet:
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
-            lines.append(f"Its plugin '{plugin}' is {info.status}: {info.error or _disabled_reason(plugin)}")
+            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {info.error or _disabled_reason(plugin)}")
         elif plugin is not None and plugin not in self.plugins:
             lines.append(f"No plugin named '{plugin}' is installed (try: pip install puffer-plugin-{plugin}).")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}
-        close = difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.6)
+        close = difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.8)
         if "/" not in env_id:
             close += [names[n] for n in difflib.get_close_matches(env_id.lower(), list(names), n=3, cutoff=0.6)]
         close = list(dict.fromkeys(close))
@@ -311,8 +311,10 @@ class PluginSet:
         return self.pm.hook.puffer_adapt(env=env, spec=spec)
 
     def wrappers(self, spec: EnvSpec) -> list[Callable[[Any], Any]]:
+        """Wrappers for ``spec`` in plugin registration order, each plugin's in its own order."""
         found: list[Callable[[Any], Any]] = []
-        for result in self.pm.hook.puffer_wrappers(spec=spec):
+        # pluggy calls the last-registered plugin first; reverse to registration order.
+        for result in reversed(self.pm.hook.puffer_wrappers(spec=spec)):
             if result is None:
                 continue
             if callable(result) and not isinstance(result, (list, tuple)):
@@ -325,8 +327,7 @@ class PluginSet:
                         field="puffer_wrappers",
                     )
                 found.append(wrapper)
-        # pluggy calls the last-registered plugin first; apply in registration order instead.
-        return found[::-1]
+        return found
 
 
 def _disabled_reason(name: str) -> str:

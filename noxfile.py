@@ -1,0 +1,69 @@
+"""Nox sessions: tests, lint, tests_gym026, bench, compat, tank.
+
+`nox -s tests` is the README's test command and what `.ci/run` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["lint", "tests"]
+nox.options.error_on_missing_interpreters = False
+
+ROOT = pathlib.Path(__file__).parent
+PLUGINS = sorted(p.name for p in (ROOT / "plugins").glob("*") if (p / "pyproject.toml").exists())
+DEFAULT_PYTHON = "3.11"
+
+
+def local_wheel_dirs() -> list[str]:
+    """Folders of local wheels pip is configured with (this machine keeps a CPU torch there)."""
+    dirs = os.environ.get("PIP_FIND_LINKS", "").split()
+    return [d for d in dirs if pathlib.Path(d).is_dir()]
+
+
+def uv_env() -> dict[str, str]:
+    # uv ignores pip's find-links; pass them on so `torch==2.13.0` comes from local disk
+    # instead of a multi-GB CUDA download.
+    links = local_wheel_dirs()
+    return {"UV_FIND_LINKS": ",".join(links)} if links else {}
+
+
+def install_project(session: nox.Session, *extras: str) -> None:
+    spec = f".[{','.join(extras)}]" if extras else "."
+    plugin_args = [arg for name in PLUGINS for arg in ("-e", f"./plugins/{name}")]
+    session.install("-e", spec, *plugin_args, env=uv_env())
+
+
+def has_local_torch() -> bool:
+    return any(any(pathlib.Path(d).glob("torch-*.whl")) for d in local_wheel_dirs())
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def tests(session: nox.Session) -> None:
+    """The full test suite: core and every plugin, real packages (docker tests need -m docker)."""
+    extras = ["dev", "ray"]
+    install_project(session, *extras)
+    if has_local_torch():
+        session.install("torch==2.13.0", env=uv_env())
+    else:
+        session.warn("no local torch wheel found: the torch helper tests will be skipped (torch is optional)")
+    args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
+    session.run("python", "-m", "pytest", *args, env={"PYTHONFAULTHANDLER": "1"})
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def tests_gym026(session: nox.Session) -> None:
+    """The gym 0.26.2 adapter tests; gym 0.26 breaks on numpy 2, hence a session of its own."""
+    session.install("-e", ".[dev]", "gym==0.26.2", "numpy<2", "shimmy[gym-v26]")
+    session.run("python", "-m", "pytest", "-m", "gym026", "tests/test_adapters_gym026.py", *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff over the core, the plugins, the tests and this file."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")

@@ -1,0 +1,365 @@
+"""Flat emulation: any Gymnasium or PettingZoo env becomes one with a flat observation
+buffer, a flat action space and fixed agent slots.
+
+Observations
+    The observation tree is laid out in one aligned numpy structured dtype (``obs_dtype``)
+    and exposed as a 1-D ``Box``: of the leaves' dtype when they all share one, else of uint8
+    bytes. ``unflatten_observation`` returns zero-copy views, for one row or a batch.
+Actions
+    A bare Discrete stays ``Discrete(n)``; other all-discrete trees become one
+    ``MultiDiscrete``; trees with a Box leaf become one float ``Box`` (mixed trees included).
+    See :class:`puffer_core._flatten.ActionLayout` for the exact rules.
+Agents
+    ``PettingZooEmulator`` gives every name in ``possible_agents`` a fixed row. A row is
+    live (``mask`` True) on the steps its agent reports an observation, including the step
+    it ends on; afterwards its observation is zeroed and its mask False. When the episode
+    is over for everyone, every row has ``terminals | truncations`` True (rows that ended
+    earlier get both flags), so ``emulator.done`` and ``(terminals | truncations).all()``
+    agree.
+
+Emulators never autoreset: the vector layer resets an env on the step after it ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+from puffer_core._flatten import ActionLayout, ObservationLayout, observation_dtype
+from puffer_core._multiagent import is_aec, is_parallel, to_parallel
+from puffer_core.errors import APIUsageError, SpaceError
+
+__all__ = [
+    "Buffers",
+    "GymnasiumEmulator",
+    "PettingZooEmulator",
+    "ObservationLayout",
+    "ActionLayout",
+    "emulate",
+    "observation_dtype",
+    "to_parallel",
+]
+
+
+@dataclass
+class Buffers:
+    """The arrays one env writes into; rows are agent slots. The vector layer hands in slices
+    of its shared memory, and the emulator only ever writes into them in place."""
+
+    observations: np.ndarray  # (num_agents, *observation_space.shape), flat dtype
+    rewards: np.ndarray  # (num_agents,) float32
+    terminals: np.ndarray  # (num_agents,) bool
+    truncations: np.ndarray  # (num_agents,) bool
+    masks: np.ndarray  # (num_agents,) bool
+
+    @classmethod
+    def allocate(cls, num_agents: int, observation_space: spaces.Box) -> Buffers:
+        return cls(
+            observations=np.zeros((num_agents, *observation_space.shape), observation_space.dtype),
+            rewards=np.zeros(num_agents, np.float32),
+            terminals=np.zeros(num_agents, bool),
+            truncations=np.zeros(num_agents, bool),
+            masks=np.zeros(num_agents, bool),
+        )
+
+    def check(self, num_agents: int, observation_space: spaces.Box, owner: str) -> None:
+        """Raise APIUsageError naming the first array that does not fit the env."""
+        expected = {
+            "observations": ((num_agents, *observation_space.shape), np.dtype(observation_space.dtype)),
+            "rewards": ((num_agents,), np.dtype(np.float32)),
+            "terminals": ((num_agents,), np.dtype(bool)),
+            "truncations": ((num_agents,), np.dtype(bool)),
+            "masks": ((num_agents,), np.dtype(bool)),
+        }
+        for name, (shape, dtype) in expected.items():
+            array = getattr(self, name)
+            if not isinstance(array, np.ndarray) or array.shape != shape or array.dtype != dtype:
+                got = f"shape {array.shape} dtype {array.dtype}" if isinstance(array, np.ndarray) else repr(array)
+                raise APIUsageError(
+                    f"{owner}: Buffers.{name} must have shape {shape} and dtype {dtype}, got {got}; "
+                    f"allocate it with Buffers.allocate({num_agents}, emulator.observation_space) or slice "
+                    "shared memory to that shape"
+                )
+            if not array.flags.writeable:
+                raise APIUsageError(f"{owner}: Buffers.{name} is read-only; the emulator writes into it")
+
+
+def _scalar_store(array: np.ndarray) -> Any:
+    """A memoryview of a 1-row array when possible: item assignment on it costs half what
+    numpy's does, which matters on CartPole-sized steps."""
+    try:
+        return memoryview(array)
+    except (TypeError, ValueError, BufferError):
+        return array
+
+
+class GymnasiumEmulator(gymnasium.Env):
+    """A Gymnasium env with a flat 1-D observation (written into ``buf``) and a flat action space."""
+
+    def __init__(self, env: Any, buf: Buffers | None = None):
+        self.env = env
+        self.obs_layout = ObservationLayout(env.observation_space, "obs")
+        self.action_layout = ActionLayout(env.action_space, "action")
+        self.obs_dtype = self.obs_layout.dtype
+        self.observation_space = self.single_observation_space = self.obs_layout.space
+        self.action_space = self.single_action_space = self.action_layout.space
+        self.num_agents = 1
+        self.possible_agents = ["agent_0"]
+        self.agents = list(self.possible_agents)
+        self.metadata = getattr(env, "metadata", {})
+        self.render_mode = getattr(env, "render_mode", None)
+        #: False when the env was already flat (a 1-D Box observation, a Discrete/Box action).
+        self.emulated = not (
+            isinstance(env.observation_space, spaces.Box)
+            and len(env.observation_space.shape) == 1
+            and (self.action_layout.passthrough or self.action_layout.mode == "discrete")
+        )
+        if buf is None:
+            buf = Buffers.allocate(1, self.observation_space)
+        else:
+            buf.check(1, self.observation_space, type(env).__name__)
+        self.buf = buf
+        self._obs = buf.observations[0]
+        self._write = self.obs_layout.writer(self._obs)
+        self._to_env_action = self.action_layout.fast_unflatten()
+        self._env_step = env.step
+        self._reward = _scalar_store(buf.rewards)
+        self._terminal = _scalar_store(buf.terminals)
+        self._truncation = _scalar_store(buf.truncations)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        ob, info = self.env.reset(seed=seed, options=options)
+        self._store_obs(ob)
+        buf = self.buf
+        buf.rewards[0] = 0.0
+        buf.terminals[0] = False
+        buf.truncations[0] = False
+        buf.masks[0] = True
+        return self._obs, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
+        ob, reward, terminated, truncated, info = self._env_step(self._to_env_action(action))
+        try:
+            self._write(ob)
+        except Exception as e:  # the fast path does no checks; explain what did not fit
+            raise self.obs_layout.diagnose(ob) from e
+        try:
+            self._reward[0] = reward
+            self._terminal[0] = terminated
+            self._truncation[0] = truncated
+        except TypeError:  # e.g. a 0-d array reward, which memoryview refuses
+            self.buf.rewards[0] = reward
+            self.buf.terminals[0] = terminated
+            self.buf.truncations[0] = truncated
+        return self._obs, reward, terminated, truncated, info
+
+    def _store_obs(self, ob: Any) -> None:
+        try:
+            self._write(ob)
+        except Exception as e:
+            raise self.obs_layout.diagnose(ob) from e
+
+    def unflatten_observation(self, x: Any) -> Any:
+        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
+        return self.obs_layout.unflatten(x)
+
+    def flatten_observation(self, obs: Any) -> np.ndarray:
+        return self.obs_layout.flatten(obs)
+
+    def flatten_action(self, action: Any) -> Any:
+        return self.action_layout.flatten(action)
+
+    def unflatten_action(self, x: Any) -> Any:
+        return self.action_layout.unflatten(x)
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class PettingZooEmulator:
+    """A PettingZoo Parallel env (AEC envs are converted) as fixed agent rows with a live mask."""
+
+    def __init__(self, env: Any, buf: Buffers | None = None):
+        env = to_parallel(env)
+        self.env = env
+        self.possible_agents = list(env.possible_agents)
+        if not self.possible_agents:
+            raise APIUsageError(f"{type(env).__name__}.possible_agents is empty; the emulator needs fixed agent slots")
+        self.num_agents = len(self.possible_agents)
+        self._slot = {agent: i for i, agent in enumerate(self.possible_agents)}
+        self.obs_layouts = [ObservationLayout(env.observation_space(a), f"obs[{a!r}]") for a in self.possible_agents]
+        self.action_layouts = [ActionLayout(env.action_space(a), f"action[{a!r}]") for a in self.possible_agents]
+        first, first_act = self.obs_layouts[0], self.action_layouts[0]
+        for agent, layout, act in zip(self.possible_agents, self.obs_layouts, self.action_layouts):
+            if layout.dtype != first.dtype or layout.space.shape != first.space.shape:
+                raise SpaceError(
+                    f"obs[{agent!r}]: observation space {layout.original_space} does not have the layout of "
+                    f"{self.possible_agents[0]!r}'s {first.original_space}; agent slots share one buffer shape, "
+                    "so pad the observations to a common space (e.g. pettingzoo.utils supersuit-style padding)"
+                )
+            same = (
+                act.space.shape == first_act.space.shape and act.space.dtype == first_act.space.dtype
+                if isinstance(act.space, spaces.Box)
+                else act.space == first_act.space
+            )
+            if not same:
+                raise SpaceError(
+                    f"action[{agent!r}]: action space {act.original_space} flattens to {act.space}, but "
+                    f"{self.possible_agents[0]!r}'s flattens to {first_act.space}; give all agents one action space"
+                )
+        self.obs_layout, self.action_layout = first, first_act
+        self.obs_dtype = first.dtype
+        lows = np.min([layout.space.low for layout in self.obs_layouts], axis=0)
+        highs = np.max([layout.space.high for layout in self.obs_layouts], axis=0)
+        self.observation_space = self.single_observation_space = spaces.Box(
+            lows, highs, first.space.shape, first.space.dtype
+        )
+        self.action_space = self.single_action_space = self._joint_action_space()
+        self.metadata = getattr(env, "metadata", {})
+        self.render_mode = getattr(env, "render_mode", None)
+        self.emulated = True
+        if buf is None:
+            buf = Buffers.allocate(self.num_agents, self.observation_space)
+        else:
+            buf.check(self.num_agents, self.observation_space, type(env).__name__)
+        self.buf = buf
+        self._writers = [layout.writer(buf.observations[i]) for i, layout in enumerate(self.obs_layouts)]
+        self._to_env_action = [act.fast_unflatten() for act in self.action_layouts]
+        self._live: set = set()
+        self.done = False
+
+    def _joint_action_space(self) -> spaces.Space:
+        first = self.action_layouts[0].space
+        if isinstance(first, spaces.Box):  # same shape and dtype checked above; bounds may differ
+            low = np.min([a.space.low for a in self.action_layouts], axis=0)
+            high = np.max([a.space.high for a in self.action_layouts], axis=0)
+            return spaces.Box(low, high, first.shape, first.dtype)
+        return first
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Bool array of slots that hold a live agent this step."""
+        return self.buf.masks
+
+    @property
+    def agents(self) -> list:
+        return list(self.env.agents)
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        obs, infos = self.env.reset(seed=seed, options=options)
+        buf = self.buf
+        buf.observations[...] = 0
+        buf.rewards[...] = 0
+        buf.terminals[...] = False
+        buf.truncations[...] = False
+        buf.masks[...] = False
+        for agent, ob in obs.items():
+            i = self._slot_of(agent)
+            self._write(i, ob)
+            buf.masks[i] = True
+        self._live = set(obs)
+        self.done = not obs
+        return buf.observations, {agent: info for agent, info in (infos or {}).items() if info}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """Step every live agent with its row of ``actions``; rows of dead slots are ignored."""
+        actions = np.asarray(actions)
+        if actions.shape[:1] != (self.num_agents,):
+            raise APIUsageError(
+                f"PettingZooEmulator.step expects one action row per slot, shape ({self.num_agents}, ...), "
+                f"got {actions.shape}; rows of dead agents are ignored but must be present"
+            )
+        slot, convert = self._slot, self._to_env_action
+        env_actions = {}
+        for agent in self.env.agents:
+            i = self._slot_of(agent)
+            env_actions[agent] = convert[i](actions[i])
+        obs, rewards, terminations, truncations, infos = self.env.step(env_actions)
+
+        buf = self.buf
+        rew, term, trunc, masks = buf.rewards, buf.terminals, buf.truncations, buf.masks
+        rew[...] = 0
+        term[...] = False
+        trunc[...] = False
+        masks[...] = False
+        for agent, ob in obs.items():
+            i = slot[agent] if agent in slot else self._slot_of(agent)
+            self._write(i, ob)
+            masks[i] = True
+        for agent, r in rewards.items():
+            rew[self._slot_of(agent)] = r
+        for agent, flag in terminations.items():
+            if flag:
+                i = self._slot_of(agent)
+                term[i] = masks[i] = True
+        for agent, flag in truncations.items():
+            if flag:
+                i = self._slot_of(agent)
+                trunc[i] = masks[i] = True
+        reported = obs.keys()
+        for agent in self._live - reported:  # died on an earlier step: blank the row
+            buf.observations[slot[agent]] = 0
+        self._live = set(reported)
+        if not self.env.agents:
+            # Episode over for everyone: rows that ended earlier (or never joined) get both flags.
+            idle = ~(term | trunc)
+            term[idle] = True
+            trunc[idle] = True
+            self.done = True
+        return buf.observations, rew, term, trunc, {agent: info for agent, info in infos.items() if info}
+
+    def _slot_of(self, agent: Any) -> int:
+        try:
+            return self._slot[agent]
+        except KeyError:
+            raise APIUsageError(
+                f"agent {agent!r} is not in possible_agents {self.possible_agents}; the emulator needs every "
+                "agent that can ever appear listed in possible_agents"
+            ) from None
+
+    def _write(self, i: int, ob: Any) -> None:
+        try:
+            self._writers[i](ob)
+        except Exception as e:
+            raise self.obs_layouts[i].diagnose(ob) from e
+
+    def unflatten_observation(self, x: Any) -> Any:
+        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
+        return self.obs_layout.unflatten(x)
+
+    def flatten_observation(self, obs: Any) -> np.ndarray:
+        return self.obs_layout.flatten(obs)
+
+    def flatten_action(self, action: Any) -> Any:
+        return self.action_layout.flatten(action)
+
+    def unflatten_action(self, x: Any) -> Any:
+        return self.action_layout.unflatten(x)
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def emulate(env: Any, buf: Buffers | None = None) -> GymnasiumEmulator | PettingZooEmulator:
+    """Wrap ``env`` in the emulator its API calls for (Gymnasium, PettingZoo Parallel or AEC)."""
+    if isinstance(env, gymnasium.Env):
+        return GymnasiumEmulator(env, buf)
+    if is_aec(env) or is_parallel(env):
+        return PettingZooEmulator(env, buf)
+    if isinstance(getattr(env, "observation_space", None), spaces.Space) and hasattr(env, "step"):
+        return GymnasiumEmulator(env, buf)  # a Gymnasium-API env that does not subclass gymnasium.Env
+    raise APIUsageError(
+        f"cannot emulate {type(env).__module__}.{type(env).__qualname__}: it is neither a gymnasium.Env nor a "
+        "PettingZoo Parallel/AEC env; convert it first (puffer_core.make applies the gym and old-PettingZoo "
+        "adapters for you)"
+    )

@@ -1,0 +1,114 @@
+"""Builds folders of real installed-distribution metadata (``*.dist-info``) for plugin tests.
+
+Each fake plugin is a module plus a ``.dist-info`` with METADATA and entry_points.txt, so
+``importlib.metadata`` discovers it exactly as it would a pip-installed plugin once the
+folder is on ``sys.path`` / ``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+GOOD = '''
+import functools
+import puffer_core
+from puffer_core import EnvSpec, DockerLayer, CompatAxes
+
+def _make(**kwargs):
+    import gymnasium
+    return gymnasium.make("CartPole-v1", **kwargs)
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [
+        EnvSpec("good/cartpole", _make, description="a good plugin's cartpole"),
+        EnvSpec("good/needy", _make, requires=("definitely_missing_pkg_xyz",),
+                install_hint="pip install definitely-missing-pkg-xyz", description="needs a missing package"),
+    ]
+
+@puffer_core.hookimpl
+def puffer_docker_layer():
+    return DockerLayer(apt=("libbz2-dev",), env={"GOOD": "1"})
+
+@puffer_core.hookimpl
+def puffer_compat_axes():
+    return CompatAxes(package="gymnasium", versions=("1.2.0",), python=("3.11",))
+'''
+
+BROKEN_IMPORT = '''
+import definitely_missing_dependency_of_broken  # noqa: F401  (the point of this plugin)
+'''
+
+BAD_SPEC = '''
+import puffer_core
+from puffer_core import EnvSpec
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("NoSlashHere", lambda: None)]
+'''
+
+NO_CREATOR = '''
+import puffer_core
+from puffer_core import EnvSpec
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("nocreator/env", None)]
+'''
+
+
+def claims(env_id: str) -> str:
+    return f'''
+import puffer_core
+from puffer_core import EnvSpec
+
+def _make():
+    import gymnasium
+    return gymnasium.make("CartPole-v1")
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec({env_id!r}, _make), EnvSpec({env_id!r}.split("/")[0] + "/own_" + __name__[-1], _make)]
+'''
+
+
+def write_plugin(site: Path, name: str, source: str, dist: str | None = None, version: str = "1.0.0") -> None:
+    """Write module ``puffer_plugin_<name>`` and its dist-info declaring the entry point."""
+    module = f"puffer_plugin_{name.replace('-', '_')}"
+    dist = dist or f"puffer-plugin-{name}"
+    (site / f"{module}.py").write_text(textwrap.dedent(source))
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[puffer]\n{name} = {module}\n")
+    (info / "top_level.txt").write_text(module + "\n")
+
+
+def site_entry_points(site: Path) -> list[metadata.EntryPoint]:
+    """Entry points of the ``puffer`` group found in ``site`` only."""
+    found = []
+    for dist in metadata.distributions(path=[str(site)]):
+        found += [ep for ep in dist.entry_points if ep.group == "puffer"]
+    return found
+
+
+def run_puffer(site: Path | None, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 120):
+    """Run the `puffer` CLI in a subprocess with ``site`` on PYTHONPATH."""
+    env = dict(os.environ)
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+    env.pop("PUFFER_DEBUG", None)
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "puffer_core.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )

@@ -1,0 +1,108 @@
+"""The `puffer` CLI, run as a subprocess against plugins installed as real dist-info folders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from plugin_site import BAD_SPEC, BROKEN_IMPORT, GOOD, claims, run_puffer, write_plugin
+
+
+@pytest.fixture
+def mixed_site(site):
+    write_plugin(site, "good", GOOD, version="1.2.3")
+    write_plugin(site, "broken", BROKEN_IMPORT)
+    write_plugin(site, "badspec", BAD_SPEC)
+    write_plugin(site, "dupa", claims("shared/env"))
+    write_plugin(site, "dupb", claims("shared/env"))
+    return site
+
+
+def test_plugins_json_reports_each_plugin(mixed_site):
+    proc = run_puffer(mixed_site, "plugins", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    by_name = {p["name"]: p for p in data["plugins"]}
+    assert by_name["good"]["status"] == "loaded" and by_name["good"]["version"] == "1.2.3"
+    assert by_name["good"]["distribution"] == "puffer-plugin-good"
+    assert by_name["broken"]["status"] == "failed"
+    assert "definitely_missing_dependency_of_broken" in by_name["broken"]["error"]
+    assert by_name["badspec"]["status"] == "failed" and "'id'" in by_name["badspec"]["error"]
+    assert by_name["classic"]["status"] == "loaded"
+    assert any("shared/env" in w and "dupa" in w and "dupb" in w for w in data["warnings"])
+
+
+def test_plugins_table_shows_failures_without_traceback(mixed_site):
+    proc = run_puffer(mixed_site, "plugins")
+    assert proc.returncode == 0
+    assert "broken" in proc.stdout and "failed" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+    verbose = run_puffer(mixed_site, "plugins", "--traceback")
+    assert "ModuleNotFoundError" in verbose.stdout
+
+
+def test_envs_json_lists_working_envs_and_marks_missing_packages(mixed_site):
+    proc = run_puffer(mixed_site, "envs", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["id"]: row for row in json.loads(proc.stdout)["envs"]}
+    assert rows["good/cartpole"]["available"] is True and rows["good/cartpole"]["plugin"] == "good"
+    assert rows["classic/cartpole"]["available"] is True
+    assert rows["good/needy"]["available"] is False
+    assert "pip install definitely-missing-pkg-xyz" in rows["good/needy"]["note"]
+    assert rows["shared/env"]["available"] is False and "dupa and dupb" in rows["shared/env"]["note"]
+    assert not any(row_id.startswith("badspec/") for row_id in rows)
+
+
+def test_envs_plugin_filter_and_unknown_plugin(mixed_site):
+    proc = run_puffer(mixed_site, "envs", "--json", "--plugin", "good")
+    assert {row["plugin"] for row in json.loads(proc.stdout)["envs"]} == {"good"}
+    bad = run_puffer(mixed_site, "envs", "--plugin", "nope")
+    assert bad.returncode == 1 and "no plugin named 'nope'" in bad.stderr
+
+
+def test_env_variables_select_plugins(mixed_site):
+    proc = run_puffer(mixed_site, "plugins", "--json", extra_env={"PUFFER_DISABLE_PLUGINS": "broken,dupb"})
+    by_name = {p["name"]: p for p in json.loads(proc.stdout)["plugins"]}
+    assert by_name["broken"]["status"] == "disabled" and by_name["dupb"]["status"] == "disabled"
+    envs = run_puffer(mixed_site, "envs", "--json", extra_env={"PUFFER_LOAD_PLUGINS": "good"})
+    ids = {row["id"] for row in json.loads(envs.stdout)["envs"]}
+    assert "good/cartpole" in ids and "shared/env" not in ids and "classic/cartpole" in ids
+
+
+def test_run_plugin_env_while_another_plugin_is_broken(mixed_site):
+    proc = run_puffer(mixed_site, "run", "good/cartpole", "--steps", "300", "--num-envs", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["env"] == "good/cartpole" and result["steps"] >= 300
+    assert result["episodes"] >= 1 and result["episode_means"]["episode_length"] > 0
+
+
+def test_run_prints_sps_and_episode_summary():
+    proc = run_puffer(None, "run", "classic/cartpole", "--steps", "500", "--seed", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "steps/s" in proc.stdout
+    assert "episodes finished; mean" in proc.stdout and "episode_return" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["run", "classic/cartpol"], "Did you mean: classic/cartpole"),
+        (["run", "good/needy"], "pip install definitely-missing-pkg-xyz"),
+        (["run", "shared/env"], "declared by more than one plugin"),
+        (["run", "broken/anything"], "plugin 'broken' did not load (failed)"),
+        (["run", "classic/cartpole", "--kwarg", "nonsense"], "is not KEY=VALUE"),
+    ],
+)
+def test_errors_are_messages_with_nonzero_exit(mixed_site, args, fragment):
+    proc = run_puffer(mixed_site, *args)
+    assert proc.returncode != 0
+    assert fragment in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_help_explains_commands():
+    proc = run_puffer(None, "--help")
+    assert proc.returncode == 0
+    for command in ("plugins", "envs", "run", "PUFFER_DISABLE_PLUGINS"):
+        assert command in proc.stdout

