@@ -17,7 +17,8 @@ Gymnasium API / PettingZoo Parallel API or returns None so the next adapter can 
 ``LegacyPettingZooAdapter`` (plugin ``pettingzoo-legacy``)
     converts: PettingZoo Parallel envs of the pre-1.22 API (gym spaces, 4-tuple ``step``
     with one ``dones`` dict, ``reset`` without infos) to the current Parallel API, and
-    modern AEC envs to Parallel through PettingZoo's own ``aec_to_parallel``.
+    modern AEC envs to Parallel through PettingZoo's own ``aec_to_parallel`` (or
+    ``turn_based_aec_to_parallel`` for turn-based games, which are not parallelizable).
     cannot: old (pre-1.22) AEC envs — convert those with their own package's
     ``to_parallel`` in the creator; per-agent truncation in old envs (read as termination
     unless the agent's info carries ``TimeLimit.truncated``).
@@ -147,9 +148,8 @@ def _is_legacy_parallel(env: Any) -> bool:
     if not hasattr(env, "possible_agents") or hasattr(env, "agent_iter"):
         return False
     try:
-        agent = env.possible_agents[0]
-        space = env.observation_space(agent) if callable(env.observation_space) else env.observation_spaces[agent]
-    except Exception:
+        space = LegacyParallelEnv._space(env, "observation", env.possible_agents[0])
+    except (AttributeError, KeyError, IndexError, TypeError):
         return False
     if not isinstance(space, gspaces.Space):
         return True
@@ -228,9 +228,13 @@ class LegacyPettingZooAdapter:
         if not hasattr(env, "possible_agents"):
             return None
         if hasattr(env, "agent_iter"):
-            from pettingzoo.utils.conversions import aec_to_parallel
+            from pettingzoo.utils.conversions import aec_to_parallel, turn_based_aec_to_parallel
 
-            return aec_to_parallel(env)
+            # Turn-based games (chess, connect four) are not parallelizable: every agent gets
+            # an action each step and only the agent whose turn it is acts.
+            if (getattr(env, "metadata", None) or {}).get("is_parallelizable", False):
+                return aec_to_parallel(env)
+            return turn_based_aec_to_parallel(env)
         if _is_legacy_parallel(env):
             return LegacyParallelEnv(env)
         return None

@@ -231,6 +231,47 @@ def run_cmd(
         console.print("no episode finished within the steps run (try more --steps)")
 
 
+@cli.command("check")
+@click.argument("target", metavar="ENV_OR_PLUGIN")
+@click.option("--steps", default=64, show_default=True, type=click.IntRange(min=1), help="Steps per check.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+def check_cmd(target: str, steps: int, as_json: bool) -> None:
+    """Conformance checks for a plugin (all its envs) or one env id.
+
+    Spaces declared match what the env returns, the reset/step contract, determinism by
+    seed, emulation round trip, a short Multiprocessing run, and the plugin's DockerLayer
+    and CompatAxes. Exits 1 when any check fails. From Python: puffer_core.testing.
+    """
+    from puffer_core.testing import check, iter_lines
+
+    report = check(target, steps=steps)
+    if as_json:
+        print_json(report.to_json())
+    else:
+        for line, result in zip(iter_lines(report), report.results):
+            console.print(line, style="green" if result.passed else "red", highlight=False, markup=False)
+        failed = sum(not r.passed for r in report.results)
+        summary = f"{len(report.results) - failed} passed, {failed} failed"
+        console.print(summary, style="bold green" if not failed else "bold red", highlight=False)
+    if not report.passed:
+        sys.exit(1)
+
+
+@cli.command("new-plugin")
+@click.argument("name")
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--force", is_flag=True, help="Write into DIRECTORY even if it is not empty.")
+def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
+    """Scaffold a working plugin distribution NAME in DIRECTORY (default ./puffer-plugin-NAME)."""
+    from pathlib import Path
+
+    from puffer_core.scaffold import scaffold_plugin
+
+    target = scaffold_plugin(name, Path(directory) if directory else None, force=force)
+    console.print(f"wrote plugin [bold]{name}[/] to {target}", highlight=False)
+    console.print(f"next: pip install -e {target} && puffer check {name} && pytest {target}/tests", highlight=False)
+
+
 def main() -> None:
     cli(prog_name="puffer")
 

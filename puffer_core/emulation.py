@@ -130,6 +130,10 @@ class GymnasiumEmulator(gymnasium.Env):
         self._reward = _scalar_store(buf.rewards)
         self._terminal = _scalar_store(buf.terminals)
         self._truncation = _scalar_store(buf.truncations)
+        if self.obs_layout.single_leaf:
+            # One leaf: copy straight into its view of the row, no writer call per step.
+            (self._leaf_view,) = self.obs_layout.views(self._obs)
+            self.step = self._step_single_leaf
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         ob, info = self.env.reset(seed=seed, options=options)
@@ -152,6 +156,22 @@ class GymnasiumEmulator(gymnasium.Env):
             self._terminal[0] = terminated
             self._truncation[0] = truncated
         except TypeError:  # e.g. a 0-d array reward, which memoryview refuses
+            self.buf.rewards[0] = reward
+            self.buf.terminals[0] = terminated
+            self.buf.truncations[0] = truncated
+        return self._obs, reward, terminated, truncated, info
+
+    def _step_single_leaf(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
+        ob, reward, terminated, truncated, info = self._env_step(self._to_env_action(action))
+        try:
+            self._leaf_view[...] = ob
+        except Exception as e:
+            raise self.obs_layout.diagnose(ob) from e
+        try:
+            self._reward[0] = reward
+            self._terminal[0] = terminated
+            self._truncation[0] = truncated
+        except TypeError:
             self.buf.rewards[0] = reward
             self.buf.terminals[0] = terminated
             self.buf.truncations[0] = truncated

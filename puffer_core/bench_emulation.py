@@ -1,0 +1,119 @@
+"""Emulation overhead: raw env step loop vs emulated (+ EpisodeStats) step loop.
+
+Run ``python -m puffer_core.bench_emulation [cartpole|breakout|nethack ...] [--steps N]``.
+Both loops run in this process on the same action sequence and seed, interleaved in short
+rounds so that drift (CPU frequency, other processes) hits both alike; the ratio is
+emulated step time over raw step time (lower is better, 1.0 is free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+
+from puffer_core.emulation import GymnasiumEmulator
+from puffer_core.postprocess import EpisodeStats
+
+__all__ = ["emulation_overhead", "FACTORIES"]
+
+
+def _cartpole() -> Any:
+    import gymnasium
+
+    return gymnasium.make("CartPole-v1")
+
+
+def _breakout() -> Any:
+    import ale_py
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+    return gymnasium.make("ALE/Breakout-v5")
+
+
+def _nethack() -> Any:
+    import gymnasium
+    import nle  # noqa: F401 - registers NetHackScore-v0
+
+    return gymnasium.make("NetHackScore-v0")
+
+
+FACTORIES: dict[str, Callable[[], Any]] = {"cartpole": _cartpole, "breakout": _breakout, "nethack": _nethack}
+
+
+def _run(step: Callable, reset: Callable, actions: list, start: int, count: int) -> float:
+    n = len(actions)
+    t0 = time.perf_counter()
+    for i in range(start, start + count):
+        _, _, terminated, truncated, _ = step(actions[i % n])
+        if terminated or truncated:
+            reset()
+    return time.perf_counter() - t0
+
+
+def emulation_overhead(env_factory: Callable[[], Any], steps: int, rounds: int = 10, seed: int = 0) -> dict:
+    """Measure ``steps`` raw and ``steps`` emulated steps; returns raw_sps, emulated_sps, ratio.
+
+    ``ratio`` is the median of the per-round ratios (robust to a round disturbed by noise);
+    the SPS figures are totals over all rounds.
+    """
+    raw = env_factory()
+    emulated = GymnasiumEmulator(EpisodeStats(env_factory()))
+    raw.action_space.seed(seed)
+    raw_actions = [raw.action_space.sample() for _ in range(min(steps, 10_000))]
+    flat_actions = [emulated.flatten_action(a) for a in raw_actions]  # numpy values, as a vector env holds them
+    if isinstance(raw.action_space, gymnasium.spaces.Discrete):
+        # The raw loop gets the cheapest action type (a Python int, which gymnasium's checks
+        # accept fastest), so the emulator's own int() conversion cannot flatter the ratio.
+        raw_actions = [int(a) for a in raw_actions]
+    raw.reset(seed=seed)
+    emulated.reset(seed=seed)
+    per_round = max(1, steps // rounds)
+    raw_time = emu_time = 0.0
+    ratios = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection landing in one loop only would bias the ratio
+    try:
+        _run(raw.step, raw.reset, raw_actions, 0, min(per_round, 200))  # warm-up both
+        _run(emulated.step, emulated.reset, flat_actions, 0, min(per_round, 200))
+        for r in range(rounds):
+            # Alternate which loop goes first so neither always follows the other.
+            order = ((raw, raw_actions), (emulated, flat_actions))
+            if r % 2:
+                order = order[::-1]
+            times = {}
+            for env, actions in order:
+                times[env is raw] = _run(env.step, env.reset, actions, r * per_round, per_round)
+            raw_time += times[True]
+            emu_time += times[False]
+            ratios.append(times[False] / times[True])
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        raw.close()
+        emulated.close()
+    total = per_round * rounds
+    return {"raw_sps": total / raw_time, "emulated_sps": total / emu_time, "ratio": statistics.median(ratios)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("envs", nargs="*", default=list(FACTORIES), choices=list(FACTORIES))
+    parser.add_argument("--steps", type=int, default=None, help="steps per loop (default depends on the env)")
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args(argv)
+    default_steps = {"cartpole": 200_000, "breakout": 20_000, "nethack": 20_000}
+    print(f"{'env':<10} {'raw SPS':>12} {'emulated SPS':>14} {'ratio':>7}")
+    for name in args.envs:
+        result = emulation_overhead(FACTORIES[name], args.steps or default_steps[name], rounds=args.rounds)
+        print(f"{name:<10} {result['raw_sps']:>12,.0f} {result['emulated_sps']:>14,.0f} {result['ratio']:>7.3f}")
+
+
+if __name__ == "__main__":
+    main()

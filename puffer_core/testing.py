@@ -1,0 +1,303 @@
+"""Conformance checks for plugin authors: ``check_env`` / ``check_plugin`` (and `puffer check`).
+
+Each check runs in isolation and returns a ``CheckResult``; one failing check never
+hides the others. Use from a plugin's own tests::
+
+    from puffer_core.testing import check_plugin
+
+    def test_conforms():
+        report = check_plugin("myplugin")
+        assert report.passed, report.summary()
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from puffer_core.errors import PufferError, UnknownEnvError
+from puffer_core.plugins import LOADED, PluginSet, get_plugins
+
+__all__ = ["CheckResult", "CheckReport", "check_env", "check_plugin", "assert_trees_equal"]
+
+DEFAULT_STEPS = 64
+
+
+@dataclass
+class CheckResult:
+    target: str
+    name: str
+    passed: bool
+    detail: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "check": self.name,
+            "passed": self.passed,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class CheckReport:
+    target: str
+    results: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    def summary(self) -> str:
+        lines = [f"{'PASS' if r.passed else 'FAIL'} {r.target}: {r.name} {r.detail}".rstrip() for r in self.results]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "passed": self.passed, "results": [r.to_json() for r in self.results]}
+
+
+def assert_trees_equal(a: Any, b: Any, path: str = "obs") -> None:
+    """Assert two nested dict/tuple/array values are equal, naming the first differing path."""
+    if isinstance(a, dict):
+        if not isinstance(b, dict) or set(a) != set(b):
+            raise AssertionError(f"{path}: keys differ: {sorted(a)} vs {sorted(b) if isinstance(b, dict) else b!r}")
+        for key in a:
+            assert_trees_equal(a[key], b[key], f"{path}[{key!r}]")
+        return
+    if isinstance(a, tuple):
+        if not isinstance(b, (tuple, list)) or len(a) != len(b):
+            raise AssertionError(f"{path}: tuple lengths differ")
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_trees_equal(x, y, f"{path}[{i}]")
+        return
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape and x.size == y.size == 1:
+        x, y = x.reshape(()), y.reshape(())
+    if x.shape != y.shape or not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
+        raise AssertionError(f"{path}: {x!r} != {y!r}")
+
+
+class _Checks:
+    """Collects results; each ``check`` context records pass/fail with timing."""
+
+    def __init__(self, target: str):
+        self.report = CheckReport(target)
+
+    def run(self, name: str, fn: Callable[[], str | None]) -> bool:
+        start = time.perf_counter()
+        try:
+            detail = fn() or ""
+            passed = True
+        except AssertionError as exc:
+            passed, detail = False, str(exc) or "assertion failed"
+        except PufferError as exc:
+            passed, detail = False, str(exc)
+        except Exception as exc:
+            tb = traceback.format_exception(exc)
+            passed, detail = False, f"{type(exc).__name__}: {exc}\n{''.join(tb[-3:]).rstrip()}"
+        self.report.results.append(CheckResult(self.report.target, name, passed, detail, time.perf_counter() - start))
+        return passed
+
+
+def _agents_of(env: Any) -> list[str] | None:
+    return list(env.possible_agents) if hasattr(env, "possible_agents") else None
+
+
+def _sample_actions(env: Any, agents: list[str] | None, live: list[str] | None) -> Any:
+    if agents is None:
+        return env.action_space.sample()
+    return {agent: env.action_space(agent).sample() for agent in (live or [])}
+
+
+def _seed_action_spaces(env: Any, agents: list[str] | None, seed: int) -> None:
+    if agents is None:
+        env.action_space.seed(seed)
+    else:
+        for i, agent in enumerate(agents):
+            env.action_space(agent).seed(seed + i)
+
+
+def _rollout(env_id: str, plugins: PluginSet, seed: int, steps: int) -> list[Any]:
+    """Observations of a seeded rollout with seeded random actions (for determinism)."""
+    from puffer_core.environments import make_raw
+
+    env = make_raw(env_id, plugins=plugins)
+    try:
+        agents = _agents_of(env)
+        _seed_action_spaces(env, agents, seed)
+        obs, _ = env.reset(seed=seed)
+        trace = [obs]
+        for _ in range(steps):
+            result = env.step(_sample_actions(env, agents, getattr(env, "agents", None)))
+            trace.append(result[0])
+            if agents is None and (result[2] or result[3]):
+                break
+            if agents is not None and not env.agents:
+                break
+        return trace
+    finally:
+        env.close()
+
+
+def _contract(env_id: str, plugins: PluginSet, steps: int) -> str:
+    """Spaces declared match what the env returns; reset/step return the right shapes."""
+    from puffer_core.environments import make_raw
+
+    env = make_raw(env_id, plugins=plugins)
+    try:
+        agents = _agents_of(env)
+        reset = env.reset(seed=0)
+        assert isinstance(reset, tuple) and len(reset) == 2, f"reset() must return (obs, info), got {type(reset)}"
+        obs, info = reset
+        if agents is None:
+            assert isinstance(info, dict), "reset() info must be a dict"
+            assert env.observation_space.contains(obs), f"reset() observation is outside observation_space: {obs!r}"
+        else:
+            for agent, value in obs.items():
+                assert agent in agents, f"reset() returned an observation for unknown agent {agent!r}"
+                space = env.observation_space(agent)
+                assert space.contains(value), f"reset() observation of {agent!r} is outside its observation_space"
+        count = 0
+        for count in range(1, steps + 1):
+            result = env.step(_sample_actions(env, agents, getattr(env, "agents", None)))
+            assert isinstance(result, tuple) and len(result) == 5, "step() must return a 5-tuple"
+            obs, reward, terminated, truncated, info = result
+            if agents is None:
+                assert env.observation_space.contains(obs), f"step {count}: observation outside observation_space"
+                assert np.isscalar(reward) or np.ndim(reward) == 0, f"step {count}: reward must be a scalar"
+                assert isinstance(terminated, (bool, np.bool_)), "terminated must be a bool"
+                assert isinstance(truncated, (bool, np.bool_)), "truncated must be a bool"
+                assert isinstance(info, dict), "info must be a dict"
+                if terminated or truncated:
+                    env.reset()
+            else:
+                for agent, value in obs.items():
+                    assert env.observation_space(agent).contains(value), f"step {count}: {agent}'s obs out of space"
+                for name, part in (("rewards", reward), ("terminations", terminated), ("truncations", truncated)):
+                    assert isinstance(part, dict), f"step() {name} must be a dict keyed by agent"
+                if not env.agents:
+                    env.reset()
+        return f"{count} steps"
+    finally:
+        env.close()
+
+
+def _determinism(env_id: str, plugins: PluginSet, steps: int) -> str:
+    first = _rollout(env_id, plugins, seed=123, steps=steps)
+    second = _rollout(env_id, plugins, seed=123, steps=steps)
+    assert len(first) == len(second), f"same seed gave episodes of {len(first)} and {len(second)} steps"
+    for i, (a, b) in enumerate(zip(first, second)):
+        assert_trees_equal(a, b, f"step {i} obs")
+    return f"{len(first)} observations identical"
+
+
+def _emulation(env_id: str) -> str:
+    import puffer_core
+
+    env = puffer_core.make(env_id)
+    try:
+        flat, _ = env.reset(seed=0)
+        assert env.observation_space.contains(flat) or flat.shape == env.observation_space.shape, "flat obs shape"
+        raw_env = env.env
+        agents = _agents_of(raw_env)
+        obs_space = raw_env.observation_space if agents is None else raw_env.observation_space(agents[0])
+        act_space = raw_env.action_space if agents is None else raw_env.action_space(agents[0])
+        obs_space.seed(0)
+        act_space.seed(0)
+        for _ in range(8):
+            sample = obs_space.sample()
+            assert_trees_equal(env.unflatten_observation(env.flatten_observation(sample)), sample, "obs")
+            action = act_space.sample()
+            assert_trees_equal(env.unflatten_action(env.flatten_action(action)), action, "action")
+        env.step(_flat_random_action(env.action_space, getattr(env, "num_agents", 1), agents is not None))
+        return f"obs {tuple(env.observation_space.shape)} {env.observation_space.dtype}, action {env.action_space}"
+    finally:
+        env.close()
+
+
+def _flat_random_action(space: spaces.Space, num_agents: int, multiagent: bool) -> Any:
+    from puffer_core.runner import random_actions
+
+    batch = random_actions(space, num_agents, np.random.default_rng(0))
+    return batch if multiagent else batch[0]
+
+
+def _vector(env_id: str, steps: int) -> str:
+    from puffer_core import vector
+
+    with vector.make(env_id, num_envs=2, num_workers=2, backend="multiprocessing", seed=0) as envs:
+        from puffer_core.runner import random_actions
+
+        rng = np.random.default_rng(0)
+        envs.reset(seed=0)
+        for _ in range(steps):
+            envs.step(random_actions(envs.single_action_space, envs.num_envs, rng))
+    return f"{steps} steps on 2 workers"
+
+
+def _envs_for(target: str, plugins: PluginSet) -> list[str]:
+    return [env_id for env_id in plugins.env_ids() if plugins.env_owner[env_id] == target]
+
+
+def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None = None) -> CheckReport:
+    """Run every conformance check on one environment."""
+    plugins = get_plugins() if plugins is None else plugins
+    checks = _Checks(env_id)
+    if not checks.run("spec", lambda: plugins.get_spec(env_id).description or "found"):
+        return checks.report
+    checks.run("reset/step contract and spaces", lambda: _contract(env_id, plugins, steps))
+    checks.run("determinism by seed", lambda: _determinism(env_id, plugins, steps))
+    checks.run("emulation round trip", lambda: _emulation(env_id))
+    checks.run("multiprocessing run", lambda: _vector(env_id, 16))
+    return checks.report
+
+
+def _plugin_hooks(name: str, plugins: PluginSet) -> str:
+    info = plugins.plugins[name]
+    assert info.status == LOADED, f"plugin '{name}' is {info.status}: {info.error}"
+    parts = [f"hooks: {', '.join(info.hooks) or 'none'}"]
+    if name in plugins.docker_layers:
+        plugins.docker_layers[name].validate(name)
+        parts.append("DockerLayer valid")
+    if name in plugins.compat_axes:
+        plugins.compat_axes[name].validate(name)
+        parts.append("CompatAxes valid")
+    return "; ".join(parts)
+
+
+def check_plugin(name: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None = None) -> CheckReport:
+    """Check a plugin's hooks and run ``check_env`` on each of its envs."""
+    plugins = get_plugins() if plugins is None else plugins
+    if name not in plugins.plugins:
+        raise UnknownEnvError(
+            f"no plugin or env named {name!r}; installed plugins: {', '.join(sorted(plugins.plugins))}"
+        )
+    checks = _Checks(name)
+    checks.run("plugin loads, DockerLayer and CompatAxes valid", lambda: _plugin_hooks(name, plugins))
+    env_ids = _envs_for(name, plugins)
+    checks.run("declares envs", lambda: f"{len(env_ids)} envs" if env_ids else _raise("the plugin declares no envs"))
+    for env_id in env_ids:
+        checks.report.results += check_env(env_id, steps=steps, plugins=plugins).results
+    return checks.report
+
+
+def _raise(message: str) -> str:
+    raise AssertionError(message)
+
+
+def check(target: str, steps: int = DEFAULT_STEPS) -> CheckReport:
+    """``check_env`` for an env id (``plugin/name``), ``check_plugin`` for a plugin name."""
+    return check_env(target, steps) if "/" in target else check_plugin(target, steps)
+
+
+def iter_lines(report: CheckReport) -> Iterator[str]:
+    for r in report.results:
+        yield f"{'✓' if r.passed else '✗'} {r.target}: {r.name}" + (f" — {r.detail}" if r.detail else "")
