@@ -14,12 +14,13 @@ import importlib.util
 import os
 import re
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.errors import PluginError
 
-__all__ = ["FAMILIES", "KNOWN", "Entry", "catalog", "installed_modules", "make_env"]
+__all__ = ["FAMILIES", "KNOWN", "Entry", "catalog", "installed_modules", "make_env", "scan_modules"]
 
 FAMILIES = ("butterfly", "classic")
 
@@ -95,8 +96,13 @@ def installed_modules() -> dict[tuple[str, str], str]:
         return {}
     if spec is None or not spec.submodule_search_locations:
         return {}
+    return scan_modules(spec.submodule_search_locations)
+
+
+def scan_modules(roots: Iterable[str], package: str = "pettingzoo") -> dict[tuple[str, str], str]:
+    """``(family, name) -> "<package>.<family>.<name>_vN"`` for the env modules under ``roots``."""
     found: dict[tuple[str, str], tuple[int, str]] = {}
-    for root in spec.submodule_search_locations:
+    for root in roots:
         for family in FAMILIES:
             try:
                 files = os.listdir(os.path.join(root, family))
@@ -109,7 +115,7 @@ def installed_modules() -> dict[tuple[str, str], str]:
                 version = int(match["version"])
                 key = (family, match["name"])
                 if key not in found or version > found[key][0]:
-                    found[key] = (version, f"pettingzoo.{family}.{filename[:-3]}")
+                    found[key] = (version, f"{package}.{family}.{filename[:-3]}")
     return {key: module for key, (_version, module) in found.items()}
 
 

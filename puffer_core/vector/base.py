@@ -1,0 +1,596 @@
+"""What every vector backend shares: the API, env construction, argument checks, and the
+``EnvGroup`` that steps a handful of emulated envs in place (Serial is one ``EnvGroup``;
+every Multiprocessing worker and every Ray actor runs one).
+
+Units
+    ``make``'s ``num_envs`` and ``batch_size`` count environments. The attributes
+    ``num_envs`` and ``batch_size`` of a vector env count *agent rows* (environments ×
+    ``agents_per_env``); for single-agent envs both are the same.
+
+Arrays
+    ``recv`` returns views of the backend's own buffers (shared memory for
+    Multiprocessing): they stay valid until the next ``send`` / ``step`` that touches the
+    same rows. Copy what you keep longer.
+
+Infos
+    A list with one dict per *non-empty* info, in env order within a batch. Each is a
+    shallow copy of the env's info plus ``"env_id"``: the agent row it came from (the same
+    numbering as ``env_ids``; for single-agent envs that is the env index). Infos of
+    multi-agent envs are split per agent and also carry ``"agent"`` (the agent's name).
+    Episode statistics (``puffer_core.postprocess``) make infos empty on ordinary steps,
+    so almost nothing crosses process boundaries.
+
+Autoreset
+    Next-step (Gymnasium 1.x's default): once an env ended (all its agents terminal or
+    truncated) the next ``send`` resets it instead of stepping it; its actions for that
+    step are ignored and its rows come back with the reset observation, reward 0 and
+    terminal / truncation False. ``reset(seed)`` seeds env ``i`` with ``seed + i``; later
+    autoresets are unseeded, so every env's RNG just continues. Same seed and same actions
+    → the same trajectories on every backend.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from puffer_core.errors import APIUsageError, WorkerError
+
+__all__ = [
+    "VectorEnv",
+    "EnvFactory",
+    "EnvGroup",
+    "EnvFault",
+    "probe_env",
+    "split_envs",
+    "check_counts",
+    "check_seed",
+    "action_buffer_spec",
+    "batched_space",
+]
+
+
+# --------------------------------------------------------------------------- env building
+
+
+def _is_emulator(env: Any) -> bool:
+    from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
+
+    return isinstance(env, (GymnasiumEmulator, PettingZooEmulator))
+
+
+def _emulate(raw: Any, buf: Any) -> Any:
+    """Episode statistics + the right emulator for a raw Gymnasium / PettingZoo env."""
+    from puffer_core import emulation, postprocess
+
+    if hasattr(raw, "possible_agents"):
+        wrapped = postprocess.MultiAgentEpisodeStats(raw)
+    else:
+        wrapped = postprocess.EpisodeStats(raw)
+    return emulation.emulate(wrapped, buf)
+
+
+def _attach(emulator: Any, buf: Any) -> Any:
+    """Make ``emulator`` write into ``buf``; returns the env to use (maybe a copying proxy)."""
+    if buf is None or emulator.buf is buf:
+        return emulator
+    attach = getattr(emulator, "attach", None)  # preferred, if the emulator offers it
+    if callable(attach):
+        attach(buf)
+        return emulator
+    from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
+
+    if type(emulator) in (GymnasiumEmulator, PettingZooEmulator):
+        # The emulators bind their buffer at construction; re-running it on the same inner
+        # env (before its first reset) is cheap and rebinds every cached view.
+        type(emulator).__init__(emulator, emulator.env, buf)
+        return emulator
+    return _CopyingEmulator(emulator, buf)
+
+
+class _CopyingEmulator:
+    """Fallback for emulator subclasses we cannot rebind: copies their buffer into ours."""
+
+    def __init__(self, inner: Any, buf: Any):
+        self.inner = inner
+        self.buf = buf
+        for name in ("observation_space", "action_space", "num_agents", "possible_agents"):
+            setattr(self, name, getattr(inner, name))
+
+    def _copy(self) -> None:
+        src, dst = self.inner.buf, self.buf
+        dst.observations[...] = src.observations
+        dst.rewards[...] = src.rewards
+        dst.terminals[...] = src.terminals
+        dst.truncations[...] = src.truncations
+        dst.masks[...] = src.masks
+
+    @property
+    def done(self) -> bool:
+        done = getattr(self.inner, "done", None)
+        return bool((self.buf.terminals | self.buf.truncations).all()) if done is None else done
+
+    def reset(self, seed: int | None = None) -> Any:
+        out = self.inner.reset(seed=seed)
+        self._copy()
+        return out
+
+    def step(self, action: Any) -> Any:
+        out = self.inner.step(action)
+        self._copy()
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class EnvFactory:
+    """Builds one emulated env, writing into ``buf`` (a ``Buffers`` of views) if given.
+
+    ``env`` is a registered env id (built with ``puffer_core.make``) or a creator called
+    with ``env_kwargs``; whatever a creator returns that is not yet an emulator gets
+    episode statistics and the matching emulator. Picklable when ``env`` is (spawned
+    workers use cloudpickle, so lambdas work too).
+    """
+
+    def __init__(self, env: str | Callable[..., Any], env_kwargs: dict[str, Any] | None = None):
+        if not isinstance(env, str) and not callable(env):
+            raise APIUsageError(
+                f"env must be a registered env id (str) or a zero-argument creator, got {type(env).__name__}; "
+                "see `puffer envs` for ids"
+            )
+        self.env = env
+        self.env_kwargs = dict(env_kwargs or {})
+
+    @property
+    def name(self) -> str:
+        if isinstance(self.env, str):
+            return self.env
+        return getattr(self.env, "__qualname__", None) or getattr(self.env, "__name__", None) or repr(self.env)
+
+    def __call__(self, buf: Any = None) -> Any:
+        if isinstance(self.env, str):
+            import puffer_core
+
+            made = puffer_core.make(self.env, **self.env_kwargs)
+        else:
+            made = self.env(**self.env_kwargs)
+        if _is_emulator(made) or isinstance(made, _CopyingEmulator):
+            return _attach(made, buf)
+        if hasattr(made, "buf") and hasattr(made, "num_agents") and hasattr(made, "observation_space"):
+            return _attach(made, buf)  # an emulator-like object from elsewhere (e.g. a subclass)
+        return _emulate(made, buf)
+
+
+def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
+    """Build one env to learn spaces and agent count; returns (emulator, info dict)."""
+    env = factory()
+    num_agents = int(getattr(env, "num_agents", 1))
+    info = {
+        "observation_space": env.observation_space,
+        "action_space": env.action_space,
+        "agents_per_env": num_agents,
+        "possible_agents": list(getattr(env, "possible_agents", ["agent_0"])),
+    }
+    return env, info
+
+
+def action_buffer_spec(action_space: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """(per-row shape, dtype) of the action buffer for a flat action space."""
+    from gymnasium import spaces
+
+    if isinstance(action_space, spaces.Discrete):
+        return (), np.dtype(np.int64)
+    if isinstance(action_space, (spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)):
+        return tuple(action_space.shape), np.dtype(action_space.dtype)
+    raise APIUsageError(
+        f"the vector backends take Discrete, MultiDiscrete, MultiBinary or Box action spaces, got {action_space}; "
+        "wrap the env with puffer_core.emulation.emulate so its actions are flattened"
+    )
+
+
+def batched_space(space: Any, n: int) -> Any:
+    try:
+        from gymnasium.vector.utils import batch_space
+
+        return batch_space(space, n)
+    except Exception:  # noqa: BLE001 - optional convenience attribute
+        return None
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _fmt_choices(values: Sequence[int], limit: int = 8) -> str:
+    values = list(dict.fromkeys(values))
+    if len(values) > limit:
+        values = values[: limit - 2] + [values[-1]]
+        head = ", ".join(str(v) for v in values[:-1])
+        return f"{head}, … or {values[-1]}"
+    if len(values) == 1:
+        return str(values[0])
+    return ", ".join(str(v) for v in values[:-1]) + f" or {values[-1]}"
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise APIUsageError(f"{name} must be an int ≥ {minimum}, got {value!r}")
+    if value < minimum:
+        raise APIUsageError(f"{name} must be ≥ {minimum}, got {value}")
+    return int(value)
+
+
+def split_envs(num_envs: int, num_workers: int) -> list[int]:
+    """Env counts per worker: as even as possible, the first workers take the remainder."""
+    base, extra = divmod(num_envs, num_workers)
+    return [base + (1 if w < extra else 0) for w in range(num_workers)]
+
+
+def check_counts(
+    num_envs: Any, num_workers: Any, batch_size: Any, backend: str, cpu_count: int | None = None
+) -> tuple[int, int, int, list[int]]:
+    """Validate and default (num_envs, num_workers, batch_size) in env units.
+
+    Returns (num_envs, num_workers, batch_size, envs per worker). A combination that cannot
+    work raises APIUsageError that proposes values that do.
+    """
+    num_envs = _check_int("num_envs", num_envs)
+    cpus = cpu_count or os.cpu_count() or 1
+    if backend == "serial":
+        if num_workers is not None:
+            _check_int("num_workers", num_workers)  # accepted and ignored: Serial has one "worker"
+        num_workers = 1
+    elif num_workers is None:
+        num_workers = min(num_envs, cpus)
+    else:
+        num_workers = _check_int("num_workers", num_workers)
+        if num_workers > num_envs:
+            raise APIUsageError(
+                f"num_workers {num_workers} is more than num_envs {num_envs}: every worker needs at least one env; "
+                f"use num_workers ≤ {num_envs} (e.g. {min(num_envs, cpus)}) or num_envs ≥ {num_workers}"
+            )
+    if batch_size is None:
+        batch_size = num_envs
+    batch_size = _check_int("batch_size", batch_size)
+    if batch_size > num_envs:
+        raise APIUsageError(
+            f"batch_size {batch_size} is more than num_envs {num_envs}; use a batch_size ≤ {num_envs} "
+            f"(it counts environments, like num_envs)"
+        )
+    counts = split_envs(num_envs, num_workers)
+    if batch_size == num_envs:
+        return num_envs, num_workers, batch_size, counts
+
+    if backend == "serial":
+        if num_envs % batch_size:
+            divisors = [d for d in range(1, num_envs + 1) if num_envs % d == 0]
+            raise APIUsageError(
+                f"batch_size {batch_size} must divide num_envs {num_envs} on the serial backend (envs are stepped "
+                f"in fixed groups of batch_size): try {_fmt_choices(divisors)}"
+            )
+        return num_envs, num_workers, batch_size, counts
+
+    # Batches are made of whole workers, so all workers must hold the same number of envs.
+    if num_envs % num_workers:
+        workers_ok = [w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
+        raise APIUsageError(
+            f"batch_size {batch_size} < num_envs {num_envs} needs the envs split evenly over workers, but "
+            f"{num_envs} envs do not split evenly over {num_workers} workers; try num_workers "
+            f"{_fmt_choices(workers_ok)} (with batch_size {batch_size}), or batch_size {num_envs}"
+        )
+    per_worker = num_envs // num_workers
+    if batch_size % per_worker:
+        batches_ok = list(range(per_worker, num_envs + 1, per_worker))
+        workers_ok = [w for w in range(1, num_envs + 1) if num_envs % w == 0 and batch_size % (num_envs // w) == 0]
+        raise APIUsageError(
+            f"batch_size {batch_size} must be a multiple of the per-worker env count {per_worker} "
+            f"({num_envs} envs over {num_workers} workers), since batches are made of whole workers: "
+            f"try batch_size {_fmt_choices(batches_ok)}, or keep batch_size {batch_size} with num_workers "
+            f"{_fmt_choices(workers_ok)}"
+        )
+    return num_envs, num_workers, batch_size, counts
+
+
+def check_seed(seed: Any) -> int | None:
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 or seed >= 2**62:
+        raise APIUsageError(f"seed must be None or an int in [0, 2**62), got {seed!r}")
+    return int(seed)
+
+
+# --------------------------------------------------------------------------- stepping
+
+
+class EnvFault(Exception):
+    """An env raised inside an EnvGroup; carries the global env index and traceback text."""
+
+    def __init__(self, env_index: int, phase: str, exc: BaseException):
+        self.env_index = env_index
+        self.phase = phase
+        self.exc_type = type(exc).__name__
+        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        super().__init__(f"env {env_index} raised {self.exc_type} in {phase}: {exc}")
+
+    def to_worker_error(self, worker: int | None, backend: str) -> WorkerError:
+        where = f"worker {worker} " if worker is not None else ""
+        message = (
+            f"{backend}: {where}env {self.env_index} raised {self.exc_type} in {self.phase}; "
+            f"its traceback:\n{self.traceback.rstrip()}"
+        )
+        return WorkerError(message, worker=worker, env_index=self.env_index, cause=self.traceback)
+
+
+def format_infos(raw: list, agents_per_env: int, possible_agents: Sequence[Any]) -> list[dict]:
+    """(env_index, info) pairs → the public list of dicts tagged with ``env_id`` (agent row)."""
+    out = []
+    if agents_per_env == 1:
+        for env_index, info in raw:
+            entry = dict(info)
+            entry["env_id"] = env_index
+            out.append(entry)
+        return out
+    slot = {agent: i for i, agent in enumerate(possible_agents)}
+    for env_index, info in raw:
+        base = env_index * agents_per_env
+        loose = {}
+        for key, value in info.items():
+            if key in slot and isinstance(value, dict):
+                if value:
+                    entry = dict(value)
+                    entry["env_id"] = base + slot[key]
+                    entry["agent"] = key
+                    out.append(entry)
+            else:
+                loose[key] = value
+        if loose:
+            loose["env_id"] = base
+            out.append(loose)
+    return out
+
+
+class EnvGroup:
+    """A few emulated envs stepped one after another, writing into the given arrays in place.
+
+    ``arrays`` holds ``observations, rewards, terminals, truncations, masks, actions`` for
+    exactly this group's rows. ``first_env`` is the global index of the group's first env
+    (for seeds and error messages). Exceptions from envs surface as ``EnvFault``.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[..., Any],
+        num_envs: int,
+        agents_per_env: int,
+        arrays: dict[str, np.ndarray],
+        first_env: int = 0,
+        prebuilt: Sequence[Any] = (),
+        progress: Any = None,
+    ):
+        from puffer_core.emulation import Buffers
+
+        self.num_envs = num_envs
+        self.agents_per_env = agents_per_env
+        self.first_env = first_env
+        self.arrays = arrays
+        self.actions = arrays["actions"]
+        #: index (within the group) of the env being stepped or built, for fault reports
+        self.current = -1
+        self._progress = progress  # optional writable 1-element int32 memoryview (shared memory)
+        self.envs: list[Any] = []
+        self.done = [False] * num_envs
+        a = agents_per_env
+        for i in range(num_envs):
+            self._mark(i)
+            rows = slice(i * a, (i + 1) * a)
+            buf = Buffers(
+                observations=arrays["observations"][rows],
+                rewards=arrays["rewards"][rows],
+                terminals=arrays["terminals"][rows],
+                truncations=arrays["truncations"][rows],
+                masks=arrays["masks"][rows],
+            )
+            try:
+                env = _attach(prebuilt[i], buf) if i < len(prebuilt) else factory(buf)
+                n = int(getattr(env, "num_agents", 1))
+                if n != a:
+                    raise APIUsageError(
+                        f"env {first_env + i} has {n} agent slots but the first env had {a}; every env of a vector "
+                        "env must have the same possible_agents"
+                    )
+            except Exception as exc:
+                self.close()
+                raise EnvFault(first_env + i, "construction", exc) from exc
+            self.envs.append(env)
+        self._mark(-1)
+        self._discrete = self.actions.ndim == 1
+
+    def _mark(self, i: int) -> None:
+        self.current = i
+        if self._progress is not None:
+            self._progress[0] = i
+
+    def reset(self, seed: int | None = None) -> list:
+        infos = []
+        for i, env in enumerate(self.envs):
+            self._mark(i)
+            try:
+                _, info = env.reset(seed=None if seed is None else seed + self.first_env + i)
+            except Exception as exc:
+                raise EnvFault(self.first_env + i, "reset", exc) from exc
+            self.done[i] = bool(getattr(env, "done", False))
+            if info:
+                infos.append((self.first_env + i, info))
+        self._mark(-1)
+        return infos
+
+    def step(self) -> list:
+        """Step every env with its rows of ``arrays['actions']`` (autoreset those that ended)."""
+        infos = []
+        done = self.done
+        first = self.first_env
+        progress = self._progress
+        if self.agents_per_env == 1:
+            actions = self.actions.tolist() if self._discrete else self.actions
+            i = 0
+            try:
+                for i, env in enumerate(self.envs):
+                    if progress is not None:
+                        progress[0] = i
+                    if done[i]:
+                        _, info = env.reset()
+                        done[i] = False
+                    else:
+                        _, _, terminal, truncated, info = env.step(actions[i])
+                        done[i] = bool(terminal or truncated)
+                    if info:
+                        infos.append((first + i, info))
+            except Exception as exc:
+                raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
+        else:
+            a = self.agents_per_env
+            actions = self.actions
+            for i, env in enumerate(self.envs):
+                self._mark(i)
+                try:
+                    if done[i]:
+                        _, info = env.reset()
+                        done[i] = bool(getattr(env, "done", False))
+                    else:
+                        _, _, terminals, truncations, info = env.step(actions[i * a : (i + 1) * a])
+                        flag = getattr(env, "done", None)
+                        done[i] = bool((terminals | truncations).all()) if flag is None else bool(flag)
+                except Exception as exc:
+                    raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
+                if info:
+                    infos.append((first + i, info))
+        if progress is not None:
+            progress[0] = -1
+        self.current = -1
+        return infos
+
+    def close(self) -> None:
+        envs, self.envs = self.envs, []
+        for env in envs:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
+
+
+# --------------------------------------------------------------------------- the API
+
+
+class VectorEnv:
+    """The API every backend implements. Subclasses set the attributes and implement
+    ``async_reset``, ``send``, ``recv`` and ``close``."""
+
+    backend: str = "base"
+    single_observation_space: Any
+    single_action_space: Any
+    observation_space: Any = None
+    action_space: Any = None
+    #: agent rows (environments × agents_per_env)
+    num_envs: int
+    num_workers: int
+    #: agent rows per recv
+    batch_size: int
+    agents_per_env: int = 1
+    possible_agents: list
+    #: an emulator built in the main process for its layouts (``unflatten_observation`` …)
+    driver_env: Any = None
+
+    _closed: bool = False
+
+    # The async pair and close are backend specific.
+    def async_reset(self, seed: int | None = None) -> None:
+        raise NotImplementedError
+
+    def send(self, actions: Any) -> None:
+        raise NotImplementedError
+
+    def recv(self) -> tuple:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    # The synchronous API on top.
+    def _require_full_batch(self, what: str) -> None:
+        if self.batch_size != self.num_envs:
+            raise APIUsageError(
+                f"{what}() steps every env at once, but this vector env returns batches of {self.batch_size} of "
+                f"{self.num_envs} rows; use async_reset()/recv()/send() with batch_size < num_envs"
+            )
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list]:
+        self._require_full_batch("reset")
+        self.async_reset(seed)
+        obs, _, _, _, infos, _, _ = self.recv()
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple:
+        self._require_full_batch("step")
+        self.send(actions)
+        obs, rewards, terminals, truncations, infos, _, _ = self.recv()
+        return obs, rewards, terminals, truncations, infos
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def unflatten_observation(self, x: Any) -> Any:
+        """Nested zero-copy views of flat observations (see the emulator's method)."""
+        return self.driver_env.unflatten_observation(x)
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<{type(self).__name__} num_envs={getattr(self, 'num_envs', '?')} "
+            f"num_workers={getattr(self, 'num_workers', '?')} batch_size={getattr(self, 'batch_size', '?')} {state}>"
+        )
+
+    def _check_actions(self, actions: Any, rows: int) -> np.ndarray:
+        actions = np.asarray(actions)
+        shape = (rows, *self._action_shape)
+        if actions.shape != shape:
+            if actions.size == int(np.prod(shape)) and actions.ndim >= 1 and actions.shape[0] == rows:
+                actions = actions.reshape(shape)
+            else:
+                raise APIUsageError(
+                    f"send() expects actions of shape {shape} (one row per agent row of the batch), got "
+                    f"{actions.shape}"
+                )
+        return actions
+
+    _action_shape: tuple = ()
+
+
+def allocate_arrays(rows: int, observation_space: Any, action_shape: tuple, action_dtype: Any) -> dict:
+    return {
+        "observations": np.zeros((rows, *observation_space.shape), observation_space.dtype),
+        "rewards": np.zeros(rows, np.float32),
+        "terminals": np.zeros(rows, bool),
+        "truncations": np.zeros(rows, bool),
+        "masks": np.zeros(rows, bool),
+        "actions": np.zeros((rows, *action_shape), action_dtype),
+    }
+
+
+def slice_arrays(arrays: dict, start: int, stop: int) -> dict:
+    return {name: array[start:stop] for name, array in arrays.items()}
