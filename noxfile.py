@@ -67,3 +67,13 @@ def lint(session: nox.Session) -> None:
     """ruff over the core, the plugins, the tests and this file."""
     session.install("ruff>=0.6")
     session.run("ruff", "check", ".")
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def bench(session: nox.Session) -> None:
+    """The standard benchmark set; writes bench-results/bench.json and bench.md."""
+    install_project(session)
+    # PufferLib is a peer, not a dependency: compared only when it installs here.
+    session.run("uv", "pip", "install", "pufferlib==3.0.0", env=uv_env(), success_codes=[0, 1, 2], silent=True)
+    out = session.posargs[0] if session.posargs else "bench-results"
+    session.run("puffer", "bench", "--standard", out)

@@ -19,7 +19,7 @@ from gymnasium import spaces
 
 from puffer_core.errors import SpaceError
 
-__all__ = ["ObservationLayout", "ActionLayout", "observation_dtype", "tree_from_dtype", "leaf_paths"]
+__all__ = ["ActionLayout", "ObservationLayout", "leaf_paths", "observation_dtype", "tree_from_dtype"]
 
 # Largest integer float32 holds exactly; integer leaves beyond it push actions to float64.
 _FLOAT32_EXACT = 2**24
@@ -244,7 +244,7 @@ class ObservationLayout:
             lines.append(f"    d{i}[...] = {access}")
         if len(lines) == 1:
             lines.append("    pass")
-        exec("\n".join(lines), namespace)  # noqa: S102 - source built above from our own names only
+        exec("\n".join(lines), namespace)
         return namespace["write"]
 
     def flatten(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:
@@ -316,7 +316,7 @@ def _build_views(node: tuple, xb: np.ndarray, lead: tuple) -> Any:
 class _ActionLeaf:
     """One leaf of an action tree and its slice of the flat action vector."""
 
-    __slots__ = ("keys", "kind", "shape", "size", "offset", "dtype", "start", "nvec", "low", "high")
+    __slots__ = ("dtype", "high", "keys", "kind", "low", "nvec", "offset", "shape", "size", "start")
 
     def __init__(self, keys: tuple, space: spaces.Space, offset: int):
         self.keys = keys

@@ -36,7 +36,7 @@ from gymnasium import spaces as gspaces
 from puffer_core.errors import SpaceError
 from puffer_core.hooks import hookimpl
 
-__all__ = ["GymAdapter", "LegacyPettingZooAdapter", "LegacyGymEnv", "LegacyParallelEnv", "to_gymnasium_space"]
+__all__ = ["GymAdapter", "LegacyGymEnv", "LegacyParallelEnv", "LegacyPettingZooAdapter", "to_gymnasium_space"]
 
 
 def to_gymnasium_space(space: Any, path: str = "space") -> gspaces.Space:

@@ -20,7 +20,7 @@ import gymnasium
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats
 
-__all__ = ["emulation_overhead", "FACTORIES"]
+__all__ = ["FACTORIES", "emulation_overhead"]
 
 
 def _cartpole() -> Any:

@@ -231,6 +231,37 @@ def run_cmd(
         console.print("no episode finished within the steps run (try more --steps)")
 
 
+@cli.command("bench")
+@click.argument("env_id", required=False)
+@click.option("--num-envs", default=16, show_default=True, type=click.IntRange(min=1), help="Envs per setting.")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(min=0.1), help="Time per setting.")
+@click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
+@click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def bench_cmd(
+    env_id: str | None, num_envs: int, seconds: float, no_peers: bool, out_dir: str | None, as_json: bool
+) -> None:
+    """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
+
+    Compares Serial, Multiprocessing (several worker/batch settings), gymnasium's
+    AsyncVectorEnv and PufferLib's vectorization when importable. --standard DIR runs
+    the standard set (what `nox -s bench` runs) and writes bench.json and bench.md.
+    """
+    from puffer_core import bench
+
+    if out_dir is not None:
+        written = bench.run_standard(out_dir)
+        console.print(f"wrote {written}", highlight=False)
+        return
+    if env_id is None:
+        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --standard DIR")
+    rows = bench.run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=not no_peers)
+    if as_json:
+        print_json(rows)
+    else:
+        console.print(bench.render_table(rows))
+
+
 @cli.command("check")
 @click.argument("target", metavar="ENV_OR_PLUGIN")
 @click.option("--steps", default=64, show_default=True, type=click.IntRange(min=1), help="Steps per check.")

@@ -34,11 +34,11 @@ from puffer_core._multiagent import is_aec, is_parallel, to_parallel
 from puffer_core.errors import APIUsageError, SpaceError
 
 __all__ = [
+    "ActionLayout",
     "Buffers",
     "GymnasiumEmulator",
-    "PettingZooEmulator",
     "ObservationLayout",
-    "ActionLayout",
+    "PettingZooEmulator",
     "emulate",
     "observation_dtype",
     "to_parallel",

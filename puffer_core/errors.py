@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 __all__ = [
-    "PufferError",
-    "PluginError",
-    "WorkerError",
     "APIUsageError",
-    "SpaceError",
     "MissingDependencyError",
+    "PluginError",
+    "PufferError",
+    "SpaceError",
     "UnknownEnvError",
+    "WorkerError",
 ]
 
 

@@ -10,11 +10,11 @@ __all__ = [
     "PROJECT",
     "hookimpl",
     "hookspec",
-    "puffer_envs",
     "puffer_adapt",
-    "puffer_wrappers",
-    "puffer_docker_layer",
     "puffer_compat_axes",
+    "puffer_docker_layer",
+    "puffer_envs",
+    "puffer_wrappers",
 ]
 
 #: The pluggy project name, which is also the entry-point group plugins declare.

@@ -292,7 +292,8 @@ class PluginSet:
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
-            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {info.error or _disabled_reason(plugin)}")
+            reason = info.error or _disabled_reason(plugin)
+            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {reason}")
         elif plugin is not None and plugin not in self.plugins:
             lines.append(f"No plugin named '{plugin}' is installed (try: pip install puffer-plugin-{plugin}).")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}

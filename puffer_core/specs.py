@@ -17,7 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
 
-__all__ = ["EnvSpec", "DockerLayer", "BuildStage", "CompatAxes", "KnownBad", "KNOWN_APIS"]
+__all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad"]
 
 #: APIs the core understands natively; an adapter plugin may add its own names.
 KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")

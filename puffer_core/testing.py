@@ -24,7 +24,7 @@ from gymnasium import spaces
 from puffer_core.errors import PufferError, UnknownEnvError
 from puffer_core.plugins import LOADED, PluginSet, get_plugins
 
-__all__ = ["CheckResult", "CheckReport", "check_env", "check_plugin", "assert_trees_equal"]
+__all__ = ["CheckReport", "CheckResult", "assert_trees_equal", "check_env", "check_plugin"]
 
 DEFAULT_STEPS = 64
 

@@ -433,24 +433,24 @@ class EnvGroup:
         self._mark(-1)
         return infos
 
-    def step(self) -> list:
-        """Step every env with its rows of ``arrays['actions']`` (autoreset those that ended)."""
+    def step(self, lo: int = 0, hi: int | None = None) -> list:
+        """Step envs ``lo:hi`` with their rows of ``arrays['actions']``; autoreset those that ended."""
         infos = []
-        done = self.done
-        first = self.first_env
-        progress = self._progress
+        envs, done, first, progress = self.envs, self.done, self.first_env, self._progress
+        if hi is None:
+            hi = self.num_envs
+        i = lo
         if self.agents_per_env == 1:
             actions = self.actions.tolist() if self._discrete else self.actions
-            i = 0
             try:
-                for i, env in enumerate(self.envs):
+                for i in range(lo, hi):
                     if progress is not None:
                         progress[0] = i
                     if done[i]:
-                        _, info = env.reset()
+                        _, info = envs[i].reset()
                         done[i] = False
                     else:
-                        _, _, terminal, truncated, info = env.step(actions[i])
+                        _, _, terminal, truncated, info = envs[i].step(actions[i])
                         done[i] = bool(terminal or truncated)
                     if info:
                         infos.append((first + i, info))
@@ -459,9 +459,11 @@ class EnvGroup:
         else:
             a = self.agents_per_env
             actions = self.actions
-            for i, env in enumerate(self.envs):
-                self._mark(i)
-                try:
+            try:
+                for i in range(lo, hi):
+                    if progress is not None:
+                        progress[0] = i
+                    env = envs[i]
                     if done[i]:
                         _, info = env.reset()
                         done[i] = bool(getattr(env, "done", False))
@@ -469,13 +471,12 @@ class EnvGroup:
                         _, _, terminals, truncations, info = env.step(actions[i * a : (i + 1) * a])
                         flag = getattr(env, "done", None)
                         done[i] = bool((terminals | truncations).all()) if flag is None else bool(flag)
-                except Exception as exc:
-                    raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
-                if info:
-                    infos.append((first + i, info))
+                    if info:
+                        infos.append((first + i, info))
+            except Exception as exc:
+                raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
         if progress is not None:
             progress[0] = -1
-        self.current = -1
         return infos
 
     def close(self) -> None:

@@ -1,0 +1,153 @@
+"""Serial: every env in this process, one after another. The reference backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from puffer_core.errors import APIUsageError
+from puffer_core.vector.base import (
+    EnvFactory,
+    EnvFault,
+    EnvGroup,
+    VectorEnv,
+    action_buffer_spec,
+    allocate_arrays,
+    batched_space,
+    check_counts,
+    check_seed,
+    format_infos,
+    probe_env,
+)
+
+__all__ = ["Serial"]
+
+
+class Serial(VectorEnv):
+    """``num_envs`` envs stepped in this process.
+
+    With ``batch_size < num_envs`` the envs are stepped in fixed consecutive groups of
+    ``batch_size`` envs, round robin: ``recv`` returns group g, ``send`` steps group g.
+    """
+
+    backend = "serial"
+
+    def __init__(
+        self,
+        env: Any,
+        num_envs: int = 1,
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        env_kwargs: dict | None = None,
+    ):
+        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
+        envs, _, batch, _ = check_counts(num_envs, num_workers, batch_size, "serial")
+        self._seed = check_seed(seed)
+        first, spec = probe_env(factory)
+        a = spec["agents_per_env"]
+        self.agents_per_env = a
+        self.possible_agents = spec["possible_agents"]
+        self.single_observation_space = spec["observation_space"]
+        self.single_action_space = spec["action_space"]
+        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
+        self.num_envs = envs * a
+        self.num_workers = 1
+        self.batch_size = batch * a
+        self._envs_per_batch = batch
+        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
+        self.action_space = batched_space(self.single_action_space, self.batch_size)
+        self.arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
+        try:
+            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=[first])
+        except EnvFault as fault:
+            raise fault.to_worker_error(None, "Serial") from fault
+        self.driver_env = self.group.envs[0]
+        self._num_groups = envs // batch
+        self._cursor = 0
+        self._state = "new"  # new → (async_reset) → ready → (recv) → held → (send) → ready …
+        self._pending_infos: list = []
+        self._closed = False
+
+    # ---------------------------------------------------------------- async API
+    def async_reset(self, seed: int | None = None) -> None:
+        self._check_open()
+        seed = check_seed(seed)
+        if seed is None and self._state == "new":
+            seed = self._seed
+        try:
+            infos = self.group.reset(seed)
+        except EnvFault as fault:
+            raise fault.to_worker_error(None, "Serial") from fault
+        self._pending_infos = [[] for _ in range(self._num_groups)]
+        for env_index, info in infos:
+            self._pending_infos[env_index // self._envs_per_batch].append((env_index, info))
+        self._cursor = 0
+        self._state = "ready"
+
+    def recv(self) -> tuple:
+        self._check_open()
+        if self._state == "new":
+            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
+        if self._state == "held":
+            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        self._state = "held"
+        g = self._cursor
+        rows = self.batch_size
+        lo, hi = g * rows, (g + 1) * rows
+        arrays = self.arrays
+        infos = format_infos(self._pending_infos[g], self.agents_per_env, self.possible_agents)
+        self._pending_infos[g] = []
+        env_ids = self._env_ids[g]
+        return (
+            arrays["observations"][lo:hi],
+            arrays["rewards"][lo:hi],
+            arrays["terminals"][lo:hi],
+            arrays["truncations"][lo:hi],
+            infos,
+            env_ids,
+            arrays["masks"][lo:hi],
+        )
+
+    @property
+    def _env_ids(self) -> list:
+        ids = getattr(self, "_env_ids_cache", None)
+        if ids is None:
+            rows = self.batch_size
+            ids = [np.arange(g * rows, (g + 1) * rows) for g in range(self._num_groups)]
+            self._env_ids_cache = ids
+        return ids
+
+    def send(self, actions: Any) -> None:
+        self._check_open()
+        if self._state != "held":
+            raise APIUsageError(
+                "send() without a batch to act on; call reset()/async_reset() and recv() first"
+                if self._state == "new"
+                else "send() called twice without recv(); call recv() to get the next batch first"
+            )
+        actions = self._check_actions(actions, self.batch_size)
+        g = self._cursor
+        rows = self.batch_size
+        self.arrays["actions"][g * rows : (g + 1) * rows] = actions
+        try:
+            infos = self.group.step(g * self._envs_per_batch, (g + 1) * self._envs_per_batch)
+        except EnvFault as fault:
+            raise fault.to_worker_error(None, "Serial") from fault
+        self._pending_infos[g] = infos
+        self._cursor = (g + 1) % self._num_groups
+        self._state = "ready"
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        group = getattr(self, "group", None)
+        if group is not None:
+            group.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise APIUsageError("this Serial vector env is closed")
+
