@@ -77,3 +77,15 @@ def bench(session: nox.Session) -> None:
     session.run("uv", "pip", "install", "pufferlib==3.0.0", env=uv_env(), success_codes=[0, 1, 2], silent=True)
     out = session.posargs[0] if session.posargs else "bench-results"
     session.run("puffer", "bench", "--standard", out)
+
+
+@nox.session(python=DEFAULT_PYTHON, reuse_venv=True)
+def compat(session: nox.Session) -> None:
+    """The compatibility matrix (compat_matrix/): `nox -s compat -- --plugin nethack --python 3.12 --jobs 2`.
+
+    Options after `--`: --plugin NAME, --python X.Y, --quick, --force, --jobs N, --timeout S
+    (`python -m puffer_core.matrix run --help` lists all). The runner itself needs only the core;
+    each cell gets its own fresh uv venv, so this small venv is reused between runs.
+    """
+    session.install("-e", ".", env=uv_env())
+    session.run("python", "-m", "puffer_core.matrix", "run", *session.posargs)

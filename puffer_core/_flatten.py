@@ -138,7 +138,7 @@ def leaf_paths(tree: tuple, prefix: tuple = ()) -> list[tuple[tuple, tuple]]:
     if kind == "leaf":
         return [(prefix, tree)]
     items = tree[1] if kind == "dict" else enumerate(tree[1])
-    return [pair for key, child in items for pair in leaf_paths(child, prefix + (key,))]
+    return [pair for key, child in items for pair in leaf_paths(child, (*prefix, key))]
 
 
 def _format_path(root: str, keys: tuple) -> str:
@@ -255,7 +255,7 @@ class ObservationLayout:
             if values:
                 first = np.asarray(values[0])
                 lead = first.shape[: first.ndim - len(self.leaves[0][1][3])]
-            out = np.zeros(lead + (self.size,), self.flat_dtype)
+            out = np.zeros((*lead, self.size), self.flat_dtype)
         xb = self._as_bytes(out)
         lead = xb.shape[:-1]
         for (keys, node), value in zip(self.leaves, values):
@@ -316,13 +316,14 @@ def _build_views(node: tuple, xb: np.ndarray, lead: tuple) -> Any:
 class _ActionLeaf:
     """One leaf of an action tree and its slice of the flat action vector."""
 
-    __slots__ = ("dtype", "high", "keys", "kind", "low", "nvec", "offset", "shape", "size", "start")
+    __slots__ = ("dtype", "high", "keys", "kind", "low", "nvec", "offset", "scalar", "shape", "size", "start")
 
     def __init__(self, keys: tuple, space: spaces.Space, offset: int):
         self.keys = keys
         self.offset = offset
         self.dtype = np.dtype(space.dtype)
         self.low = self.high = None
+        self.scalar = isinstance(space, spaces.Discrete)  # sampled as a numpy scalar, not a 0-d array
         if isinstance(space, spaces.Box):
             self.kind = "box"
             self.shape = tuple(space.shape)
@@ -368,11 +369,11 @@ def _action_skeleton(space: spaces.Space, path: str, keys: tuple, leaves: list) 
         return ("leaf", len(leaves) - 1)
     if isinstance(space, spaces.Dict):
         children = tuple(
-            (k, _action_skeleton(s, _key_path(path, k), keys + (k,), leaves)) for k, s in space.spaces.items()
+            (k, _action_skeleton(s, _key_path(path, k), (*keys, k), leaves)) for k, s in space.spaces.items()
         )
         return ("dict", children)
     if isinstance(space, spaces.Tuple):
-        children = tuple(_action_skeleton(s, f"{path}[{i}]", keys + (i,), leaves) for i, s in enumerate(space.spaces))
+        children = tuple(_action_skeleton(s, f"{path}[{i}]", (*keys, i), leaves) for i, s in enumerate(space.spaces))
         return ("tuple", children)
     raise _unsupported(space, path)
 
@@ -436,14 +437,14 @@ class ActionLayout:
         if values:
             first = values[0]
             lead = first.shape[: first.ndim - len(self.leaves[0].shape)]
-        out = np.empty(lead + (self.size,), self.dtype)
+        out = np.empty((*lead, self.size), self.dtype)
         for leaf, value in zip(self.leaves, values):
             if value.shape != lead + leaf.shape:
                 raise SpaceError(
                     f"{_format_path(self.root, leaf.keys)}: expected shape {lead + leaf.shape} "
                     f"(batch dims {lead} + leaf shape {leaf.shape}), got {value.shape}"
                 )
-            flat = value.reshape(lead + (leaf.size,))
+            flat = value.reshape((*lead, leaf.size))
             if leaf.kind == "discrete":
                 flat = flat.astype(np.int64) - leaf.start
             out[..., leaf.slice] = flat
@@ -503,7 +504,7 @@ def _decode_leaf(leaf: _ActionLeaf, segment: np.ndarray, lead: tuple, mode: str)
     else:
         value = (segment.astype(np.int64) + leaf.start).astype(leaf.dtype)
     value = value.reshape(lead + leaf.shape)
-    return value[()] if value.ndim == 0 else value
+    return value[()] if leaf.scalar and not lead else value
 
 
 def _build_action(node: tuple, leaves: list[_ActionLeaf], x: np.ndarray, lead: tuple, mode: str) -> Any:

@@ -23,7 +23,7 @@ import numpy as np
 
 from puffer_core._multiagent import to_parallel
 
-__all__ = ["EpisodeStats", "MultiAgentEpisodeStats", "numeric_scalars"]
+__all__ = ["EpisodeStats", "MultiAgentEpisodeStats", "episode_info", "numeric_scalars"]
 
 
 def _as_number(value: Any) -> Any:
@@ -59,7 +59,8 @@ def numeric_scalars(info: Any) -> dict:
     return out
 
 
-def _final_info(info: Any, episode_return: Any, episode_length: int) -> dict:
+def episode_info(info: Any, episode_return: Any, episode_length: int) -> dict:
+    """The info reported on the step an episode ends."""
     out = numeric_scalars(info)
     out["episode_return"] = float(episode_return)
     out["episode_length"] = episode_length
@@ -67,26 +68,31 @@ def _final_info(info: Any, episode_return: Any, episode_length: int) -> dict:
 
 
 class EpisodeStats(gymnasium.Wrapper):
-    """Counts return and length; infos are ``{}`` except on the step an episode ends."""
+    """Counts return and length; infos are ``{}`` except on the step an episode ends.
+
+    ``GymnasiumEmulator`` recognises an ``EpisodeStats`` directly beneath it and does this
+    same bookkeeping inside its own step (on ``episode_return`` / ``episode_length`` here),
+    which saves a Python call per step; subclasses that override ``step`` are left alone.
+    """
 
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
         self._env_step = env.step  # bound once: the hot path skips the attribute walk
-        self._return = 0.0
-        self._length = 0
+        self.episode_return = 0.0
+        self.episode_length = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, _ = self.env.reset(seed=seed, options=options)
-        self._return = 0.0
-        self._length = 0
+        self.episode_return = 0.0
+        self.episode_length = 0
         return obs, {}
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict]:
         obs, reward, terminated, truncated, info = self._env_step(action)
-        self._return += reward
-        self._length += 1
+        self.episode_return += reward
+        self.episode_length += 1
         if terminated or truncated:
-            return obs, reward, terminated, truncated, _final_info(info, self._return, self._length)
+            return obs, reward, terminated, truncated, episode_info(info, self.episode_return, self.episode_length)
         return obs, reward, terminated, truncated, {}
 
 
@@ -169,5 +175,5 @@ class MultiAgentEpisodeStats:
         for flags in (terminations, truncations):
             for agent, flag in flags.items():
                 if flag and agent in returns:
-                    out[agent] = _final_info(infos.get(agent), returns.pop(agent), lengths.pop(agent))
+                    out[agent] = episode_info(infos.get(agent), returns.pop(agent), lengths.pop(agent))
         return obs, rewards, terminations, truncations, out

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -30,6 +31,20 @@ PYTHON_VERSION_RE = re.compile(r"^3\.\d+$")
 ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Instructions a layer snippet may not carry: they would change the image's base or user.
 FORBIDDEN_STEP_RE = re.compile(r"^\s*(FROM|USER)\b", re.IGNORECASE)
+# A step is the shell command of one RUN line; one that starts like a Dockerfile instruction
+# (written the way Dockerfiles spell them, upper case) was meant as Dockerfile text.
+INSTRUCTION_STEP_RE = re.compile(
+    r"^\s*(ADD|ARG|CMD|COPY|ENTRYPOINT|ENV|EXPOSE|HEALTHCHECK|LABEL|MAINTAINER|ONBUILD|RUN|SHELL|"
+    r"STOPSIGNAL|VOLUME|WORKDIR)(\s|$)"
+)
+# Control characters (tab allowed) would let a value end the Dockerfile line it sits on.
+CONTROL_CHAR_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
+# Docker stage names: lower case, start with a letter.
+STAGE_NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
+# An image reference, or a build argument standing for one (``${BASE}``).
+IMAGE_REF_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/:@-]*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)$")
+# Artifact paths are copied verbatim into ``COPY --from=...`` lines: plain absolute paths only.
+ARTIFACT_PATH_RE = re.compile(r"^/[A-Za-z0-9._+@/-]*$")
 
 
 def _fail(plugin: str, what: str, field_name: str, problem: str) -> PluginError:
@@ -118,9 +133,7 @@ class DockerLayer:
 
     def validate(self, plugin: str) -> None:
         what = "DockerLayer"
-        for name in _check_str_tuple(plugin, what, "apt", self.apt):
-            if not DEBIAN_PACKAGE_RE.match(name):
-                raise _fail(plugin, what, "apt", f"holds {name!r}, which is not a valid Debian package name")
+        _check_apt(plugin, what, "apt", self.apt)
         for step in _check_str_tuple(plugin, what, "run", self.run):
             _check_step(plugin, what, "run", step)
         if not isinstance(self.env, Mapping):
@@ -128,36 +141,74 @@ class DockerLayer:
         for key, value in self.env.items():
             if not isinstance(key, str) or not ENV_VAR_NAME_RE.match(key):
                 raise _fail(plugin, what, "env", f"has {key!r}, which is not a valid variable name")
-            if not isinstance(value, str) or "\n" in value:
+            if not isinstance(value, str) or CONTROL_CHAR_RE.search(value):
                 raise _fail(plugin, what, "env", f"value of {key} must be a one-line string, got {value!r}")
         for req in _check_str_tuple(plugin, what, "pip", self.pip):
-            if "\n" in req or req.lstrip().startswith("-"):
+            if CONTROL_CHAR_RE.search(req) or req.lstrip().startswith("-"):
                 raise _fail(plugin, what, "pip", f"holds {req!r}: give requirements, not options")
+            try:
+                Requirement(req)
+            except InvalidRequirement as exc:
+                raise _fail(plugin, what, "pip", f"holds {req!r}, which is not a requirement: {exc}") from None
         if not isinstance(self.stages, (list, tuple)):
             raise _fail(plugin, what, "stages", "must be a list of BuildStage")
+        seen: set[str] = set()
         for stage in self.stages:
             if not isinstance(stage, BuildStage):
                 raise _fail(plugin, what, "stages", f"holds {stage!r}, not a BuildStage")
-            if not PLUGIN_NAME_RE.match(stage.name or ""):
-                raise _fail(plugin, what, "stages", f"has a stage named {stage.name!r}; use [a-z0-9_-]")
-            if not isinstance(stage.base, str) or not stage.base or any(c.isspace() for c in stage.base):
+            if not isinstance(stage.name, str) or not STAGE_NAME_RE.match(stage.name):
+                raise _fail(
+                    plugin, what, "stages", f"has a stage named {stage.name!r}; use [a-z0-9_.-], starting with a letter"
+                )
+            if stage.name in seen:
+                raise _fail(plugin, what, "stages", f"has two stages named {stage.name!r}")
+            seen.add(stage.name)
+            if not isinstance(stage.base, str) or not IMAGE_REF_RE.match(stage.base):
                 raise _fail(plugin, what, "stages", f"stage {stage.name!r} has base {stage.base!r}; give one image")
             for step in _check_str_tuple(plugin, what, f"stages[{stage.name}].run", stage.run):
                 _check_step(plugin, what, f"stages[{stage.name}].run", step)
-            for name in _check_str_tuple(plugin, what, f"stages[{stage.name}].apt", stage.apt):
-                if not DEBIAN_PACKAGE_RE.match(name):
-                    raise _fail(plugin, what, f"stages[{stage.name}].apt", f"holds {name!r}, not a Debian package name")
+            _check_apt(plugin, what, f"stages[{stage.name}].apt", stage.apt)
             for path in _check_str_tuple(plugin, what, f"stages[{stage.name}].artifacts", stage.artifacts):
-                if not path.startswith("/") or any(c.isspace() for c in path):
-                    raise _fail(plugin, what, f"stages[{stage.name}].artifacts", f"holds {path!r}; give absolute paths")
+                if not ARTIFACT_PATH_RE.match(path) or ".." in path.split("/"):
+                    raise _fail(
+                        plugin,
+                        what,
+                        f"stages[{stage.name}].artifacts",
+                        f"holds {path!r}; give absolute paths of [A-Za-z0-9._+@/-], without '..'",
+                    )
+
+
+def _check_apt(plugin: str, what: str, name: str, value: Any) -> None:
+    for package in _check_str_tuple(plugin, what, name, value):
+        if not DEBIAN_PACKAGE_RE.match(package):
+            raise _fail(plugin, what, name, f"holds {package!r}, which is not a valid Debian package name")
 
 
 def _check_step(plugin: str, what: str, name: str, step: str) -> None:
-    """A step is one shell command: no newlines (they would start new instructions)."""
-    if "\n" in step or "\r" in step:
+    """A step is the shell command of one RUN line, and must not be able to leave that line.
+
+    Rejected: newlines and other control characters (a new line is a new instruction), a
+    trailing backslash (it continues the RUN into the next rendered line), ``<<`` (a BuildKit
+    heredoc would swallow the lines after it), FROM / USER (they would change the image's
+    base or user) and other Dockerfile instructions written as steps.
+    """
+    if CONTROL_CHAR_RE.search(step):
         raise _fail(plugin, what, name, f"holds a step with a newline, which could smuggle in instructions: {step!r}")
+    if step.rstrip().endswith("\\"):
+        raise _fail(plugin, what, name, f"holds a step with a newline continuation (trailing backslash): {step!r}")
+    if "<<" in step:
+        raise _fail(
+            plugin,
+            what,
+            name,
+            f"holds a step with a heredoc ('<<'), which could swallow the lines after it: {step!r}; use printf",
+        )
     if FORBIDDEN_STEP_RE.match(step):
         raise _fail(plugin, what, name, f"holds {step!r}: FROM and USER are not allowed in a layer snippet")
+    if INSTRUCTION_STEP_RE.match(step):
+        raise _fail(
+            plugin, what, name, f"holds {step!r}, a Dockerfile instruction: give the shell command of a RUN step only"
+        )
 
 
 @dataclass(frozen=True)

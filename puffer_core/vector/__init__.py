@@ -1,2 +1,84 @@
-"""Vector envs: Serial, Multiprocessing and Ray backends behind one ``make``."""
+"""Vector envs: Serial, Multiprocessing and Ray backends behind one ``make``.
+
+See :mod:`puffer_core.vector.base` for the API every backend shares (units, infos,
+autoreset), :mod:`puffer_core.vector.mp` for the shared-memory / pipe design of
+Multiprocessing, and :mod:`puffer_core.vector.ray_backend` for Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from puffer_core.errors import APIUsageError
+from puffer_core.vector.base import EnvFactory, VectorEnv, check_counts
 from puffer_core.vector.serial import Serial
+
+__all__ = ["make", "VectorEnv", "Serial", "Multiprocessing", "Ray", "BACKENDS", "check_counts"]
+
+BACKENDS = ("serial", "multiprocessing", "ray")
+
+_ALIASES = {"serial": "serial", "multiprocessing": "multiprocessing", "mp": "multiprocessing", "ray": "ray"}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Multiprocessing":
+        from puffer_core.vector.mp import Multiprocessing
+
+        return Multiprocessing
+    if name == "Ray":
+        from puffer_core.vector.ray_backend import Ray
+
+        return Ray
+    raise AttributeError(f"module 'puffer_core.vector' has no attribute {name!r}")
+
+
+def _backend_class(backend: Any) -> type:
+    if isinstance(backend, type) and issubclass(backend, VectorEnv):
+        return backend
+    key = _ALIASES.get(backend.lower()) if isinstance(backend, str) else None
+    if key is None:
+        raise APIUsageError(f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}")
+    if key == "serial":
+        return Serial
+    if key == "multiprocessing":
+        from puffer_core.vector.mp import Multiprocessing
+
+        return Multiprocessing
+    from puffer_core.vector.ray_backend import Ray
+
+    return Ray
+
+
+def make(
+    env: Any,
+    num_envs: int = 1,
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    backend: Any = "serial",
+    seed: int | None = None,
+    vector_kwargs: dict[str, Any] | None = None,
+    **env_kwargs: Any,
+) -> VectorEnv:
+    """A vector env of ``num_envs`` copies of ``env``.
+
+    ``env``: a registered env id (each copy is ``puffer_core.make(env, **env_kwargs)``) or a
+    creator called as ``env(**env_kwargs)`` (zero arguments when none are given); a creator's
+    raw Gymnasium / PettingZoo env gets episode statistics and emulation.
+
+    ``num_envs`` and ``batch_size`` count environments; the returned env's ``num_envs`` and
+    ``batch_size`` count agent rows. ``num_workers`` defaults to ``min(num_envs, cpus)``,
+    ``batch_size`` to ``num_envs``. ``seed`` seeds the first reset (env ``i`` gets
+    ``seed + i``) unless ``reset`` is given its own. ``vector_kwargs`` go to the backend
+    (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
+    Ray: ``timeout``, ``actor_options``).
+    """
+    cls = _backend_class(backend)
+    factory = EnvFactory(env, env_kwargs)
+    return cls(
+        factory,
+        num_envs=num_envs,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        seed=seed,
+        **(vector_kwargs or {}),
+    )

@@ -172,8 +172,19 @@ class EnvFactory:
 
 
 def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
-    """Build one env to learn spaces and agent count; returns (emulator, info dict)."""
-    env = factory()
+    """Build one env to learn spaces and agent count; returns (emulator, info dict).
+
+    Errors of Puffer Core itself (unknown env id, missing package, bad space) propagate
+    as they are; anything else the env raises becomes a WorkerError for env 0."""
+    from puffer_core.errors import PufferError
+
+    try:
+        env = factory()
+    except PufferError:
+        raise
+    except Exception as exc:
+        fault = EnvFault(0, "construction (probe env in the main process)", exc)
+        raise fault.to_worker_error(None, "vector.make") from exc
     num_agents = int(getattr(env, "num_agents", 1))
     info = {
         "observation_space": env.observation_space,

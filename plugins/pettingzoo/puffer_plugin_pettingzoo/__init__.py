@@ -11,12 +11,13 @@ Nothing imports pettingzoo until an env is made.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from puffer_core import CompatAxes, DockerLayer, EnvSpec, KnownBad, hookimpl
 
-from puffer_plugin_pettingzoo.catalog import KNOWN, catalog, installed_modules, make_env
+from puffer_plugin_pettingzoo.catalog import all_entries, make_env
+from puffer_plugin_pettingzoo.quirks import QuietEnvLogger
 
-__all__ = ["KNOWN", "catalog", "installed_modules", "make_env"]
 __version__ = "0.1.0"
 
 #: PettingZoo releases the matrix tries (newest patch of each minor; 1.24.4 is where
@@ -36,8 +37,16 @@ def puffer_envs() -> list[EnvSpec]:
             requires=entry.requires,
             install_hint=entry.install_hint,
         )
-        for entry in catalog()
+        for entry in all_entries()
     ]
+
+
+@hookimpl
+def puffer_wrappers(spec: Any) -> list[Any]:
+    """Turn-based classic games: PettingZoo prints every illegal move to stdout (see quirks.py)."""
+    if spec.plugin != "pettingzoo" or spec.api != "pettingzoo-aec":
+        return []
+    return [functools.partial(QuietEnvLogger, env_id=spec.id)]
 
 
 @hookimpl

@@ -20,7 +20,7 @@ from typing import Any
 
 from puffer_core.errors import PluginError
 
-__all__ = ["FAMILIES", "KNOWN", "Entry", "catalog", "installed_modules", "make_env", "scan_modules"]
+__all__ = ["FAMILIES", "KNOWN", "Entry", "all_entries", "installed_modules", "make_env", "scan_modules"]
 
 FAMILIES = ("butterfly", "classic")
 
@@ -119,7 +119,7 @@ def scan_modules(roots: Iterable[str], package: str = "pettingzoo") -> dict[tupl
     return {key: module for key, (_version, module) in found.items()}
 
 
-def catalog() -> list[Entry]:
+def all_entries() -> list[Entry]:
     """Every environment to list: the known ones, plus any other the installed release ships."""
     entries = dict(KNOWN)
     for family, name in sorted(installed_modules()):

@@ -3,7 +3,6 @@ from __future__ import annotations
 import warnings
 
 import pytest
-
 from puffer_core import plugins as plugin_module
 
 

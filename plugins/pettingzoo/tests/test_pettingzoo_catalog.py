@@ -44,7 +44,7 @@ def test_catalog_adds_unknown_envs_of_the_installed_release(monkeypatch):
         "installed_modules",
         lambda: {("classic", "gin_rummy"): "pettingzoo.classic.gin_rummy_v4", ("butterfly", "prison"): "x"},
     )
-    entries = {entry.name: entry for entry in catalog.catalog()}
+    entries = {entry.name: entry for entry in catalog.all_entries()}
     assert set(catalog.KNOWN) < set(entries)
     assert entries["gin_rummy"].api == "pettingzoo-aec"
     assert entries["prison"].api == "pettingzoo"

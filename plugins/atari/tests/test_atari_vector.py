@@ -1,0 +1,83 @@
+"""atari envs through the whole core: emulation round trip, Multiprocessing, `puffer run`."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import puffer_core
+from atari_helpers import run_puffer
+from puffer_core.environments import make_raw
+
+pytest.importorskip("ale_py")
+emulation = pytest.importorskip("puffer_core.emulation")
+vector = pytest.importorskip("puffer_core.vector")
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"preprocess": False}])
+def test_emulation_round_trip_matches_the_raw_observation(kwargs):
+    env = puffer_core.make("atari/breakout", **kwargs)
+    raw = make_raw("atari/breakout", **kwargs)
+    flat, info = env.reset(seed=4)
+    expected, _ = raw.reset(seed=4)
+    assert info == {}
+    for step in range(6):
+        nested = env.unflatten_observation(flat)
+        assert nested.shape == expected.shape and nested.dtype == expected.dtype
+        assert np.array_equal(nested, expected), step
+        flat, *_ = env.step(step % 4)
+        expected, *_ = raw.step(step % 4)
+    env.close()
+    raw.close()
+
+
+def test_emulated_episode_end_carries_the_lives_stats():
+    env = puffer_core.make("atari/breakout", max_num_frames_per_episode=200)
+    env.reset(seed=0)
+    for _ in range(100):
+        _obs, _r, terminated, truncated, info = env.step(1)
+        if terminated or truncated:
+            break
+    assert truncated
+    assert {"lives_lost", "start_lives", "lives", "frames", "episode_return", "episode_length"} <= set(info)
+
+
+def _flat_infos(infos):
+    if isinstance(infos, dict):
+        yield infos
+    elif isinstance(infos, (list, tuple)):
+        for item in infos:
+            yield from _flat_infos(item)
+
+
+def test_two_worker_multiprocessing_run():
+    with vector.make(
+        "atari/breakout", num_envs=4, num_workers=2, backend="multiprocessing", seed=3,
+        max_num_frames_per_episode=240,
+    ) as envs:
+        obs, _ = envs.reset(seed=3)
+        assert obs.shape == (4, 4 * 84 * 84)
+        first = obs.copy()
+        episodes = []
+        for _ in range(80):
+            obs, rewards, terminals, truncations, infos = envs.step(np.ones(envs.num_envs, dtype=np.int64))
+            episodes += [info for info in _flat_infos(infos) if "episode_length" in info]
+        assert len(episodes) >= 4
+        assert all("lives_lost" in info for info in episodes)
+    with vector.make("atari/breakout", num_envs=4, num_workers=2, backend="multiprocessing", seed=3) as envs:
+        again, _ = envs.reset(seed=3)
+        assert np.array_equal(first, again)
+
+
+def test_puffer_run_atari_breakout():
+    result = run_puffer("run", "atari/breakout", "--steps", "200", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["steps"] >= 200
+
+
+def test_puffer_run_atari_breakout_plain():
+    result = run_puffer("run", "atari/breakout", "--steps", "200")
+    assert result.returncode == 0, result.stderr
+    assert "steps/s" in result.stdout

@@ -1,0 +1,69 @@
+"""Puffer plugin ``dmlab``: DeepMind Lab levels as ``dmlab/<level>``.
+
+DeepMind Lab is not on the package index; it is built from source with Bazel (PufferTank
+does this, see ``docker.py``). The envs are listed wherever this plugin is installed, and
+making one where ``deepmind_lab`` cannot be imported raises ``MissingDependencyError``
+saying how to get it. Nothing here imports ``deepmind_lab`` until an env is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
+
+from puffer_plugin_dmlab.actions import ACTION_NAMES, IMPALA_ACTION_SET
+from puffer_plugin_dmlab.docker import docker_layer
+from puffer_plugin_dmlab.levels import LEVELS
+
+__all__ = ["ACTION_NAMES", "IMPALA_ACTION_SET", "INSTALL_HINT", "LEVELS", "make_env"]
+__version__ = "0.1.0"
+
+INSTALL_HINT = (
+    "DeepMind Lab is not on PyPI. Use PufferTank (its environment layer builds it), or build the wheel "
+    "from source with Bazel 7.6.1 as the puffer-plugin-dmlab README describes: git clone "
+    "https://github.com/google-deepmind/lab && cd lab && bazel build -c opt //python/pip_package:build_pip_package "
+    "&& ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg && pip install /tmp/dmlab_pkg/*.whl"
+)
+
+
+def make_env(**kwargs: Any) -> Any:
+    """Build a ``DMLabEnv`` (imports ``deepmind_lab`` only now)."""
+    from puffer_plugin_dmlab.env import DMLabEnv
+
+    return DMLabEnv(**kwargs)
+
+
+def _kwargs(level) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"level": level.path}
+    if level.language:
+        kwargs["observations"] = ("RGB_INTERLEAVED", "INSTR")
+    return kwargs
+
+
+@hookimpl
+def puffer_envs() -> list[EnvSpec]:
+    return [
+        EnvSpec(
+            id=f"dmlab/{level.name}",
+            creator=make_env,
+            kwargs=_kwargs(level),
+            api="gymnasium",
+            description=level.description,
+            requires=("deepmind_lab",),
+            install_hint=INSTALL_HINT,
+        )
+        for level in LEVELS.values()
+    ]
+
+
+@hookimpl
+def puffer_docker_layer() -> DockerLayer:
+    return docker_layer()
+
+
+@hookimpl
+def puffer_compat_axes() -> CompatAxes:
+    # Honest by construction: `deepmind-lab` is not on the package index, so every cell
+    # records an install failure; the row is there so the table says so.
+    return CompatAxes(package="deepmind-lab", versions=("1.0",), python=("3.10", "3.11"))

@@ -1,0 +1,71 @@
+"""Puffer Core plugin for the NetHack Learning Environment: ``nethack/<task>``.
+
+Hooks: ``puffer_envs`` (one EnvSpec per NLE task), ``puffer_wrappers`` (seeding and
+episode statistics for this plugin's envs), ``puffer_docker_layer`` (NetHack's build
+dependencies) and ``puffer_compat_axes`` (nle versions x gym/gymnasium x Python).
+nle is imported only when an env is made.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from puffer_core import EnvSpec, hookimpl
+from puffer_core.specs import CompatAxes, DockerLayer
+
+from puffer_plugin_nethack.compat import compat_axes, docker_layer
+from puffer_plugin_nethack.envs import (
+    DEFAULT_OBSERVATION_KEYS,
+    TASKS,
+    api_for_version,
+    installed_nle_version,
+    make_nethack,
+)
+
+__version__ = "0.1.0"
+
+PLUGIN = "nethack"
+
+__all__ = ["PLUGIN", "__version__", "env_specs"]
+
+
+def env_specs() -> list[EnvSpec]:
+    """One EnvSpec per NLE task; the API follows the installed nle (0.9: gym, 1.x: gymnasium)."""
+    api = api_for_version(installed_nle_version())
+    return [
+        EnvSpec(
+            id=f"{PLUGIN}/{task}",
+            creator=functools.partial(make_nethack, task),
+            kwargs={"observation_keys": DEFAULT_OBSERVATION_KEYS},
+            api=api,
+            description=description,
+            requires=("nle",),
+            install_hint="pip install nle",
+        )
+        for task, (_module, _cls, description) in TASKS.items()
+    ]
+
+
+@hookimpl
+def puffer_envs() -> list[EnvSpec]:
+    return env_specs()
+
+
+@hookimpl
+def puffer_wrappers(spec: Any) -> list[Any]:
+    if getattr(spec, "plugin", None) != PLUGIN:
+        return []
+    from puffer_plugin_nethack.wrapper import NetHackWrapper
+
+    return [NetHackWrapper]
+
+
+@hookimpl
+def puffer_docker_layer() -> DockerLayer:
+    return docker_layer()
+
+
+@hookimpl
+def puffer_compat_axes() -> CompatAxes:
+    return compat_axes()

@@ -1,0 +1,157 @@
+"""The NLE tasks as ``nethack/<task>``: the task table, the creator and observation keys.
+
+Nothing here imports ``nle`` at import time: the creator does, so ``puffer envs`` lists
+these ids even where nle is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+__all__ = [
+    "ALL",
+    "DEFAULT_OBSERVATION_KEYS",
+    "NLE_DEFAULT",
+    "TASKS",
+    "api_for_version",
+    "installed_nle_version",
+    "make_nethack",
+    "resolve_observation_keys",
+]
+
+#: puffer task name -> (nle module, class, one-line description)
+TASKS: dict[str, tuple[str, str, str]] = {
+    "nethack": ("nle.env.base", "NLE", "the full game of NetHack, reward = in-game score delta (NLE NetHack-v0)"),
+    "score": ("nle.env.tasks", "NetHackScore", "maximise the in-game score, reduced action set (NetHackScore-v0)"),
+    "staircase": ("nle.env.tasks", "NetHackStaircase", "reach the staircase down (NetHackStaircase-v0)"),
+    "pet": (
+        "nle.env.tasks",
+        "NetHackStaircasePet",
+        "reach the staircase down with the pet next to you (NetHackStaircasePet-v0)",
+    ),
+    "oracle": ("nle.env.tasks", "NetHackOracle", "find and stand next to the Oracle (NetHackOracle-v0)"),
+    "gold": ("nle.env.tasks", "NetHackGold", "collect gold (NetHackGold-v0)"),
+    "eat": ("nle.env.tasks", "NetHackEat", "keep the hunger status up by eating (NetHackEat-v0)"),
+    "scout": ("nle.env.tasks", "NetHackScout", "explore as many map cells as possible (NetHackScout-v0)"),
+    "challenge": (
+        "nle.env.tasks",
+        "NetHackChallenge",
+        "the NeurIPS 2021 NetHack Challenge: full keyboard, random character, not seedable (NetHackChallenge-v0)",
+    ),
+}
+
+#: The lean default: what the NLE baseline agents learn from, about 3.8 KB a step.
+#: glyphs (21x79 int16) is the map with one id per monster/object/feature, blstats (27
+#: ints) the bottom-line stats (position, HP, depth, score, ...) and message (256 bytes)
+#: the top-line text. The rest (chars/colors duplicate glyphs; tty_* the terminal;
+#: screen_descriptions alone is 130 KB) is one kwarg away.
+DEFAULT_OBSERVATION_KEYS: tuple[str, ...] = ("glyphs", "blstats", "message")
+
+#: ``observation_keys="all"``: every observation NLE offers except ``internal``, which
+#: NLE itself warns exposes hidden game state (ask for it by name if you need it).
+ALL = "all"
+#: ``observation_keys="nle"``: whatever the nle task class uses when given no keys.
+NLE_DEFAULT = "nle"
+LEAN = "lean"
+_HIDDEN_KEYS = ("internal",)
+
+
+def installed_nle_version() -> str | None:
+    """The installed nle version, read from its metadata (nle itself is not imported)."""
+    try:
+        return importlib.metadata.version("nle")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def api_for_version(version: str | None) -> str:
+    """The API the raw nle env speaks: nle < 1.0 is gym (0.15–0.23), nle >= 1.0 is gymnasium.
+
+    With nle not installed the answer is the API of the version ``pip install nle`` brings.
+    """
+    if version is None:
+        return "gymnasium"
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return "gymnasium"
+    return "gym" if parsed.release < (1,) else "gymnasium"
+
+
+def _all_keys() -> list[str]:
+    from nle.env import base
+
+    items = getattr(base, "NLE_SPACE_ITEMS", None)
+    if items is not None:
+        keys = [key for key, _space in items]
+    else:  # pragma: no cover - every nle from 0.9 to 1.3 has NLE_SPACE_ITEMS
+        from nle import nethack
+
+        keys = list(nethack.OBSERVATION_DESC)
+    return keys
+
+
+def resolve_observation_keys(observation_keys: Any) -> tuple[str, ...] | None:
+    """Turn the ``observation_keys`` kwarg into the tuple nle expects (None: nle's default).
+
+    Accepts a tuple/list of key names, a single key name, ``"lean"`` (the plugin's
+    default), ``"all"`` (every key but ``internal``) or ``"nle"``/None (nle's own default).
+    """
+    if observation_keys is None or observation_keys == NLE_DEFAULT:
+        return None
+    if observation_keys == LEAN:
+        return DEFAULT_OBSERVATION_KEYS
+    known = _all_keys()
+    if observation_keys == ALL:
+        return tuple(key for key in known if key not in _HIDDEN_KEYS)
+    if isinstance(observation_keys, str):
+        observation_keys = (observation_keys,)
+    if not isinstance(observation_keys, Iterable):
+        raise TypeError(f"observation_keys must be a tuple of key names, 'lean', 'all' or 'nle', not {observation_keys!r}")
+    keys = tuple(observation_keys)
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown NLE observation key(s) {', '.join(map(repr, unknown))}; "
+            f"this nle offers: {', '.join(known)} (or pass 'lean', 'all' or 'nle')"
+        )
+    if not keys:
+        raise ValueError("observation_keys is empty; give at least one key, or 'lean', 'all' or 'nle'")
+    return keys
+
+
+def _task_class(task: str) -> type:
+    try:
+        module_name, class_name, _description = TASKS[task]
+    except KeyError:
+        raise ValueError(f"unknown NetHack task {task!r}; tasks: {', '.join(TASKS)}") from None
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def _accepts(cls: type, name: str) -> bool:
+    """Whether the NLE base constructor takes ``name`` (tasks pass their **kwargs on to it)."""
+    from nle.env import base
+
+    try:
+        return name in inspect.signature(base.NLE.__init__).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def make_nethack(task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, **kwargs: Any) -> Any:
+    """Build the raw nle env for ``task``; every other kwarg goes to the nle constructor."""
+    cls = _task_class(task)
+    keys = resolve_observation_keys(observation_keys)
+    if keys is not None:
+        kwargs["observation_keys"] = keys
+    # nle >= 1.3: with seeds set, derive moon phase / Friday 13th / night from the seed
+    # instead of the wall clock, so a seed gives the same game on any day.
+    if "fix_moon_phase" not in kwargs and _accepts(cls, "fix_moon_phase"):
+        kwargs["fix_moon_phase"] = True
+    return cls(**kwargs)

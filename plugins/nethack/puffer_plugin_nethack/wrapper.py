@@ -1,0 +1,162 @@
+"""``NetHackWrapper``: seeding NetHack's own RNGs, episode statistics, truncation fix.
+
+Applied by the plugin's ``puffer_wrappers`` hook after adaptation, so it sees the
+Gymnasium API whether the raw env came from nle 1.x (gymnasium) or nle 0.9 (gym, through
+puffer-core's gym adapter).
+
+Seeding. ``reset(seed=s)`` on a raw nle env only seeds gymnasium's ``np_random``, which
+nle never uses: the game keeps its own core and disp RNGs, seeded from system entropy.
+This wrapper keeps a numpy Generator seeded with ``s``; before every reset it draws a
+(core, disp) pair from it and hands them to ``NLE.seed(core, disp, reseed=False)``
+(``reseed=False`` stops NetHack re-seeding itself from the clock mid-game). So the same
+seed gives the same sequence of games, a different seed different games, and a reset
+without a seed continues the seeded sequence instead of replaying the first game.
+Before any seed is given, NetHack seeds itself as usual.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+__all__ = ["EndReason", "NetHackWrapper", "find_nle", "end_reason"]
+
+# Indices into blstats (nle.nethack.NLE_BL_*), the same in nle 0.9 through 1.3.
+BL_GOLD, BL_SCORE, BL_DEPTH, BL_XP, BL_TIME = 13, 9, 12, 18, 20
+
+# NLE's StepStatus values (nle.env.base.NLE.StepStatus, tasks add TASK_SUCCESSFUL).
+_ABORTED, _DEATH, _TASK_SUCCESSFUL = -1, 1, 2
+
+_SEED_HIGH = 2**63 - 1  # NetHack takes an unsigned long; stay in int64 for numpy
+
+
+class EndReason(enum.IntEnum):
+    """How an episode ended: ``episode_stats["end_code"]`` is the value, ``["end_reason"]`` the lower-case name."""
+
+    DEATH = 1  # the game ended: the character died (or quit)
+    TASK_SUCCESS = 2  # the task's goal was reached (staircase, pet, oracle)
+    ASCENDED = 3  # the character ascended: the game was won
+    TRUNCATED = 4  # max_episode_steps reached; NLE quit the game for us
+    ABORTED = 5  # NLE gave up on the game for another reason (challenge: no progress)
+
+
+def find_nle(env: Any) -> Any:
+    """The ``nle.env.base.NLE`` instance inside ``env`` (through wrappers and adapters)."""
+    seen = 0
+    current = env
+    while current is not None and seen < 32:
+        if hasattr(current, "nethack") and hasattr(current, "_blstats_index"):
+            return current
+        seen += 1
+        current = getattr(current, "env", None)
+    raise TypeError(f"{type(env).__name__} does not wrap an nle environment")
+
+
+def end_reason(end_status: Any, is_ascended: bool, steps: int, max_steps: float | None) -> EndReason:
+    """Classify the end of an episode from nle's ``info`` and step counters."""
+    if is_ascended:
+        return EndReason.ASCENDED
+    code = int(end_status) if end_status is not None else None
+    if code == _DEATH:
+        return EndReason.DEATH
+    if code == _TASK_SUCCESSFUL:
+        return EndReason.TASK_SUCCESS
+    if max_steps is not None and steps >= max_steps:
+        return EndReason.TRUNCATED
+    return EndReason.ABORTED
+
+
+class NetHackWrapper(gymnasium.Wrapper):
+    """Seeds NetHack from ``reset(seed=)``, adds ``info["episode_stats"]`` at episode end."""
+
+    #: only one warning per process for the unseedable challenge task
+    _warned_unseedable = False
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self.nle = find_nle(env)
+        self._rng: np.random.Generator | None = None
+        self._last_blstats: np.ndarray | None = None  # sized at the first reset
+        # NetHackChallenge forbids seeding by design (its seed() raises).
+        self.seedable = type(self.nle).__name__ != "NetHackChallenge"
+        self.last_seeds: tuple[int, int] | None = None
+
+    # -- seeding -----------------------------------------------------------------------
+
+    def _seed_game(self) -> None:
+        if self._rng is None:
+            return
+        core, disp = (int(x) for x in self._rng.integers(1, _SEED_HIGH, size=2, dtype=np.int64))
+        if not self.seedable:
+            if not NetHackWrapper._warned_unseedable:
+                NetHackWrapper._warned_unseedable = True
+                warnings.warn(
+                    "nethack/challenge cannot be seeded (NLE forbids it for the NetHack Challenge); "
+                    "reset(seed=...) does not make its games reproducible",
+                    stacklevel=3,
+                )
+            return
+        self.nle.seed(core, disp, False)
+        self.last_seeds = (core, disp)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._seed_game()
+        # The inner reset gets no seed: the gym adapter would call nle's seed(seed) with a
+        # random disp seed and undo ours; nle 1.x ignores it for the game anyway.
+        obs, info = self.env.reset(options=options)
+        self._remember_blstats()
+        return obs, info
+
+    # -- stepping ----------------------------------------------------------------------
+
+    def _blstats(self) -> np.ndarray:
+        nle = self.nle
+        return nle.last_observation[nle._blstats_index]
+
+    def _remember_blstats(self) -> None:
+        # After the game ends NLE zeroes blstats, so keep the last in-game values.
+        blstats = self._blstats()
+        if self._last_blstats is None:
+            self._last_blstats = np.zeros(blstats.shape, dtype=np.int64)
+        if blstats.any():
+            np.copyto(self._last_blstats, blstats, casting="unsafe")
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._remember_blstats()
+        if terminated or truncated:
+            nle = self.nle
+            reason = end_reason(
+                info.get("end_status"),
+                bool(info.get("is_ascended", False)),
+                getattr(nle, "_steps", 0),
+                getattr(nle, "_max_episode_steps", None),
+            )
+            if reason in (EndReason.TRUNCATED, EndReason.ABORTED):
+                # nle 1.x reports both flags at the step limit, nle 0.9 only done=True:
+                # the game did not end by itself, so this is a truncation.
+                terminated, truncated = False, True
+            info = dict(info)
+            info["episode_stats"] = self.episode_stats(reason)
+        return obs, reward, terminated, truncated, info
+
+    def episode_stats(self, reason: EndReason) -> dict[str, Any]:
+        bl = self._last_blstats
+        return {
+            "score": int(bl[BL_SCORE]),
+            "depth": int(bl[BL_DEPTH]),
+            "experience_level": int(bl[BL_XP]),
+            "turns": int(bl[BL_TIME]),
+            "gold": int(bl[BL_GOLD]),
+            "died": int(reason == EndReason.DEATH),
+            # Both: puffer_core's postprocess keeps numbers only, so the code survives
+            # emulation and vectorization; the name is for people reading a raw info.
+            "end_code": int(reason),
+            "end_reason": reason.name.lower(),
+        }

@@ -1,0 +1,58 @@
+"""Helpers for the nethack plugin's tests: run Python or `puffer` in a clean subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+#: Python prepended to a subprocess to make ``import <name>`` fail as if it were not
+#: installed: a meta path finder ahead of the real ones refuses the name and its
+#: submodules (find_spec raising is what importlib does for a missing module).
+BLOCK_IMPORT = textwrap.dedent(
+    """
+    import importlib.abc, sys
+
+    class _Block(importlib.abc.MetaPathFinder):
+        def __init__(self, names):
+            self.names = names
+
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname.split(".")[0] in self.names:
+                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            return None
+
+    sys.meta_path.insert(0, _Block(NAMES))
+    """
+)
+
+
+def run_python(code: str, block: tuple[str, ...] = (), timeout: float = 120) -> subprocess.CompletedProcess:
+    prelude = BLOCK_IMPORT.replace("NAMES", repr(set(block))) if block else ""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def run_puffer(*args: str, block: tuple[str, ...] = (), timeout: float = 120) -> subprocess.CompletedProcess:
+    """`puffer ARGS` in a subprocess (through the CLI's main, so imports can be blocked)."""
+    code = f"""
+    import sys
+    from puffer_core.cli import main
+    sys.argv = ["puffer", *{list(args)!r}]
+    main()
+    """
+    return run_python(code, block=block, timeout=timeout)
+
+
+def envs_json(*args: str, block: tuple[str, ...] = ()) -> dict:
+    result = run_puffer("envs", "--json", *args, block=block)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

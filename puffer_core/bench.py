@@ -1,0 +1,549 @@
+"""Vectorization benchmark: Puffer Core's backends next to their peers, in one run.
+
+``run_bench(env_id)`` measures, on the same env and random actions:
+
+* a single raw env loop (the env as its plugin makes it, no emulation, no vectorization);
+* emulation overhead (``puffer_core.bench_emulation``) when that module is present;
+* Serial and Multiprocessing at a few worker / batch settings (and Ray on request);
+* peers: gymnasium's ``AsyncVectorEnv`` (shared memory on) and, when ``pufferlib`` is
+  importable, PufferLib's Serial and Multiprocessing at their usual settings.
+
+Every row is a dict ``{name, kind, backend, num_envs, num_workers, batch_size, sps,
+ratio_vs_raw, ratio_vs_serial, ratio_vs_async, ratio_vs_pufferlib}``; ratios are this
+row's steps/second over the baseline's (the best PufferLib Multiprocessing setting for
+``ratio_vs_pufferlib``) and ``None`` where the baseline did not run. Steps count agent
+rows. Each setting runs ``rounds`` times, interleaved with the others, and keeps its best
+round, which makes the comparison robust to a noisy machine.
+
+``run_standard(out_dir)`` runs the standard set (CartPole, and Breakout / NetHack when
+their plugins and packages are installed) and writes ``bench.json`` and ``bench.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["run_bench", "run_standard", "render_table", "render_markdown", "mp_settings", "STANDARD"]
+
+#: The standard set: env id → num_envs.
+STANDARD: dict[str, int] = {"classic/cartpole": 16, "atari/breakout": 8, "nethack/score": 8}
+
+Progress = Callable[[str, int, int], None]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _random_actions(space: Any, rows: int, count: int, seed: int) -> np.ndarray:
+    from puffer_core.runner import random_actions
+
+    rng = np.random.default_rng(seed)
+    flat = random_actions(space, rows * count, rng)
+    return flat.reshape(count, rows, *flat.shape[1:])
+
+
+def _time_async(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
+    """Steps/second of a Puffer vector env driven through recv/send."""
+    actions = _random_actions(space, rows, 64, seed)
+    env.async_reset(seed)
+    n = 0
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        env.recv()
+        env.send(actions[n % 64])
+        n += 1
+    steps = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(8):
+            masks = env.recv()[6]
+            env.send(actions[n % 64])
+            n += 1
+            steps += rows if masks is None else int(np.count_nonzero(masks))
+        now = time.perf_counter()
+        if now >= end:
+            return steps / (now - start)
+
+
+def _time_gym_vector(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
+    actions = _random_actions(space, rows, 64, seed)
+    env.reset(seed=seed)
+    n = 0
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        env.step(actions[n % 64])
+        n += 1
+    steps = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(8):
+            env.step(actions[n % 64])
+            n += 1
+            steps += rows
+        now = time.perf_counter()
+        if now >= end:
+            return steps / (now - start)
+
+
+def _time_raw(env: Any, seconds: float, warmup: float, seed: int) -> float:
+    """Steps/second of one raw Gymnasium env (or PettingZoo Parallel env: agent steps)."""
+    multi = hasattr(env, "possible_agents")
+    if multi:
+        obs, _ = env.reset(seed=seed)
+        for agent in env.possible_agents:
+            env.action_space(agent).seed(seed)
+        pool = {agent: [env.action_space(agent).sample() for _ in range(256)] for agent in env.possible_agents}
+    else:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        pool = [env.action_space.sample() for _ in range(1024)]
+        if all(isinstance(a, (int, np.integer)) for a in pool):
+            pool = [int(a) for a in pool]
+    step, reset = env.step, env.reset
+
+    def run(until: float) -> tuple[int, float]:
+        count = 0
+        i = 0
+        while True:
+            for _ in range(16):
+                if multi:
+                    acts = {agent: pool[agent][i % 256] for agent in env.agents}
+                    _, _, terms, truncs, _ = step(acts)
+                    count += len(acts)
+                    if not env.agents:
+                        reset()
+                else:
+                    _, _, term, trunc, _ = step(pool[i % 1024])
+                    count += 1
+                    if term or trunc:
+                        reset()
+                i += 1
+            now = time.perf_counter()
+            if now >= until:
+                return count, now
+
+    run(time.perf_counter() + warmup)
+    start = time.perf_counter()
+    count, now = run(start + seconds)
+    return count / (now - start)
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def mp_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]:
+    """(num_workers, batch_size) pairs worth measuring: 1 worker, one per core, two per
+    core, each synchronous and (where valid) EnvPool-style with half the envs per batch."""
+    from puffer_core.errors import APIUsageError
+    from puffer_core.vector.base import check_counts
+
+    cpus = cpus or os.cpu_count() or 1
+    out = []
+    for workers in sorted({1, min(cpus, num_envs), min(2 * cpus, num_envs)}):
+        for batch in (num_envs, num_envs // 2):
+            if batch < 1 or (workers == 1 and batch != num_envs):
+                continue
+            try:
+                check_counts(num_envs, workers, batch, "multiprocessing")
+            except APIUsageError:
+                continue
+            if (workers, batch) not in out:
+                out.append((workers, batch))
+    return out
+
+
+def _pufferlib_available() -> bool:
+    try:
+        return importlib.util.find_spec("pufferlib") is not None and importlib.util.find_spec("pufferlib.vector") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _Case:
+    """One configuration: builds its env lazily, measures, closes."""
+
+    def __init__(self, name: str, kind: str, backend: str, num_envs: int, num_workers: int, batch_size: int,
+                 build: Callable[[], Any], measure: Callable[[Any, float, float], float]):
+        self.name, self.kind, self.backend = name, kind, backend
+        self.num_envs, self.num_workers, self.batch_size = num_envs, num_workers, batch_size
+        self.build, self.measure = build, measure
+        self.results: list[float] = []
+        self.error: str | None = None
+
+    def row(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "backend": self.backend,
+            "num_envs": self.num_envs,
+            "num_workers": self.num_workers,
+            "batch_size": self.batch_size,
+            "sps": max(self.results) if self.results else None,
+            "error": self.error,
+        }
+
+
+def _cases(env_id: str, num_envs: int, include_peers: bool, include_ray: bool, seed: int,
+           settings: list[tuple[int, int]] | None) -> list[_Case]:
+    from puffer_core import vector
+    from puffer_core.environments import make_raw
+
+    def raw_creator() -> Any:
+        return make_raw(env_id)
+
+    def puffer_case(name: str, backend: str, workers: int | None, batch: int, kind: str = "puffer",
+                    **vector_kwargs: Any) -> _Case:
+        def build() -> Any:
+            return vector.make(env_id, num_envs=num_envs, num_workers=workers, batch_size=batch, backend=backend,
+                               seed=seed, vector_kwargs=vector_kwargs or None)
+
+        def measure(env: Any, seconds: float, warmup: float) -> float:
+            return _time_async(env, seconds, warmup, env.batch_size, env.single_action_space, seed)
+
+        return _Case(name, kind, backend, num_envs, workers or 1, batch, build, measure)
+
+    cases = [
+        _Case("raw env loop (1 env)", "raw", "raw", 1, 1, 1, raw_creator,
+              lambda env, s, w: _time_raw(env, s, w, seed)),
+        puffer_case("Serial", "serial", None, num_envs),
+    ]
+    for workers, batch in settings or mp_settings(num_envs):
+        label = f"Multiprocessing w={workers} b={batch}"
+        cases.append(puffer_case(label, "multiprocessing", workers, batch))
+    if include_ray and importlib.util.find_spec("ray") is not None:
+        workers = min(num_envs, os.cpu_count() or 1)
+        cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))
+    if include_peers:
+        probe = raw_creator()
+        multi = hasattr(probe, "possible_agents")
+        with contextlib.suppress(Exception):
+            probe.close()
+        if not multi:
+            cases.append(_async_vector_case(raw_creator, num_envs, seed))
+            if _pufferlib_available():
+                cases.extend(_pufferlib_cases(raw_creator, num_envs, seed))
+    return cases
+
+
+def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> _Case:
+    def build() -> Any:
+        from gymnasium.vector import AsyncVectorEnv
+
+        return AsyncVectorEnv([raw_creator] * num_envs, shared_memory=True)
+
+    def measure(env: Any, seconds: float, warmup: float) -> float:
+        return _time_gym_vector(env, seconds, warmup, num_envs, env.single_action_space, seed)
+
+    return _Case("gymnasium AsyncVectorEnv (shared memory)", "peer", "gymnasium-async", num_envs, num_envs, num_envs,
+                 build, measure)
+
+
+def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> list[_Case]:
+    cases = []
+    cpus = os.cpu_count() or 1
+
+    def case(name: str, backend_name: str, workers: int, batch: int) -> _Case:
+        def build() -> Any:
+            import pufferlib.emulation
+            import pufferlib.vector
+
+            kwargs: dict[str, Any] = {}
+            if backend_name == "Multiprocessing":
+                kwargs = {"num_workers": workers, "batch_size": batch, "overwork": True}
+            return pufferlib.vector.make(
+                pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={"env_creator": raw_creator},
+                backend=getattr(pufferlib.vector, backend_name), num_envs=num_envs, seed=seed, **kwargs,
+            )
+
+        def measure(env: Any, seconds: float, warmup: float) -> float:
+            rows = getattr(env, "agents_per_batch", batch)
+            return _time_pufferlib(env, seconds, warmup, rows, env.single_action_space, seed)
+
+        return _Case(name, "peer", f"pufferlib-{backend_name.lower()}", num_envs, workers, batch, build, measure)
+
+    cases.append(case("PufferLib Serial", "Serial", 1, num_envs))
+    for workers in sorted({1, min(cpus, num_envs)}):
+        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers,
+                          num_envs))
+    workers = min(cpus, num_envs)
+    if workers > 1 and num_envs % workers == 0 and (num_envs // 2) % (num_envs // workers) == 0:
+        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers,
+                          num_envs // 2))
+    return cases
+
+
+def _time_pufferlib(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
+    actions = _random_actions(space, rows, 64, seed)
+    env.async_reset(seed)
+    n = 0
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        env.recv()
+        env.send(actions[n % 64])
+        n += 1
+    steps = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(8):
+            env.recv()
+            env.send(actions[n % 64])
+            n += 1
+            steps += rows
+        now = time.perf_counter()
+        if now >= end:
+            return steps / (now - start)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
+    """Emulated vs raw single env, if puffer_core.bench_emulation is present."""
+    try:
+        from puffer_core.bench_emulation import emulation_overhead
+    except ImportError:
+        return []
+    from puffer_core.environments import make_raw
+
+    env = make_raw(env_id)
+    multi = hasattr(env, "possible_agents")
+    with contextlib.suppress(Exception):
+        env.close()
+    if multi:
+        return []
+    # Calibrate the step count to the time budget from a quick raw measurement.
+    probe = make_raw(env_id)
+    try:
+        sps = _time_raw(probe, min(0.2, seconds), 0.05, 0)
+    finally:
+        with contextlib.suppress(Exception):
+            probe.close()
+    steps = max(2000, int(sps * seconds))
+    result = emulation_overhead(lambda: make_raw(env_id), steps)
+    return [
+        {
+            "name": "emulated single env (EpisodeStats + emulation)",
+            "kind": "emulation",
+            "backend": "emulation",
+            "num_envs": 1,
+            "num_workers": 1,
+            "batch_size": 1,
+            "sps": result["emulated_sps"],
+            "raw_sps": result["raw_sps"],
+            "overhead": result["ratio"],
+            "error": None,
+        }
+    ]
+
+
+def _add_ratios(rows: list[dict]) -> list[dict]:
+    def best(predicate: Callable[[dict], bool]) -> float | None:
+        values = [r["sps"] for r in rows if predicate(r) and r.get("sps")]
+        return max(values) if values else None
+
+    baselines = {
+        "ratio_vs_raw": best(lambda r: r["kind"] == "raw"),
+        "ratio_vs_serial": best(lambda r: r["backend"] == "serial"),
+        "ratio_vs_async": best(lambda r: r["backend"] == "gymnasium-async"),
+        "ratio_vs_pufferlib": best(lambda r: r["backend"] == "pufferlib-multiprocessing"),
+    }
+    for row in rows:
+        for key, base in baselines.items():
+            row[key] = round(row["sps"] / base, 3) if base and row.get("sps") else None
+        if row.get("sps") is not None:
+            row["sps"] = round(row["sps"], 1)
+    return rows
+
+
+def run_bench(
+    env_id: str,
+    num_envs: int = 16,
+    seconds: float = 3.0,
+    include_peers: bool = True,
+    progress: Progress | None = None,
+    *,
+    rounds: int = 1,
+    warmup: float | None = None,
+    include_ray: bool = False,
+    include_emulation: bool = True,
+    settings: list[tuple[int, int]] | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """Measure every configuration on ``env_id``; see the module docstring for the rows.
+
+    ``seconds`` is the measuring time per configuration and round; ``progress(name, i,
+    total)`` is called before each measurement. ``settings`` overrides the
+    Multiprocessing (num_workers, batch_size) pairs. A configuration that fails to build or
+    run gets ``sps=None`` and its ``error`` text instead of stopping the run.
+    """
+    warmup = min(1.0, seconds / 5) if warmup is None else warmup
+    cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings)
+    total = len(cases) * rounds + (1 if include_emulation else 0)
+    done = 0
+    for _ in range(rounds):
+        for case in cases:
+            if case.error is not None:
+                continue
+            if progress is not None:
+                progress(case.name, done, total)
+            done += 1
+            env = None
+            try:
+                env = case.build()
+                case.results.append(case.measure(env, seconds, warmup))
+            except Exception as exc:  # noqa: BLE001 - one failing peer must not end the run
+                case.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            finally:
+                if env is not None:
+                    with contextlib.suppress(Exception):
+                        env.close()
+    rows = [case.row() for case in cases]
+    if include_emulation:
+        if progress is not None:
+            progress("emulation overhead", done, total)
+        try:
+            rows[1:1] = _emulation_rows(env_id, seconds)
+        except Exception as exc:  # noqa: BLE001
+            rows.insert(1, {"name": "emulated single env", "kind": "emulation", "backend": "emulation",
+                            "num_envs": 1, "num_workers": 1, "batch_size": 1, "sps": None,
+                            "error": f"{type(exc).__name__}: {exc}"[:300]})
+    for row in rows:
+        row["env"] = env_id
+    return _add_ratios(rows)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _fmt_ratio(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def render_table(rows: list[dict], title: str | None = None) -> Any:
+    """A rich Table of benchmark rows."""
+    from rich.table import Table
+
+    env = rows[0].get("env") if rows else ""
+    table = Table(title=title or f"puffer bench {env}", show_lines=False)
+    for column, justify in (("configuration", "left"), ("workers", "right"), ("batch", "right"),
+                            ("steps/s", "right"), ("vs raw", "right"), ("vs Serial", "right"),
+                            ("vs AsyncVectorEnv", "right"), ("vs PufferLib", "right")):
+        table.add_column(column, justify=justify)
+    for row in rows:
+        if row.get("sps") is None:
+            table.add_row(row["name"], str(row["num_workers"]), str(row["batch_size"]),
+                          f"[red]failed[/red] {row.get('error') or ''}", "", "", "", "")
+            continue
+        name = row["name"]
+        if row["kind"] == "emulation" and row.get("overhead"):
+            name += f" [dim](step time {row['overhead']:.3f}× raw)[/dim]"
+        table.add_row(
+            name, str(row["num_workers"]), str(row["batch_size"]), f"{row['sps']:,.0f}",
+            _fmt_ratio(row.get("ratio_vs_raw")), _fmt_ratio(row.get("ratio_vs_serial")),
+            _fmt_ratio(row.get("ratio_vs_async")), _fmt_ratio(row.get("ratio_vs_pufferlib")),
+        )
+    return table
+
+
+def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = None) -> str:
+    lines = ["# Puffer Core vectorization benchmark", ""]
+    meta = _machine()
+    lines.append(f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, {meta['platform']}. "
+                 "Steps/second count agent steps; ratios are over the same run's baseline.")
+    lines.append("")
+    for env_id, rows in results.items():
+        num_envs = max((r["num_envs"] for r in rows if r["kind"] != "raw"), default=1)
+        lines += [f"## {env_id} ({num_envs} envs)", "",
+                  "| configuration | workers | batch | steps/s | vs raw | vs Serial | vs AsyncVectorEnv | vs PufferLib |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for row in rows:
+            if row.get("sps") is None:
+                lines.append(f"| {row['name']} | {row['num_workers']} | {row['batch_size']} | failed: "
+                             f"{(row.get('error') or '').replace('|', '/')} | | | | |")
+                continue
+            name = row["name"]
+            if row["kind"] == "emulation" and row.get("overhead"):
+                name += f" (step time {row['overhead']:.3f}× raw)"
+            lines.append(
+                f"| {name} | {row['num_workers']} | {row['batch_size']} | {row['sps']:,.0f} | "
+                f"{_fmt_ratio(row.get('ratio_vs_raw'))} | {_fmt_ratio(row.get('ratio_vs_serial'))} | "
+                f"{_fmt_ratio(row.get('ratio_vs_async'))} | {_fmt_ratio(row.get('ratio_vs_pufferlib'))} |"
+            )
+        lines.append("")
+    for note in notes or []:
+        lines.append(f"- {note}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
+def _available(env_id: str) -> str | None:
+    """None when env_id can be built here, else why not."""
+    from puffer_core.environments import missing_requirements
+    from puffer_core.plugins import get_plugins
+
+    try:
+        spec = get_plugins().get_spec(env_id)
+    except Exception as exc:  # noqa: BLE001 - unknown id, plugin not installed
+        return f"{env_id}: not available ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    missing = missing_requirements(spec)
+    if missing:
+        return f"{env_id}: skipped, missing {', '.join(missing)}"
+    return None
+
+
+def run_standard(
+    out_dir: str | os.PathLike,
+    seconds: float = 3.0,
+    rounds: int = 2,
+    progress: Progress | None = None,
+    envs: dict[str, int] | None = None,
+    include_peers: bool = True,
+) -> dict:
+    """Run the standard set; write ``bench.json`` and ``bench.md`` into ``out_dir``.
+
+    Returns the JSON document. Envs whose plugin or package is missing are listed under
+    ``skipped`` rather than failing the run.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, list[dict]] = {}
+    notes: list[str] = []
+    for env_id, num_envs in (envs or STANDARD).items():
+        reason = _available(env_id)
+        if reason:
+            notes.append(reason)
+            continue
+        results[env_id] = run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers,
+                                    progress=progress, rounds=rounds)
+    if not _pufferlib_available():
+        notes.append("PufferLib is not importable here, so its rows are absent (pufferlib 3.0.0's sdist "
+                     "downloads raylib at build time and pins numpy<2 / gymnasium 0.29)")
+    document = {
+        "machine": _machine(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "seconds": seconds,
+        "rounds": rounds,
+        "results": results,
+        "skipped": notes,
+    }
+    tmp = out / "bench.json.tmp"
+    tmp.write_text(json.dumps(document, indent=2) + "\n")
+    tmp.replace(out / "bench.json")
+    (out / "bench.md").write_text(render_markdown(results, notes))
+    return document

@@ -1,0 +1,296 @@
+"""``puffer tank``: render and build PufferTank's layers.
+
+    puffer tank render [--plugins a,b | --without dmlab] [--constraints PATH | --no-constraints]
+                       [--output PATH] [--check]
+    puffer tank build  [--stage base|envs|final|all] [--tag NAME] [--base-image IMAGE]
+                       [--torch REQ | --no-torch] [--ca-cert PATH] [--network host] ...
+
+Also runnable on its own: ``python -m puffer_core.tank.cli build ...``. Exit codes: 0 done,
+1 a user error (bad selection, missing constraints, failed build), 2 no Docker engine (or
+no docker SDK) to build with.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import pathlib
+import sys
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from puffer_core.errors import PufferError
+from puffer_core.tank.errors import BuildError, TankError
+from puffer_core.tank.render import (
+    DEFAULT_COMMAND,
+    DEFAULT_CONSTRAINTS,
+    DEFAULT_OUTPUT,
+    Constraints,
+    find_root,
+    load_constraints,
+    plugin_layers,
+    render_envs,
+    select_layers,
+)
+
+__all__ = ["main", "tank"]
+
+console = Console(stderr=True, highlight=False)
+
+
+class TankGroup(click.Group):
+    """Errors become one-line messages with the error's exit code (2: no engine)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except PufferError as exc:
+            if os.environ.get("PUFFER_DEBUG"):
+                raise
+            console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, markup=True)
+            if isinstance(exc, BuildError) and exc.log_tail:
+                console.print("last lines of the build log:", style="dim")
+                for line in exc.log_tail[-15:]:
+                    console.print(f"  {line}", markup=False, style="dim")
+            sys.exit(getattr(exc, "exit_code", 1))
+
+
+def _relative(path: pathlib.Path, root: pathlib.Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _selection(
+    root: pathlib.Path,
+    plugins: str | None,
+    without: str | None,
+    constraints_path: pathlib.Path | None,
+    no_constraints: bool,
+    output: str | None = None,
+    need_constraints: bool = True,
+) -> tuple[dict, Constraints, str]:
+    """The selected layers, the constraint set and the command that reproduces the render."""
+    from puffer_core.plugins import get_plugins
+
+    if constraints_path is not None and no_constraints:
+        raise TankError("give --constraints PATH or --no-constraints, not both")
+    layers, warnings = plugin_layers(get_plugins())
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    chosen = select_layers(layers, plugins, without)
+
+    parts = ["puffer tank render"]
+    if plugins is not None:
+        parts.append("--plugins " + ",".join(sorted({p.strip() for p in plugins.split(",") if p.strip()})))
+    if without is not None:
+        parts.append("--without " + ",".join(sorted({p.strip() for p in without.split(",") if p.strip()})))
+    if no_constraints:
+        constraints = Constraints.none()
+        parts.append("--no-constraints")
+    elif constraints_path is not None:
+        shown = _relative(constraints_path, root)
+        constraints = load_constraints(constraints_path, shown)
+        if shown != DEFAULT_CONSTRAINTS:
+            parts.append(f"--constraints {shown}")
+    elif need_constraints:
+        constraints = load_constraints(root / DEFAULT_CONSTRAINTS, DEFAULT_CONSTRAINTS)
+    else:
+        constraints = Constraints.none()
+    if output not in (None, "-", DEFAULT_OUTPUT):
+        parts.append(f"--output {output}")
+    command = DEFAULT_COMMAND if len(parts) == 1 else " ".join(parts)
+    return chosen, constraints, command
+
+
+@click.group("tank", cls=TankGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def tank() -> None:
+    """PufferTank, the 3-layer Docker image: render the environment layer, build the layers.
+
+    Layer 1 tank/Dockerfile.base (OS, Python 3.11, PyTorch, tools), layer 2
+    tank/Dockerfile.envs (GENERATED from every plugin's DockerLayer and
+    compat_matrix/constraints-common.txt), layer 3 tank/Dockerfile (puffer-core, plugins,
+    shell, editor, entrypoint). Run from the puffer-core checkout.
+    """
+
+
+PLUGINS_HELP = "Only these plugins (comma list; default: every installed plugin)."
+WITHOUT_HELP = "Leave these plugins out (comma list), e.g. --without dmlab."
+CONSTRAINTS_HELP = f"Constraint set to pin pip installs with (default: {DEFAULT_CONSTRAINTS})."
+NO_CONSTRAINTS_HELP = "Render without a constraint set (pip installs unpinned)."
+OUTPUT_HELP = f"Where to write (default: {DEFAULT_OUTPUT}; - for stdout)."
+
+
+@tank.command("render")
+@click.option("--plugins", help=PLUGINS_HELP)
+@click.option("--without", help=WITHOUT_HELP)
+@click.option("--constraints", "constraints_path", type=click.Path(path_type=pathlib.Path), help=CONSTRAINTS_HELP)
+@click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
+@click.option("--output", "-o", "output", type=click.Path(path_type=pathlib.Path), help=OUTPUT_HELP)
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output file is not what would be rendered.")
+def render_cmd(
+    plugins: str | None,
+    without: str | None,
+    constraints_path: pathlib.Path | None,
+    no_constraints: bool,
+    output: pathlib.Path | None,
+    check: bool,
+) -> None:
+    """Render tank/Dockerfile.envs from the plugins' DockerLayers and the common constraint set."""
+    root = find_root()
+    target = root / DEFAULT_OUTPUT if output is None else output
+    shown_output = "-" if str(output) == "-" else _relative(target, root)
+    layers, constraints, command = _selection(
+        root, plugins, without, constraints_path, no_constraints, output=shown_output
+    )
+    text = render_envs(layers, constraints, command=command)
+    if shown_output == "-":
+        click.echo(text, nl=False)
+        return
+    if check:
+        current = target.read_text(encoding="utf-8") if target.is_file() else ""
+        if current == text:
+            console.print(f"{shown_output} is up to date ({', '.join(layers)})")
+            return
+        diff = difflib.unified_diff(
+            current.splitlines(keepends=True), text.splitlines(keepends=True), shown_output, "rendered"
+        )
+        sys.stderr.writelines(list(diff)[:80])
+        console.print(f"[bold red]{shown_output} is out of date[/]: regenerate with {command}")
+        sys.exit(1)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    unchanged = target.is_file() and target.read_text(encoding="utf-8") == text
+    if not unchanged:
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    console.print(
+        f"{'unchanged' if unchanged else 'wrote'} {shown_output}: plugins {', '.join(layers)}; "
+        f"constraints {constraints.source or 'none'} ({len(constraints.lines)} pins)"
+    )
+
+
+@tank.command("build")
+@click.option(
+    "--stage",
+    type=click.Choice(["base", "envs", "final", "all"]),
+    default="all",
+    show_default=True,
+    help="Which layer to build; all = base, then envs, then final.",
+)
+@click.option(
+    "--tag",
+    default="puffertank",
+    show_default=True,
+    help="Image name: NAME gives NAME:base, NAME:envs, NAME:latest; NAME:T gives NAME:T-base, NAME:T-envs, NAME:T.",
+)
+@click.option("--base-image", help="Layer 1's FROM (default in tank/Dockerfile.base: NVIDIA's CUDA runtime image).")
+@click.option("--torch", help="PyTorch requirement(s) for layer 1, e.g. 'torch==2.5.1'; '' skips PyTorch.")
+@click.option("--no-torch", is_flag=True, help="Skip PyTorch in layer 1 (same as --torch '').")
+@click.option(
+    "--ca-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+    help="CA bundle for apt and pip during the build (TLS-intercepting proxy); never stored in the image. "
+    "Needs --network host.",
+)
+@click.option("--network", help="Network of the build containers, e.g. host (needed where the engine has no bridge).")
+@click.option("--plugins", help=PLUGINS_HELP)
+@click.option("--without", help=WITHOUT_HELP)
+@click.option("--constraints", "constraints_path", type=click.Path(path_type=pathlib.Path), help=CONSTRAINTS_HELP)
+@click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
+@click.option("--no-cache", is_flag=True, help="Do not use the engine's layer cache.")
+@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Extra build argument.")
+@click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
+def build_cmd(
+    stage: str,
+    tag: str,
+    base_image: str | None,
+    torch: str | None,
+    no_torch: bool,
+    ca_cert: pathlib.Path | None,
+    network: str | None,
+    plugins: str | None,
+    without: str | None,
+    constraints_path: pathlib.Path | None,
+    no_constraints: bool,
+    no_cache: bool,
+    build_args: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log."""
+    from puffer_core.tank import build as builder
+
+    root = find_root()
+    client = builder.connect()
+    stages = builder.STAGES if stage == "all" else (stage,)
+    tags = builder.image_tags(tag)
+    if no_torch and torch:
+        raise TankError("give --torch REQUIREMENT or --no-torch, not both")
+    layers, constraints, command = _selection(
+        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
+    )
+    extra: dict[str, str] = {}
+    for pair in build_args:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--build-arg")
+        extra[key] = value
+    args, notes = builder.machine_build_args()
+    args.update(extra)
+    for note in notes:
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+
+    if "envs" in stages and command == DEFAULT_COMMAND:
+        committed = root / DEFAULT_OUTPUT
+        rendered = render_envs(layers, constraints, command=command)
+        if not committed.is_file() or committed.read_text(encoding="utf-8") != rendered:
+            console.print(
+                f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
+                "render (commit it after `nox -s tank`)",
+                soft_wrap=True,
+            )
+
+    plan = builder.BuildPlan(
+        root=root,
+        stages=stages,
+        tags=tags,
+        layers=layers,
+        constraints=constraints,
+        base_image=base_image,
+        torch="" if no_torch else torch,
+        ca_cert=ca_cert,
+        network=network,
+        no_cache=no_cache,
+        build_args=args,
+        render_command=command,
+    )
+    console.print(f"engine: {builder.engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(layers)}")
+    styles = {"step": "bold cyan", "meta": "dim", "log": "", "note": "yellow", "stage": "bold magenta", "done": "green"}
+
+    def out(kind: str, line: str) -> None:
+        if quiet and kind in ("log", "meta"):
+            return
+        console.print(line, style=styles.get(kind, ""), markup=False, soft_wrap=True)
+
+    results = builder.build(plan, client, out)
+    table = Table(title="PufferTank")
+    for column in ("layer", "image", "seconds", "size"):
+        table.add_column(column)
+    for result in results:
+        table.add_row(result.stage, result.tag, f"{result.seconds:.1f}", f"{result.size / 1e6:,.0f} MB")
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m puffer_core.tank.cli``: the ``tank`` group without the rest of ``puffer``."""
+    tank.main(args=argv, prog_name="puffer tank")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,389 @@
+"""Render PufferTank's environment layer, ``tank/Dockerfile.envs``, from the plugins.
+
+Inputs: every selected plugin's ``DockerLayer`` and the compatibility matrix's common
+constraint set (``compat_matrix/constraints-common.txt``). Output: one Dockerfile, the same
+bytes for the same inputs (plugins sorted by name, apt and pip lists de-duplicated and
+sorted, env vars sorted, no timestamps), laid out as
+
+1. ``ARG BASE`` (the base layer's image);
+2. one ``FROM <stage.base> AS <stage.name>`` build stage per ``BuildStage`` (its own apt
+   install, then its steps), in plugin order;
+3. ``FROM ${BASE}``: one apt install of every plugin's packages; the constraint set and
+   the plugin list written to ``/opt/puffertank/``; the build stages' artifacts copied
+   in; env vars; each plugin's run steps (in the plugin's own order: steps depend on one
+   another, so they are never sorted); one ``pip install`` constrained by the common set.
+
+Every step that may download starts with ``. /usr/local/lib/puffertank/ca.sh`` (a no-op
+unless ``puffer tank build --ca-cert`` serves a CA bundle; see tank/README.md). Plugin
+values were validated by ``DockerLayer.validate``, so none of them can end the line it is
+written on; they are validated again here, and the cross-plugin clashes (two stages of
+one name, two values for one env var, two stages writing one path) are caught here.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from puffer_core.errors import PluginError
+from puffer_core.specs import DockerLayer
+from puffer_core.tank.errors import ConstraintsError, TankError
+
+__all__ = [
+    "CA_HELPER",
+    "CONSTRAINTS_IN_IMAGE",
+    "DEFAULT_BASE",
+    "DEFAULT_CONSTRAINTS",
+    "DEFAULT_OUTPUT",
+    "PLUGINS_IN_IMAGE",
+    "Constraints",
+    "find_root",
+    "load_constraints",
+    "plugin_layers",
+    "render_envs",
+    "select_layers",
+]
+
+#: Paths relative to the repository root.
+DEFAULT_CONSTRAINTS = "compat_matrix/constraints-common.txt"
+DEFAULT_OUTPUT = "tank/Dockerfile.envs"
+CA_HELPER_SOURCE = "tank/puffertank-ca.sh"
+
+#: Paths inside the image.
+CA_HELPER = "/usr/local/lib/puffertank/ca.sh"
+CONSTRAINTS_IN_IMAGE = "/opt/puffertank/constraints-common.txt"
+PLUGINS_IN_IMAGE = "/opt/puffertank/plugins.txt"
+
+#: The base layer's image when none is given (what `puffer tank build` tags it).
+DEFAULT_BASE = "puffertank:base"
+
+#: The regeneration command the header names when the defaults were used.
+DEFAULT_COMMAND = "nox -s tank (same as: puffer tank render)"
+
+# Build arguments every stage declares: set by `puffer tank build`, never stored in the image.
+BUILD_ARGS = (
+    "ARG DEBIAN_FRONTEND=noninteractive",
+    "ARG PUFFER_CA_URL",
+    "ARG PIP_INDEX_URL",
+    "ARG PIP_EXTRA_INDEX_URL",
+    "ARG PIP_TRUSTED_HOST",
+    "ARG PIP_DEFAULT_TIMEOUT",
+)
+SHELL = 'SHELL ["/bin/bash", "-o", "pipefail", "-c"]'
+CONTINUE = " \\"
+ITEM_INDENT = "      "
+
+
+# -- constraints ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """The common constraint set: normalized requirement lines, sorted; ``source`` for the header.
+
+    ``source`` is None when rendering without constraints (pip installs are then unpinned).
+    """
+
+    lines: tuple[str, ...] = ()
+    source: str | None = None
+
+    @classmethod
+    def none(cls) -> Constraints:
+        return cls((), None)
+
+
+def load_constraints(path: str | pathlib.Path, display: str | None = None) -> Constraints:
+    """Read a constraints file (``name==version`` lines; comments and blank lines ignored).
+
+    A missing file raises :class:`ConstraintsError` saying how to produce one or do without;
+    a line pip would read as an option, or that is not a plain requirement, is refused.
+    """
+    path = pathlib.Path(path)
+    shown = display or str(path)
+    if not path.is_file():
+        raise ConstraintsError(
+            f"the common constraint set {shown} does not exist. Produce it with `nox -s compat` "
+            "(the compatibility matrix writes it), give another file with --constraints PATH, "
+            "or render unpinned with --no-constraints."
+        )
+    found: dict[str, str] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        where = f"{shown}, line {number}"
+        if line.startswith("-"):
+            raise ConstraintsError(f"{where}: {line!r} is a pip option; a constraints file here holds requirements")
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise ConstraintsError(f"{where}: {line!r} is not a requirement ({exc})") from None
+        if req.extras or req.url:
+            raise ConstraintsError(f"{where}: {line!r}: constraints cannot carry extras or URLs")
+        if not req.specifier:
+            raise ConstraintsError(f"{where}: {line!r} constrains nothing; write name==version")
+        text = str(req)
+        found[text] = f"{canonicalize_name(req.name)}\0{text}"
+    lines = tuple(sorted(found, key=lambda text: found[text]))
+    return Constraints(lines, shown)
+
+
+# -- selection -----------------------------------------------------------------------------
+
+
+def _names(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    parts = value.split(",") if isinstance(value, str) else list(value)
+    return [part.strip() for part in parts if part.strip()]
+
+
+def select_layers(
+    layers: Mapping[str, DockerLayer],
+    plugins: str | Iterable[str] | None = None,
+    without: str | Iterable[str] | None = None,
+) -> dict[str, DockerLayer]:
+    """The layers of the chosen plugins, sorted by name.
+
+    ``plugins`` (names or a comma list) keeps only those; ``without`` drops those. Naming a
+    plugin that has no layer here is an error listing the ones that do.
+    """
+    wanted, dropped = _names(plugins), _names(without) or []
+    unknown = [name for name in (wanted or []) + dropped if name not in layers]
+    if unknown:
+        available = ", ".join(sorted(layers)) or "none"
+        raise TankError(
+            f"no plugin named {', '.join(repr(n) for n in unknown)} is loaded here (plugins: {available}); "
+            "install it (pip install -e plugins/NAME) or check `puffer plugins`"
+        )
+    chosen = sorted(layers) if wanted is None else sorted(set(wanted))
+    chosen = [name for name in chosen if name not in set(dropped)]
+    if not chosen:
+        raise TankError("the selection leaves no plugin to render; check --plugins / --without")
+    return {name: layers[name] for name in chosen}
+
+
+def plugin_layers(plugin_set) -> tuple[dict[str, DockerLayer], list[str]]:
+    """Every installed (non built-in) plugin's layer from a loaded ``PluginSet``, and warnings.
+
+    A loaded plugin without a ``puffer_docker_layer`` hook gets an empty layer: it still
+    belongs in the tank (layer 3 installs it). Failed plugins are left out, with a warning.
+    """
+    layers: dict[str, DockerLayer] = {}
+    warnings: list[str] = []
+    for name, info in sorted(plugin_set.plugins.items()):
+        if info.source == "builtin":
+            continue
+        if info.status == "loaded":
+            layers[name] = plugin_set.docker_layers.get(name, DockerLayer())
+        elif info.status == "failed":
+            warnings.append(f"plugin '{name}' is left out of the tank: {info.error}")
+    return layers, warnings
+
+
+def find_root(start: str | pathlib.Path | None = None) -> pathlib.Path:
+    """The puffer-core checkout holding ``start`` (default: the working folder)."""
+    here = pathlib.Path(start or pathlib.Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "tank" / "Dockerfile.base").is_file() and (folder / "pyproject.toml").is_file():
+            return folder
+    raise TankError(
+        f"{here} is not inside a puffer-core checkout (no tank/Dockerfile.base above it); "
+        "run `puffer tank` from the repository"
+    )
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def _quote(text: str) -> str:
+    """Single-quote for the shell (a plugin value is data, never shell syntax)."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _env_value(text: str) -> str:
+    """Double-quote for ENV: spaces kept, ``$VAR`` still expands (PATH=/x:$PATH works)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _run_block(head: str, items: list[str], tail: list[str]) -> list[str]:
+    """``RUN head \\`` then ``&& ... \\`` and indented items, ending without a backslash."""
+    lines = [f"RUN {head}"]
+    for item in items:
+        lines[-1] += CONTINUE
+        lines.append(item)
+    for part in tail:
+        lines[-1] += CONTINUE
+        lines.append(f" && {part}")
+    return lines
+
+
+def _apt_block(packages: Iterable[str]) -> list[str]:
+    packages = sorted(set(packages))
+    lines = _run_block(f". {CA_HELPER}", [" && apt-get update", " && apt-get install -y --no-install-recommends"], [])
+    for package in packages:
+        lines[-1] += CONTINUE
+        lines.append(f"{ITEM_INDENT}{package}")
+    lines[-1] += CONTINUE
+    lines.append(" && rm -rf /var/lib/apt/lists/*")
+    return lines
+
+
+def _step(step: str) -> str:
+    return f"RUN . {CA_HELPER} && {step}"
+
+
+def _stage_header() -> list[str]:
+    return [SHELL, *BUILD_ARGS, f"COPY {CA_HELPER_SOURCE} {CA_HELPER}"]
+
+
+def _check_clashes(layers: Mapping[str, DockerLayer]) -> None:
+    stage_owner: dict[str, str] = {}
+    artifact_owner: dict[str, str] = {}
+    env_owner: dict[str, tuple[str, str]] = {}
+    for plugin, layer in layers.items():
+        for stage in layer.stages:
+            other = stage_owner.setdefault(stage.name, plugin)
+            if other != plugin:
+                raise PluginError(
+                    f"plugins '{other}' and '{plugin}' both declare a build stage named {stage.name!r}; "
+                    "stage names must be unique in the tank (rename one)",
+                    plugin=plugin,
+                    field="stages",
+                )
+            for path in stage.artifacts:
+                owner = artifact_owner.setdefault(path, f"{plugin}:{stage.name}")
+                if owner != f"{plugin}:{stage.name}":
+                    raise PluginError(
+                        f"build stages {owner} and {plugin}:{stage.name} both produce artifact {path!r}",
+                        plugin=plugin,
+                        field=f"stages[{stage.name}].artifacts",
+                    )
+        for key, value in sorted(layer.env.items()):
+            first = env_owner.setdefault(key, (plugin, value))
+            if first[1] != value:
+                raise PluginError(
+                    f"plugins '{first[0]}' and '{plugin}' set env var {key} differently "
+                    f"({first[1]!r} and {value!r}); the tank has one environment",
+                    plugin=plugin,
+                    field="env",
+                )
+
+
+def render_envs(
+    layers: Mapping[str, DockerLayer],
+    constraints: Constraints,
+    *,
+    command: str = DEFAULT_COMMAND,
+    base: str = DEFAULT_BASE,
+) -> str:
+    """The text of ``tank/Dockerfile.envs`` for ``layers`` ({plugin: DockerLayer}).
+
+    ``command`` is how the header says to regenerate the file (the CLI passes the options
+    it was given); ``base`` is the default of ``ARG BASE``.
+    """
+    if not layers:
+        raise TankError("no plugin to render: install plugins (pip install -e plugins/NAME) or check the selection")
+    layers = {name: layers[name] for name in sorted(layers)}
+    for name, layer in layers.items():
+        if not isinstance(layer, DockerLayer):
+            raise PluginError(f"plugin '{name}': {layer!r} is not a puffer_core.DockerLayer", plugin=name)
+        layer.validate(name)
+    _check_clashes(layers)
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", base):
+        raise TankError(f"{base!r} is not an image reference")
+
+    names = list(layers)
+    source = constraints.source
+    out: list[str] = [
+        "# GENERATED FILE: do not edit. PufferTank layer 2, the environments' system dependencies.",
+        "# Rendered by `puffer tank render` from the DockerLayer of the plugins",
+        f"#   {', '.join(names)}",
+        (f"# and the common constraint set {source}." if source else "# without a constraint set: pip is NOT pinned."),
+        f"# Regenerate: {command}",
+        "# Build: puffer tank build --stage envs (tank/README.md explains the layers).",
+        "#",
+        "# hadolint global ignore=DL3008,DL3059",
+        "#   DL3008 (pin apt versions): the base image's Debian release fixes them.",
+        "#   DL3059 (consecutive RUNs): each plugin step keeps a shell of its own.",
+        "",
+        f"ARG BASE={base}",
+    ]
+
+    # Build stages: what compiles from source, apart from the image that ships.
+    for plugin, layer in layers.items():
+        for stage in layer.stages:
+            out += ["", f"# ---- build stage {stage.name} (plugin {plugin}); only its artifacts are copied on ----"]
+            out += [f"FROM {stage.base} AS {stage.name}", *_stage_header()]
+            if stage.apt:
+                out += _apt_block(stage.apt)
+            out += [_step(step) for step in stage.run]
+
+    # The environment layer.
+    out += ["", "# ---- the environment layer ----", "FROM ${BASE}", *_stage_header()]
+    out.append(f"ARG PIP_CONSTRAINT={CONSTRAINTS_IN_IMAGE}")
+    out += [
+        'LABEL org.opencontainers.image.title="PufferTank environments" \\',
+        f'      org.puffer.tank.plugins="{",".join(names)}"',
+    ]
+    apt = sorted({package for layer in layers.values() for package in layer.apt})
+    if apt:
+        out += ["", "# System packages of every plugin, de-duplicated and sorted."]
+        out += _apt_block(apt)
+
+    out += ["", "# The common constraint set (pip reads it through PIP_CONSTRAINT in this layer's steps),"]
+    out += ["# and the plugins layer 3 installs."]
+    block = _run_block("mkdir -p /opt/puffertank", [], [])
+    if constraints.lines:
+        block[-1] += CONTINUE
+        block.append(" && printf '%s\\n'")
+        for line in constraints.lines:
+            block[-1] += CONTINUE
+            block.append(f"{ITEM_INDENT}{_quote(line)}")
+        block[-1] += CONTINUE
+        block.append(f"{ITEM_INDENT}> {CONSTRAINTS_IN_IMAGE}")
+    else:
+        block[-1] += CONTINUE
+        block.append(f" && : > {CONSTRAINTS_IN_IMAGE}")
+    block[-1] += CONTINUE
+    block.append(f" && printf '%s\\n' {' '.join(names)} > {PLUGINS_IN_IMAGE}")
+    out += block
+
+    artifacts = [(stage.name, path) for layer in layers.values() for stage in layer.stages for path in stage.artifacts]
+    if artifacts:
+        out += ["", "# What the build stages made."]
+        out += [f"COPY --from={stage} {path} {path}" for stage, path in artifacts]
+
+    env = sorted({(key, value) for layer in layers.values() for key, value in layer.env.items()})
+    if env:
+        out += ["", "# Environment variables of every plugin, sorted."]
+        entries = [f"{key}={_env_value(value)}" for key, value in env]
+        out.append("ENV " + entries[0] + (CONTINUE if len(entries) > 1 else ""))
+        for index, entry in enumerate(entries[1:], start=2):
+            out.append(f"    {entry}" + (CONTINUE if index < len(entries) else ""))
+
+    for plugin, layer in layers.items():
+        if layer.run:
+            out += ["", f"# Steps of plugin {plugin}, in its order."]
+            out += [_step(step) for step in layer.run]
+
+    pip = sorted({str(Requirement(req)) for layer in layers.values() for req in layer.pip}, key=str.lower)
+    if pip:
+        out += [
+            "",
+            "# Python packages of every plugin, constrained by the common set (hence no pins here: DL3013).",
+            "# hadolint ignore=DL3013",
+        ]
+        head = f". {CA_HELPER}"
+        install = f" && pip install --no-cache-dir -c {CONSTRAINTS_IN_IMAGE}"
+        block = _run_block(head, [install], [])
+        for req in pip:
+            block[-1] += CONTINUE
+            block.append(f"{ITEM_INDENT}{_quote(req)}")
+        out += block
+    return "\n".join(out) + "\n"

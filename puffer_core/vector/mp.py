@@ -1,0 +1,744 @@
+"""Multiprocessing: envs in worker processes writing straight into shared memory.
+
+Memory
+    One anonymous shared mapping (``memfd_create`` + ``mmap``; nothing in ``/dev/shm``, so
+    nothing can leak there even if every process is SIGKILLed) holds the observations,
+    rewards, terminals, truncations, masks and actions of every agent row, plus a small
+    control block per worker (status word, the index of the env it is stepping, an info
+    mailbox). Each worker runs an ``EnvGroup`` (the Serial engine) whose emulators write
+    their observations into their rows in place.
+
+Synchronisation (blocking, no spinning by default)
+    * main → worker: one byte (step / reset / seeded reset / quit) on the worker's own
+      command pipe. The worker sleeps in ``read`` until it arrives.
+    * worker → main: two bytes (the worker id) on one completion pipe shared by all
+      workers. Pipe writes this small are atomic, so the main process reads the ids of
+      every worker that finished so far in one ``read``, in completion order: that is how
+      ``batch_size < num_envs`` returns whichever workers are ready first (EnvPool-style).
+    * The main process blocks in ``poll`` on the completion pipe together with every
+      worker's process sentinel, with a deadline: a dead worker or one silent past
+      ``timeout`` seconds is noticed at once, never waited on forever.
+    No process spins, so workers ≥ cores costs nothing extra; an optional short spin
+    (``spin_us``) before blocking can shave wake-up latency when cores are spare.
+
+Infos
+    Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
+    (or, when larger than the mailbox, over the worker's data pipe after the completion
+    byte). Env errors travel the same way, with the traceback text.
+
+Faults
+    An env that raises, a worker that dies, or one silent past ``timeout`` → the vector env
+    closes itself and ``WorkerError`` names the worker, the env index and the cause.
+    Workers die with their parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on their command
+    pipe everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize``
+    (at garbage collection or interpreter exit, Ctrl-C included).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import multiprocessing
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.vector.base import (
+    EnvFactory,
+    EnvFault,
+    EnvGroup,
+    VectorEnv,
+    action_buffer_spec,
+    batched_space,
+    check_counts,
+    check_seed,
+    format_infos,
+    probe_env,
+)
+
+__all__ = ["Multiprocessing"]
+
+# Commands (main → worker).
+_STEP, _RESET, _RESET_SEEDED, _QUIT = b"s", b"r", b"R", b"q"
+# Status words (worker → main, in shared memory, valid once the completion id arrived).
+_OK, _INFO_MAILBOX, _INFO_PIPE, _ERROR = 0, 1, 2, 3
+_ID = struct.Struct("=H")
+_LEN = struct.Struct("=Q")
+_ALIGN = 64
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+class _Layout:
+    """Offsets of every array in the shared mapping (picklable; rebuilt in spawned workers)."""
+
+    def __init__(self, rows: int, num_envs: int, num_workers: int, obs_shape: tuple, obs_dtype: Any,
+                 act_shape: tuple, act_dtype: Any, mailbox_bytes: int):
+        self.fields: dict[str, tuple[int, tuple, str]] = {}
+        self.size = 0
+        self._add("observations", (rows, *obs_shape), obs_dtype)
+        self._add("rewards", (rows,), np.float32)
+        self._add("terminals", (rows,), np.bool_)
+        self._add("truncations", (rows,), np.bool_)
+        self._add("masks", (rows,), np.bool_)
+        self._add("actions", (rows, *act_shape), act_dtype)
+        self._add("seeds", (num_workers,), np.int64)
+        self._add("status", (num_workers,), np.int64)
+        self._add("info_len", (num_workers,), np.int64)
+        # One int32 per worker, each on its own cache line (written on every env step).
+        self._add("progress", (num_workers, _ALIGN // 4), np.int32)
+        self._add("mailbox", (num_workers, max(mailbox_bytes, 64)), np.uint8)
+        self.size = max(self.size, 1)
+
+    def _add(self, name: str, shape: tuple, dtype: Any) -> None:
+        dtype = np.dtype(dtype)
+        self.fields[name] = (self.size, tuple(shape), dtype.str if dtype.fields is None else dtype.descr)
+        self.size = _align(self.size + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+
+    def arrays(self, buffer: Any) -> dict[str, np.ndarray]:
+        out = {}
+        for name, (offset, shape, dtype) in self.fields.items():
+            dtype = np.dtype(dtype)
+            count = int(np.prod(shape, dtype=np.int64))
+            out[name] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
+        return out
+
+
+class _FdHandle:
+    """A file descriptor that survives pickling into a spawned / forkserver child."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __reduce__(self) -> Any:
+        from multiprocessing import reduction
+
+        return (_rebuild_fd, (reduction.DupFd(self.fd),))
+
+
+def _rebuild_fd(dup: Any) -> int:
+    return dup.detach()
+
+
+def _fd(handle: Any) -> int:
+    return handle.fd if isinstance(handle, _FdHandle) else handle
+
+
+class _Pickled:
+    """cloudpickle for the env factory when spawning (creators are often lambdas)."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __getstate__(self) -> bytes:
+        try:
+            import cloudpickle
+
+            return cloudpickle.dumps(self.obj)
+        except ImportError:  # pragma: no cover - gymnasium depends on cloudpickle
+            return pickle.dumps(self.obj)
+
+    def __setstate__(self, state: bytes) -> None:
+        self.obj = pickle.loads(state)
+
+
+def _die_with_parent(parent_pid: int, use_pdeathsig: bool) -> None:
+    if use_pdeathsig and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001 - the command pipe's EOF is the fallback
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _worker_main(
+    worker: int,
+    factory: Any,
+    first_env: int,
+    num_envs: int,
+    agents_per_env: int,
+    rows: tuple[int, int],
+    layout: _Layout,
+    memory: Any,
+    cmd_handle: Any,
+    done_handle: Any,
+    data_handle: Any,
+    parent_pid: int,
+    use_pdeathsig: bool,
+    close_fds: list[int],
+) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _die_with_parent(parent_pid, use_pdeathsig)
+    for fd in close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    cmd_fd, done_fd, data_fd = _fd(cmd_handle), _fd(done_handle), _fd(data_handle)
+    if isinstance(factory, _Pickled):
+        factory = factory.obj
+    if isinstance(memory, _FdHandle) or isinstance(memory, int):
+        memfd = _fd(memory)
+        buffer = mmap.mmap(memfd, layout.size)
+        os.close(memfd)
+    else:
+        buffer = memory
+    arrays = layout.arrays(buffer)
+    lo, hi = rows
+    mine = {name: arrays[name][lo:hi] for name in
+            ("observations", "rewards", "terminals", "truncations", "masks", "actions")}
+    status = arrays["status"]
+    info_len = arrays["info_len"]
+    seeds = arrays["seeds"]
+    mailbox = arrays["mailbox"][worker]
+    mailbox_view = memoryview(mailbox)
+    progress = memoryview(arrays["progress"][worker])[:1]
+    done_msg = _ID.pack(worker)
+
+    def report(payload: Any, error: bool) -> None:
+        data = pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
+        if not error and len(data) <= len(mailbox):
+            mailbox_view[: len(data)] = data
+            info_len[worker] = len(data)
+            status[worker] = _INFO_MAILBOX
+            os.write(done_fd, done_msg)
+            return
+        status[worker] = _ERROR if error else _INFO_PIPE
+        info_len[worker] = len(data)
+        os.write(done_fd, done_msg)  # first, so the main process is reading while we write
+        _write_all(data_fd, _LEN.pack(len(data)) + data)
+
+    def report_fault(fault: EnvFault) -> None:
+        report({"env_index": fault.env_index, "phase": fault.phase, "exc_type": fault.exc_type,
+                "traceback": fault.traceback}, error=True)
+
+    group = None
+    try:
+        group = EnvGroup(factory, num_envs, agents_per_env, mine, first_env=first_env, progress=progress)
+    except EnvFault as fault:
+        report_fault(fault)
+    except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
+        report({"env_index": first_env, "phase": "construction", "exc_type": type(exc).__name__,
+                "traceback": traceback.format_exc()}, error=True)
+    else:
+        status[worker] = _OK
+        os.write(done_fd, done_msg)
+    read = os.read
+    write = os.write
+    try:
+        while True:
+            try:
+                cmd = read(cmd_fd, 1)
+            except InterruptedError:  # pragma: no cover - PEP 475 retries for us
+                continue
+            if cmd == _STEP and group is not None:
+                try:
+                    infos = group.step()
+                except EnvFault as fault:
+                    report_fault(fault)
+                    group = None
+                    continue
+                if infos:
+                    report(infos, error=False)
+                else:
+                    status[worker] = _OK
+                    write(done_fd, done_msg)
+            elif cmd in (_RESET, _RESET_SEEDED) and group is not None:
+                try:
+                    infos = group.reset(int(seeds[worker]) if cmd == _RESET_SEEDED else None)
+                except EnvFault as fault:
+                    report_fault(fault)
+                    group = None
+                    continue
+                if infos:
+                    report(infos, error=False)
+                else:
+                    status[worker] = _OK
+                    write(done_fd, done_msg)
+            else:  # _QUIT, EOF (parent gone) or a command after a fault
+                break
+    except BrokenPipeError:
+        pass
+    finally:
+        if group is not None:
+            group.close()
+        os._exit(0)  # skip atexit handlers and finalizers inherited from the parent
+
+
+def _cleanup(procs: list, fds: list, buffer: Any, memfd_box: list, grace: float) -> None:
+    """Stop workers and release every resource. Safe to call more than once."""
+    cmd_fds = fds[0]
+    for fd in cmd_fds:
+        try:
+            os.write(fd, _QUIT)
+        except OSError:
+            pass
+    for group in fds:
+        for fd in group:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        group.clear()
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+    for proc in procs:
+        proc.join(5)
+        try:
+            proc.close()
+        except (ValueError, AttributeError):
+            pass
+    procs.clear()
+    if memfd_box:
+        try:
+            os.close(memfd_box.pop())
+        except OSError:
+            pass
+    if buffer is not None:
+        try:
+            buffer.close()
+        except BufferError:  # views still held by the user; the mapping dies with them
+            pass
+
+
+class Multiprocessing(VectorEnv):
+    """``num_envs`` envs over ``num_workers`` processes; see the module docstring.
+
+    Parameters beyond ``make``'s: ``timeout`` (seconds a worker may stay silent on one
+    command, default 60; env construction gets ``max(timeout, startup_timeout)``),
+    ``start_method`` ("fork" on Linux by default, "spawn" / "forkserver" also work),
+    ``info_buffer_bytes`` (per-worker mailbox for infos, default 256 KiB) and ``spin_us``
+    (microseconds to poll before blocking, default 0: block at once).
+    """
+
+    backend = "multiprocessing"
+
+    def __init__(
+        self,
+        env: Any,
+        num_envs: int = 1,
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        env_kwargs: dict | None = None,
+        timeout: float = 60.0,
+        startup_timeout: float = 120.0,
+        start_method: str | None = None,
+        info_buffer_bytes: int = 256 * 1024,
+        spin_us: float = 0.0,
+    ):
+        self._closed = True  # until fully started; close() is then a no-op
+        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
+        envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self._seed = check_seed(seed)
+        self.timeout = float(timeout)
+        self._startup_timeout = float(startup_timeout)
+        self._spin = max(0.0, float(spin_us)) / 1e6
+
+        if start_method is None:
+            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+        try:
+            ctx = multiprocessing.get_context(start_method)
+        except ValueError as exc:
+            raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
+
+        driver, spec = probe_env(factory)
+        try:
+            driver.close()  # only its layouts are kept (unflatten_observation)
+        except Exception:  # noqa: BLE001
+            pass
+        self.driver_env = driver
+        a = spec["agents_per_env"]
+        self.agents_per_env = a
+        self.possible_agents = spec["possible_agents"]
+        self.single_observation_space = spec["observation_space"]
+        self.single_action_space = spec["action_space"]
+        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
+        self.num_envs = envs * a
+        self.num_workers = workers
+        self.batch_size = batch * a
+        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
+        self.action_space = batched_space(self.single_action_space, self.batch_size)
+        self._workers_per_batch = workers if batch == envs else batch // counts[0]
+        self._env_counts = counts
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        self._first_env = starts[:-1].tolist()
+        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
+        self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
+        self._all_ids = np.arange(self.num_envs)
+
+        obs_space = self.single_observation_space
+        layout = _Layout(self.num_envs, envs, workers, obs_space.shape, obs_space.dtype, self._action_shape,
+                         action_dtype, info_buffer_bytes)
+        self._layout = layout
+
+        # Resources, all owned by the finalizer from here on.
+        self._procs: list = []
+        cmd_w: list[int] = []
+        parent_fds: list[int] = []  # read ends of the completion/data pipes
+        self._fd_groups = [cmd_w, parent_fds]
+        memfd_box: list[int] = []
+        if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
+            self._buffer = mmap.mmap(-1, layout.size, flags=mmap.MAP_SHARED)
+        elif hasattr(os, "memfd_create"):  # an fd the spawned children map (never in /dev/shm)
+            memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
+            memfd_box.append(memfd)
+            os.ftruncate(memfd, layout.size)
+            self._buffer = mmap.mmap(memfd, layout.size)
+        else:  # pragma: no cover - non-Linux without fork
+            raise APIUsageError(f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'")
+        self._finalizer = weakref.finalize(
+            self, _cleanup, self._procs, self._fd_groups, self._buffer, memfd_box, 1.0
+        )
+        self._closed = False
+        self._state = "new"
+        try:
+            self._start(ctx, start_method, factory, memfd_box, cmd_w, parent_fds, envs, a)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---------------------------------------------------------------- start-up
+    def _start(self, ctx: Any, start_method: str, factory: Any, memfd_box: list, cmd_w: list, parent_fds: list,
+               envs: int, a: int) -> None:
+        self._arrays = arrays = self._layout.arrays(self._buffer)
+        self._obs, self._rew = arrays["observations"], arrays["rewards"]
+        self._term, self._trunc = arrays["terminals"], arrays["truncations"]
+        self._masks, self._actions = arrays["masks"], arrays["actions"]
+        self._status, self._info_len = arrays["status"], arrays["info_len"]
+        self._seeds, self._progress = arrays["seeds"], arrays["progress"]
+        self._mailbox = arrays["mailbox"]
+        self._progress[:, 0] = -1
+        del arrays  # no local views: a failing start-up's traceback must not pin the mapping
+
+        workers = self.num_workers
+        child_fds: list[int] = []
+        cmd_r = []
+        data_r, data_w = [], []
+        for _ in range(workers):
+            r, w = os.pipe()
+            cmd_r.append(r)
+            cmd_w.append(w)
+            child_fds.append(r)
+            r, w = os.pipe()
+            data_r.append(r)
+            data_w.append(w)
+            parent_fds.append(r)
+            child_fds.append(w)
+        done_r, done_w = os.pipe()
+        parent_fds.append(done_r)
+        child_fds.append(done_w)
+        self._fd_groups.append(child_fds)  # closed by the finalizer if start-up fails midway
+        self._done_r = done_r
+        self._data_r = data_r
+        self._cmd_w = cmd_w
+        os.set_blocking(done_r, False)
+
+        fork = start_method == "fork"
+        memory: Any = self._buffer if fork else _FdHandle(memfd_box[0])
+        wrapped = factory if fork else _Pickled(factory)
+        use_pdeathsig = threading.current_thread() is threading.main_thread()
+        everything = cmd_r + cmd_w + data_r + data_w + [done_r, done_w] + memfd_box
+        parent_pid = os.getpid()
+        for w in range(workers):
+            own = {cmd_r[w], data_w[w], done_w}
+            close_fds = [fd for fd in everything if fd not in own] if fork else []
+            handle = (lambda fd: fd) if fork else _FdHandle
+            proc = ctx.Process(
+                target=_worker_main,
+                name=f"puffer-vector-worker-{w}",
+                args=(w, wrapped, self._first_env[w], self._env_counts[w], a, self._row_bounds[w], self._layout,
+                      memory, handle(cmd_r[w]), handle(done_w), handle(data_w[w]), parent_pid, use_pdeathsig,
+                      close_fds),
+                daemon=True,
+            )
+            proc.start()
+            self._procs.append(proc)
+        # The children hold their ends now.
+        for fd in child_fds:
+            os.close(fd)
+        child_fds.clear()
+        self._sentinels = {proc.sentinel: w for w, proc in enumerate(self._procs)}
+        self._poller = select.poll()
+        self._poller.register(done_r, select.POLLIN)
+        for sentinel in self._sentinels:
+            self._poller.register(sentinel, select.POLLIN)
+
+        self._ready: deque[int] = deque()
+        self._running = set(range(workers))
+        self._sent_at = [time.monotonic()] * workers
+        self._infos: list[list] = [[] for _ in range(workers)]
+        self._held: list[int] | None = None
+        # Wait for every worker to have built its envs.
+        self._drain(self._running, max(self.timeout, self._startup_timeout), "building")
+        self._ready.clear()
+        self._infos = [[] for _ in range(workers)]
+
+    # ---------------------------------------------------------------- waiting
+    def _poll_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for completions; move them to ``_ready``. False on timeout."""
+        try:
+            data = os.read(self._done_r, 2 * self.num_workers)
+        except BlockingIOError:
+            data = b""
+        if not data and self._spin:
+            end = time.perf_counter() + self._spin
+            while time.perf_counter() < end:
+                try:
+                    data = os.read(self._done_r, 2 * self.num_workers)
+                    break
+                except BlockingIOError:
+                    pass
+        if data:
+            for (w,) in _ID.iter_unpack(data):
+                self._complete(w)
+            return True
+        events = self._poller.poll(max(0, int(timeout * 1000) + 1))
+        if not events:
+            return False
+        try:
+            data = os.read(self._done_r, 2 * self.num_workers)
+        except BlockingIOError:
+            data = b""
+        for (w,) in _ID.iter_unpack(data):
+            self._complete(w)
+        if len(events) > 1 or events[0][0] != self._done_r:
+            self._check_deaths(events)
+        return True
+
+    def _complete(self, w: int) -> None:
+        if w not in self._running:  # pragma: no cover - protocol violation
+            return
+        self._running.discard(w)
+        status = int(self._status[w])
+        if status == _INFO_MAILBOX:
+            n = int(self._info_len[w])
+            self._infos[w].extend(pickle.loads(self._mailbox[w, :n]))
+        elif status == _INFO_PIPE:
+            self._infos[w].extend(pickle.loads(self._read_payload(w)))
+        elif status == _ERROR:
+            payload = pickle.loads(self._read_payload(w))
+            self._fail(
+                f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {payload['env_index']} raised "
+                f"{payload['exc_type']} in {payload['phase']}; its traceback:\n{payload['traceback'].rstrip()}",
+                worker=w, env_index=payload["env_index"], cause=payload["traceback"],
+            )
+        self._ready.append(w)
+
+    def _read_payload(self, w: int) -> bytes:
+        fd = self._data_r[w]
+        header = self._read_exact(fd, _LEN.size, w)
+        return self._read_exact(fd, _LEN.unpack(header)[0], w)
+
+    def _read_exact(self, fd: int, n: int, w: int) -> bytes:
+        chunks, got = [], 0
+        deadline = time.monotonic() + self.timeout
+        while got < n:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self._fail(f"Multiprocessing: worker {w} stopped mid-message (no data for {self.timeout:g} s)",
+                           worker=w, env_index=None, cause="timeout")
+            chunk = os.read(fd, n - got)
+            if not chunk:
+                self._fail(f"Multiprocessing: worker {w} died while sending its infos", worker=w,
+                           env_index=None, cause="died")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def _check_deaths(self, events: list) -> None:
+        for fd, _ in events:
+            w = self._sentinels.get(fd)
+            if w is None:
+                continue
+            proc = self._procs[w]
+            proc.join(0.5)
+            code = proc.exitcode
+            if code is not None and code < 0:
+                try:
+                    how = f"killed by signal {signal.Signals(-code).name}"
+                except ValueError:
+                    how = f"killed by signal {-code}"
+            else:
+                how = f"exited with code {code}"
+            env = int(self._progress[w, 0])
+            env_index = self._first_env[w] + env if env >= 0 else None
+            where = (f"while stepping env {env_index}" if env_index is not None
+                     else f"while idle (it holds envs {self._first_env[w]}–{self._first_env[w] + self._env_counts[w] - 1})")
+            self._fail(f"Multiprocessing: worker {w} (pid {proc.pid}) {how} {where}", worker=w,
+                       env_index=env_index, cause=how)
+
+    def _drain(self, workers: set, timeout: float, doing: str = "stepping") -> None:
+        """Wait until every worker in ``workers`` has completed."""
+        while workers & self._running:
+            oldest = min(self._sent_at[w] for w in workers & self._running)
+            left = oldest + timeout - time.monotonic()
+            if left <= 0 or not self._poll_ready(left):
+                self._timeout(workers & self._running, timeout, doing)
+
+    def _timeout(self, late: set, timeout: float, doing: str) -> None:
+        now = time.monotonic()
+        late = [w for w in sorted(late) if now - self._sent_at[w] >= timeout] or sorted(late)
+        w = late[0]
+        env = int(self._progress[w, 0])
+        env_index = self._first_env[w] + env if env >= 0 else None
+        what = f"env {env_index}" if env_index is not None else "its envs"
+        others = f" (also late: workers {late[1:]})" if len(late) > 1 else ""
+        self._fail(
+            f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) silent for {timeout:g} s while {doing} "
+            f"{what}{others}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
+            worker=w, env_index=env_index, cause="timeout",
+        )
+
+    def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
+        if worker is not None and cause == "timeout" and worker < len(self._procs):
+            self._procs[worker].kill()  # it is stuck: no grace period for it in close()
+        self.close()
+        raise WorkerError(message, worker=worker, env_index=env_index, cause=cause)
+
+    # ---------------------------------------------------------------- async API
+    def _send_command(self, workers: Any, cmd: bytes) -> None:
+        now = time.monotonic()
+        sent_at = self._sent_at
+        cmd_w = self._cmd_w
+        running = self._running
+        try:
+            for w in workers:
+                sent_at[w] = now
+                running.add(w)
+                os.write(cmd_w[w], cmd)
+        except BrokenPipeError:
+            events = self._poller.poll(1000)
+            self._check_deaths(events)
+            self._fail(f"Multiprocessing: worker {w} is gone (its command pipe is closed)", worker=w,
+                       env_index=None, cause="died")
+
+    def async_reset(self, seed: int | None = None) -> None:
+        self._check_open()
+        seed = check_seed(seed)
+        if seed is None and self._state == "new":
+            seed = self._seed
+        # Results still in flight belong to the old episode: wait for them and drop them.
+        self._drain(set(self._running), self.timeout)
+        self._ready.clear()
+        self._held = None
+        self._infos = [[] for _ in range(self.num_workers)]
+        if seed is not None:
+            self._seeds[:] = seed
+        self._send_command(range(self.num_workers), _RESET if seed is None else _RESET_SEEDED)
+        self._state = "running"
+
+    def recv(self) -> tuple:
+        self._check_open()
+        if self._state == "new":
+            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
+        if self._held is not None:
+            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        k = self._workers_per_batch
+        while len(self._ready) < k:
+            if not self._running:  # pragma: no cover - guarded by the state checks
+                raise APIUsageError("recv() with no batch in flight; call send() first")
+            oldest = min(self._sent_at[w] for w in self._running)
+            left = oldest + self.timeout - time.monotonic()
+            if left <= 0 or not self._poll_ready(left):
+                self._timeout(set(self._running), self.timeout, "stepping")
+        if k == self.num_workers:
+            batch = sorted(self._ready)
+            self._ready.clear()
+        else:
+            batch = sorted(self._ready.popleft() for _ in range(k))
+            # Healthy workers may keep every batch full: make sure none has been silent too long.
+            if self._running and time.monotonic() - min(self._sent_at[w] for w in self._running) > self.timeout:
+                self._poll_ready(0)  # it may just be unread
+                late = {w for w in self._running if time.monotonic() - self._sent_at[w] > self.timeout}
+                if late:
+                    self._timeout(late, self.timeout, "stepping")
+        self._held = batch
+        infos: list = []
+        for w in batch:
+            if self._infos[w]:
+                infos.extend(self._infos[w])
+                self._infos[w] = []
+        infos = format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
+        if k == self.num_workers:
+            return self._obs, self._rew, self._term, self._trunc, infos, self._all_ids, self._masks
+        lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
+        if hi - lo == self.batch_size:  # contiguous workers: views
+            rows = slice(lo, hi)
+            env_ids = self._all_ids[rows]
+        else:
+            rows = np.concatenate([self._env_ids[w] for w in batch])
+            env_ids = rows
+        return (self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], infos, env_ids,
+                self._masks[rows])
+
+    def send(self, actions: Any) -> None:
+        self._check_open()
+        batch = self._held
+        if batch is None:
+            raise APIUsageError(
+                "send() without a batch to act on; call reset()/async_reset() and recv() first"
+                if self._state == "new"
+                else "send() called twice without recv(); call recv() to get the next batch first"
+            )
+        actions = self._check_actions(actions, self.batch_size)
+        if len(batch) == self.num_workers:
+            self._actions[...] = actions
+        else:
+            start = 0
+            for w in batch:
+                lo, hi = self._row_bounds[w]
+                self._actions[lo:hi] = actions[start : start + hi - lo]
+                start += hi - lo
+        self._held = None
+        self._send_command(batch, _STEP)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        # Drop our own views before unmapping; the finalizer does the rest (once).
+        for name in ("_arrays", "_obs", "_rew", "_term", "_trunc", "_masks", "_actions", "_status", "_info_len",
+                     "_seeds", "_progress", "_mailbox"):
+            self.__dict__.pop(name, None)
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise APIUsageError("this Multiprocessing vector env is closed")
+
+    @property
+    def pids(self) -> list[int]:
+        """Worker process ids (for diagnostics and tests)."""
+        return [proc.pid for proc in getattr(self, "_procs", [])]

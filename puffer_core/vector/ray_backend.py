@@ -1,0 +1,359 @@
+"""Ray: the same API over Ray actors, for users who outgrow one machine.
+
+Each actor runs an ``EnvGroup`` (the Serial engine) over its share of the envs and
+returns its rows (observations, rewards, terminals, truncations, masks) plus its non-empty
+infos from every ``reset`` / ``step`` call. The main process keeps one array per field for
+all rows, copies each actor's result into its rows, and hands out views like the other
+backends. ``batch_size < num_envs`` returns whichever actors finish first (``ray.wait``).
+
+Ray is imported only here. If Ray is not initialised yet, ``ray.init()`` is called with
+the dashboard off; Ray is never shut down by this backend (it may be the user's).
+Actors use Ray's defaults (one CPU to be scheduled, none held while running, so more
+actors than CPUs is fine) unless ``actor_options`` says otherwise, and ``max_concurrency=2`` so that the main process can ask a busy actor which
+env it is stepping when it goes silent past ``timeout``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from puffer_core.errors import APIUsageError, MissingDependencyError, WorkerError
+from puffer_core.vector.base import (
+    EnvFactory,
+    EnvFault,
+    EnvGroup,
+    VectorEnv,
+    action_buffer_spec,
+    allocate_arrays,
+    batched_space,
+    check_counts,
+    check_seed,
+    format_infos,
+    probe_env,
+)
+
+__all__ = ["Ray", "import_ray"]
+
+_FIELDS = ("observations", "rewards", "terminals", "truncations", "masks")
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "backend='ray' needs Ray, which this Python cannot import; install it with: "
+            "pip install 'puffer-core[ray]'  (or pip install ray)"
+        ) from exc
+    return ray
+
+
+class _EnvActor:
+    """The body of one Ray actor (decorated with ``ray.remote`` at run time)."""
+
+    def __init__(self, factory: Any, first_env: int, num_envs: int, agents_per_env: int, obs_space: Any,
+                 action_shape: tuple, action_dtype: Any):
+        self.fault: dict | None = None
+        self.progress = np.full(1, -1, np.int32)
+        arrays = allocate_arrays(num_envs * agents_per_env, obs_space, action_shape, action_dtype)
+        self.arrays = arrays
+        try:
+            self.group: EnvGroup | None = EnvGroup(
+                factory, num_envs, agents_per_env, arrays, first_env=first_env, progress=memoryview(self.progress)
+            )
+        except EnvFault as fault:
+            self.group = None
+            self.fault = _fault_dict(fault)
+
+    def ready(self) -> dict | None:
+        return self.fault
+
+    def where(self) -> int:
+        return int(self.progress[0])
+
+    def _result(self, infos: list) -> tuple:
+        arrays = self.arrays
+        return ("ok", tuple(arrays[name] for name in _FIELDS), infos)
+
+    def reset(self, seed: int | None) -> tuple:
+        try:
+            return self._result(self.group.reset(seed))
+        except EnvFault as fault:
+            return ("error", _fault_dict(fault), None)
+
+    def step(self, actions: np.ndarray) -> tuple:
+        self.group.actions[...] = actions
+        try:
+            return self._result(self.group.step())
+        except EnvFault as fault:
+            return ("error", _fault_dict(fault), None)
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+            self.group = None
+
+
+def _fault_dict(fault: EnvFault) -> dict:
+    return {"env_index": fault.env_index, "phase": fault.phase, "exc_type": fault.exc_type,
+            "traceback": fault.traceback}
+
+
+class Ray(VectorEnv):
+    """``num_envs`` envs over ``num_workers`` Ray actors.
+
+    Extra parameters: ``timeout`` (seconds an actor may stay silent on one call, default
+    60), ``startup_timeout`` (for building the envs, default 120), ``actor_options``
+    (passed to ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``).
+    """
+
+    backend = "ray"
+
+    def __init__(
+        self,
+        env: Any,
+        num_envs: int = 1,
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        env_kwargs: dict | None = None,
+        timeout: float = 60.0,
+        startup_timeout: float = 120.0,
+        actor_options: dict | None = None,
+    ):
+        self._closed = True
+        ray = import_ray()
+        self._ray = ray
+        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
+        envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self._seed = check_seed(seed)
+        self.timeout = float(timeout)
+
+        driver, spec = probe_env(factory)
+        try:
+            driver.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.driver_env = driver
+        a = spec["agents_per_env"]
+        self.agents_per_env = a
+        self.possible_agents = spec["possible_agents"]
+        self.single_observation_space = spec["observation_space"]
+        self.single_action_space = spec["action_space"]
+        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
+        self.num_envs = envs * a
+        self.num_workers = workers
+        self.batch_size = batch * a
+        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
+        self.action_space = batched_space(self.single_action_space, self.batch_size)
+        self._workers_per_batch = workers if batch == envs else batch // counts[0]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        self._first_env = starts[:-1].tolist()
+        self._env_counts = counts
+        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
+        self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
+        self._all_ids = np.arange(self.num_envs)
+        self._arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape,
+                                       action_dtype)
+
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        options = {"max_concurrency": 2, **(actor_options or {})}
+        remote_cls = ray.remote(_EnvActor)
+        self._actors: list = []
+        self._pending: dict = {}  # ObjectRef -> worker
+        self._sent_at = [0.0] * workers
+        self._ready: list[int] = []
+        self._infos: list[list] = [[] for _ in range(workers)]
+        self._held: list[int] | None = None
+        self._state = "new"
+        self._closed = False
+        try:
+            for w in range(workers):
+                self._actors.append(
+                    remote_cls.options(**options).remote(
+                        factory, self._first_env[w], counts[w], a, self.single_observation_space,
+                        self._action_shape, action_dtype,
+                    )
+                )
+            refs = [actor.ready.remote() for actor in self._actors]
+            for w, ref in enumerate(refs):
+                self._sent_at[w] = time.monotonic()
+            done, not_done = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, startup_timeout))
+            if not_done:
+                w = refs.index(not_done[0])
+                self._fail(
+                    f"Ray: actor {w} did not build its envs within {max(timeout, startup_timeout):g} s; if it "
+                    "was never scheduled, the cluster lacks the resources asked for in actor_options "
+                    f"({options})", w, None, "timeout")
+            for w, ref in enumerate(refs):
+                fault = self._get(ref, w)
+                if fault is not None:
+                    self._raise_fault(w, fault)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---------------------------------------------------------------- helpers
+    def _get(self, ref: Any, w: int) -> Any:
+        ray = self._ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            self._fail(f"Ray: actor {w} died: {exc}", w, None, str(exc))
+        except ray.exceptions.RayError as exc:
+            self._fail(f"Ray: actor {w} failed: {exc}", w, None, str(exc))
+
+    def _raise_fault(self, w: int, fault: dict) -> None:
+        self._fail(
+            f"Ray: actor {w}: env {fault['env_index']} raised {fault['exc_type']} in {fault['phase']}; "
+            f"its traceback:\n{fault['traceback'].rstrip()}",
+            w, fault["env_index"], fault["traceback"],
+        )
+
+    def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
+        self.close()
+        raise WorkerError(message, worker=worker, env_index=env_index, cause=cause)
+
+    def _submit(self, w: int, ref: Any) -> None:
+        self._pending[ref] = w
+        self._sent_at[w] = time.monotonic()
+
+    def _collect(self, ref: Any) -> None:
+        w = self._pending.pop(ref)
+        status, payload, infos = self._get(ref, w)
+        if status == "error":
+            self._raise_fault(w, payload)
+        lo, hi = self._row_bounds[w]
+        for name, array in zip(_FIELDS, payload):
+            self._arrays[name][lo:hi] = array
+        if infos:
+            self._infos[w].extend(infos)
+        self._ready.append(w)
+
+    def _wait(self, needed: int) -> None:
+        ray = self._ray
+        while len(self._ready) < needed:
+            refs = list(self._pending)
+            if not refs:  # pragma: no cover - guarded by the state checks
+                raise APIUsageError("recv() with no batch in flight; call send() first")
+            oldest = min(self._sent_at[self._pending[r]] for r in refs)
+            left = oldest + self.timeout - time.monotonic()
+            done = []
+            if left > 0:
+                done, _ = ray.wait(refs, num_returns=min(len(refs), needed - len(self._ready)), timeout=left)
+            if not done:
+                self._timeout()
+            for ref in done:
+                self._collect(ref)
+
+    def _timeout(self) -> None:
+        ray = self._ray
+        now = time.monotonic()
+        late = sorted(self._pending.values(), key=lambda w: self._sent_at[w])
+        w = late[0]
+        env_index = None
+        try:
+            local = ray.get(self._actors[w].where.remote(), timeout=1.0)
+            env_index = self._first_env[w] + local if local >= 0 else None
+        except Exception:  # noqa: BLE001 - the actor may be stuck holding the GIL
+            pass
+        what = f"env {env_index}" if env_index is not None else "its envs"
+        self._fail(
+            f"Ray: actor {w} silent for {now - self._sent_at[w]:.1f} s (timeout {self.timeout:g} s) while stepping "
+            f"{what}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
+            w, env_index, "timeout",
+        )
+
+    # ---------------------------------------------------------------- async API
+    def async_reset(self, seed: int | None = None) -> None:
+        self._check_open()
+        seed = check_seed(seed)
+        if seed is None and self._state == "new":
+            seed = self._seed
+        if self._pending:  # results in flight belong to the old episode
+            self._wait(len(self._ready) + len(self._pending))
+        self._ready.clear()
+        self._held = None
+        self._infos = [[] for _ in range(self.num_workers)]
+        for w, actor in enumerate(self._actors):
+            self._submit(w, actor.reset.remote(seed))
+        self._state = "running"
+
+    def recv(self) -> tuple:
+        self._check_open()
+        if self._state == "new":
+            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
+        if self._held is not None:
+            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        k = self._workers_per_batch
+        self._wait(k)
+        batch = sorted(self._ready[:k])
+        del self._ready[:k]
+        self._held = batch
+        infos: list = []
+        for w in batch:
+            if self._infos[w]:
+                infos.extend(self._infos[w])
+                self._infos[w] = []
+        infos = format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
+        arrays = self._arrays
+        if k == self.num_workers:
+            rows: Any = slice(None)
+            env_ids = self._all_ids
+        else:
+            lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
+            if hi - lo == self.batch_size:
+                rows = slice(lo, hi)
+                env_ids = self._all_ids[rows]
+            else:
+                rows = np.concatenate([self._env_ids[w] for w in batch])
+                env_ids = rows
+        return (arrays["observations"][rows], arrays["rewards"][rows], arrays["terminals"][rows],
+                arrays["truncations"][rows], infos, env_ids, arrays["masks"][rows])
+
+    def send(self, actions: Any) -> None:
+        self._check_open()
+        batch = self._held
+        if batch is None:
+            raise APIUsageError(
+                "send() without a batch to act on; call reset()/async_reset() and recv() first"
+                if self._state == "new"
+                else "send() called twice without recv(); call recv() to get the next batch first"
+            )
+        actions = self._check_actions(actions, self.batch_size)
+        start = 0
+        for w in batch:
+            lo, hi = self._row_bounds[w]
+            self._submit(w, self._actors[w].step.remote(np.ascontiguousarray(actions[start : start + hi - lo])))
+            start += hi - lo
+        self._held = None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        ray = getattr(self, "_ray", None)
+        actors, self._actors = getattr(self, "_actors", []), []
+        self._pending = {}
+        if ray is None:
+            return
+        if actors and ray.is_initialized():
+            try:  # let envs close cleanly, briefly
+                ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=2.0)
+            except Exception:  # noqa: BLE001
+                pass
+            for actor in actors:
+                try:
+                    ray.kill(actor)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise APIUsageError("this Ray vector env is closed")

@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# PufferTank: trust an extra CA bundle for ONE build step, without leaving it in the image.
+#
+# Source it at the start of a RUN step that downloads (the tank's Dockerfiles do):
+#     RUN . /usr/local/lib/puffertank/ca.sh && apt-get update && ...
+# When the build passes PUFFER_CA_URL (`puffer tank build --ca-cert PATH` serves the bundle
+# on the host's loopback for the length of the build, which is why --ca-cert needs
+# --network host), the bundle is fetched into a temporary folder, checked against the
+# SHA-256 named in the URL, and apt (Acquire::https::CAInfo through APT_CONFIG), pip
+# (PIP_CERT), curl, git, requests and OpenSSL (SSL_CERT_FILE) are pointed at it. The folder
+# lives on /dev/shm, the build container's tmpfs, which is never part of a layer, and is
+# deleted when the step's shell exits; the variables die with the step. Without
+# PUFFER_CA_URL this file does nothing.
+# Needs bash (the fetch uses /dev/tcp: the base image may have no curl yet).
+
+if [ -n "${PUFFER_CA_URL:-}" ]; then
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+        __puffer_ca_dir="$(mktemp -d /dev/shm/puffer-ca.XXXXXX)"
+    else
+        __puffer_ca_dir="$(mktemp -d /tmp/puffer-ca.XXXXXX)"
+    fi
+    trap 'rm -rf "$__puffer_ca_dir"' EXIT
+    __puffer_ca_fetch() {
+        # PUFFER_CA_URL is http://HOST:PORT/SHA256.pem
+        local rest hostport path host port line digest
+        rest="${PUFFER_CA_URL#http://}"
+        hostport="${rest%%/*}"
+        path="/${rest#*/}"
+        host="${hostport%:*}"
+        port="${hostport##*:}"
+        exec 3<>"/dev/tcp/${host}/${port}" || return 1
+        printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&3
+        IFS= read -r line <&3 || return 1
+        case "$line" in
+            "HTTP/"*" 200 "*) ;;
+            *) echo "puffertank: CA bundle server answered: ${line%$'\r'}" >&2; return 1 ;;
+        esac
+        while IFS= read -r line <&3; do
+            [ -z "${line%$'\r'}" ] && break
+        done
+        cat <&3 >"$__puffer_ca_dir/ca.pem"
+        exec 3<&-
+        digest="${path##*/}"
+        digest="${digest%.pem}"
+        echo "${digest}  $__puffer_ca_dir/ca.pem" | sha256sum -c --status - || {
+            echo "puffertank: the CA bundle fetched from $PUFFER_CA_URL does not match its SHA-256" >&2
+            return 1
+        }
+    }
+    if ! __puffer_ca_fetch; then
+        echo "puffertank: cannot fetch the CA bundle from $PUFFER_CA_URL;" \
+            "builds with --ca-cert need host networking (puffer tank build --network host)" >&2
+        exit 1
+    fi
+    unset -f __puffer_ca_fetch
+    printf 'Acquire::https::CAInfo "%s";\n' "$__puffer_ca_dir/ca.pem" >"$__puffer_ca_dir/apt.conf"
+    export APT_CONFIG="$__puffer_ca_dir/apt.conf"
+    export PIP_CERT="$__puffer_ca_dir/ca.pem"
+    export SSL_CERT_FILE="$__puffer_ca_dir/ca.pem"
+    export REQUESTS_CA_BUNDLE="$__puffer_ca_dir/ca.pem"
+    export CURL_CA_BUNDLE="$__puffer_ca_dir/ca.pem"
+    export GIT_SSL_CAINFO="$__puffer_ca_dir/ca.pem"
+fi

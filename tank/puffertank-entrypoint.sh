@@ -1,0 +1,39 @@
+#!/bin/bash
+# PufferTank entrypoint: print what is installed, warn when no GPU is visible, run the command.
+# PUFFERTANK_QUIET=1 skips the banner. The banner goes to stderr, so a command's stdout
+# (`puffer envs --json`) stays clean.
+set -euo pipefail
+
+if [ -z "${PUFFERTANK_QUIET:-}" ]; then
+    python - <<'PY' >&2 || true
+import importlib.metadata as md
+import platform
+
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+parts = [f"python {platform.python_version()}", f"puffer-core {version('puffer-core') or 'missing'}"]
+plugins = sorted(
+    {f"{ep.dist.metadata['Name']} {ep.dist.version}" for ep in md.entry_points(group="puffer") if ep.dist is not None}
+)
+parts += plugins or ["no plugins"]
+if version("torch"):
+    parts.append(f"torch {version('torch')}")
+print("puffertank: " + ", ".join(parts))
+PY
+    if ! command -v nvidia-smi >/dev/null 2>&1; then
+        echo "puffertank: warning: no GPU visible (nvidia-smi not found); running on the CPU." \
+            "For a GPU, run with --gpus all on a host with the NVIDIA Container Toolkit." >&2
+    elif ! nvidia-smi -L >/dev/null 2>&1; then
+        echo "puffertank: warning: no GPU visible (nvidia-smi failed); running on the CPU." \
+            "For a GPU, run with --gpus all on a host with the NVIDIA Container Toolkit." >&2
+    fi
+fi
+
+if [ "$#" -eq 0 ]; then
+    set -- bash
+fi
+exec "$@"

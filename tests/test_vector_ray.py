@@ -1,0 +1,136 @@
+"""The Ray backend on a real local Ray instance (2 CPUs, no dashboard)."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import sys
+import time
+
+import gymnasium
+import numpy as np
+import pytest
+
+from puffer_core import vector
+from puffer_core.errors import MissingDependencyError, WorkerError
+from puffer_core.vector.testing import CountingEnv, FaultEnv, TinyParallelEnv
+
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def cartpole():
+    return gymnasium.make("CartPole-v1")
+
+
+def rollout(env, steps, seed):
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=seed)
+    log = [obs.copy()]
+    rewards = []
+    for _ in range(steps):
+        obs, rew, term, trunc, _ = env.step(rng.integers(0, 2, env.num_envs))
+        log.append(obs.copy())
+        rewards.append(rew.copy())
+    return np.array(log), np.array(rewards)
+
+
+@pytest.mark.ray
+def test_ray_matches_serial_and_multiprocessing(local_ray):
+    with vector.make(cartpole, num_envs=5, backend="serial") as env:
+        want = rollout(env, 200, seed=4)
+    with vector.make(cartpole, num_envs=5, num_workers=3, backend="ray") as env:  # uneven: 2, 2, 1
+        got = rollout(env, 200, seed=4)
+    with vector.make(cartpole, num_envs=5, num_workers=2, backend="multiprocessing") as env:
+        mp = rollout(env, 200, seed=4)
+    for a, b, c in zip(want, got, mp):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.ray
+def test_ray_async_batches_cover_every_env(local_ray):
+    creator = functools.partial(CountingEnv, episode_length=1000)
+    with vector.make(creator, num_envs=6, num_workers=3, batch_size=2, backend="ray") as env:
+        env.async_reset(20)
+        seen = set()
+        for _ in range(12):
+            obs, rew, term, trunc, infos, ids, masks = env.recv()
+            assert len(ids) == 2
+            np.testing.assert_array_equal(obs[:, 3], 20 + ids)
+            seen.update(ids.tolist())
+            env.send(np.ones(2, int))
+    assert seen == set(range(6))
+
+
+@pytest.mark.ray
+def test_ray_multiagent_and_infos(local_ray):
+    with vector.make(TinyParallelEnv, num_envs=2, num_workers=2, backend="ray") as env:
+        assert env.num_envs == 6
+        env.reset(seed=0)
+        agents = []
+        for _ in range(6):
+            infos = env.step(np.zeros(6, int))[4]
+            agents += [(i["env_id"], i["agent"]) for i in infos]
+    assert (0, "agent_0") in agents and (3, "agent_0") in agents
+
+
+@pytest.mark.ray
+def test_ray_env_raising(local_ray):
+    creator = functools.partial(FaultEnv, mode="raise", where="step", at=2, fault_seed=1)
+    env = vector.make(creator, num_envs=2, num_workers=2, backend="ray")
+    env.reset(seed=0)
+    with pytest.raises(WorkerError) as info:
+        for _ in range(5):
+            env.step(np.zeros(2, int))
+    assert info.value.worker == 1 and info.value.env_index == 1
+    assert "deliberate failure" in info.value.cause
+    env.close()
+    env.close()
+
+
+@pytest.mark.ray
+def test_ray_hang_past_timeout(local_ray):
+    creator = functools.partial(FaultEnv, mode="hang", where="step", at=2, fault_seed=0, hang_seconds=30)
+    env = vector.make(creator, num_envs=2, num_workers=2, backend="ray", vector_kwargs={"timeout": 1.0})
+    env.reset(seed=0)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        for _ in range(5):
+            env.step(np.zeros(2, int))
+    assert time.monotonic() - start < 6
+    assert info.value.worker == 0 and info.value.env_index == 0 and info.value.cause == "timeout"
+
+
+@pytest.mark.ray
+def test_ray_actor_death(local_ray):
+    creator = functools.partial(FaultEnv, mode="exit", where="step", at=2, fault_seed=1)
+    env = vector.make(creator, num_envs=2, num_workers=2, backend="ray")
+    env.reset(seed=0)
+    with pytest.raises(WorkerError) as info:
+        for _ in range(5):
+            env.step(np.zeros(2, int))
+    assert info.value.worker == 1 and "died" in str(info.value)
+
+
+def test_missing_ray_is_explained(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'puffer-core\[ray\]'"):
+        vector.make(cartpole, num_envs=2, backend="ray")
