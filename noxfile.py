@@ -11,7 +11,7 @@ import pathlib
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "tests_gym026"]
 nox.options.error_on_missing_interpreters = False
 
 ROOT = pathlib.Path(__file__).parent

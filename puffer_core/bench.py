@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["run_bench", "run_standard", "render_table", "render_markdown", "mp_settings", "STANDARD"]
+__all__ = ["STANDARD", "mp_settings", "render_markdown", "render_table", "run_bench", "run_standard"]
 
 #: The standard set: env id → num_envs.
 STANDARD: dict[str, int] = {"classic/cartpole": 16, "atari/breakout": 8, "nethack/score": 8}
@@ -166,7 +166,10 @@ def mp_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]
 
 def _pufferlib_available() -> bool:
     try:
-        return importlib.util.find_spec("pufferlib") is not None and importlib.util.find_spec("pufferlib.vector") is not None
+        return (
+            importlib.util.find_spec("pufferlib") is not None
+            and importlib.util.find_spec("pufferlib.vector") is not None
+        )
     except (ImportError, ValueError):
         return False
 
@@ -174,8 +177,17 @@ def _pufferlib_available() -> bool:
 class _Case:
     """One configuration: builds its env lazily, measures, closes."""
 
-    def __init__(self, name: str, kind: str, backend: str, num_envs: int, num_workers: int, batch_size: int,
-                 build: Callable[[], Any], measure: Callable[[Any, float, float], float]):
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        backend: str,
+        num_envs: int,
+        num_workers: int,
+        batch_size: int,
+        build: Callable[[], Any],
+        measure: Callable[[Any, float, float], float],
+    ):
         self.name, self.kind, self.backend = name, kind, backend
         self.num_envs, self.num_workers, self.batch_size = num_envs, num_workers, batch_size
         self.build, self.measure = build, measure
@@ -195,19 +207,33 @@ class _Case:
         }
 
 
-def _cases(env_id: str, num_envs: int, include_peers: bool, include_ray: bool, seed: int,
-           settings: list[tuple[int, int]] | None) -> list[_Case]:
+def _cases(
+    env_id: str,
+    num_envs: int,
+    include_peers: bool,
+    include_ray: bool,
+    seed: int,
+    settings: list[tuple[int, int]] | None,
+) -> list[_Case]:
     from puffer_core import vector
     from puffer_core.environments import make_raw
 
     def raw_creator() -> Any:
         return make_raw(env_id)
 
-    def puffer_case(name: str, backend: str, workers: int | None, batch: int, kind: str = "puffer",
-                    **vector_kwargs: Any) -> _Case:
+    def puffer_case(
+        name: str, backend: str, workers: int | None, batch: int, kind: str = "puffer", **vector_kwargs: Any
+    ) -> _Case:
         def build() -> Any:
-            return vector.make(env_id, num_envs=num_envs, num_workers=workers, batch_size=batch, backend=backend,
-                               seed=seed, vector_kwargs=vector_kwargs or None)
+            return vector.make(
+                env_id,
+                num_envs=num_envs,
+                num_workers=workers,
+                batch_size=batch,
+                backend=backend,
+                seed=seed,
+                vector_kwargs=vector_kwargs or None,
+            )
 
         def measure(env: Any, seconds: float, warmup: float) -> float:
             return _time_async(env, seconds, warmup, env.batch_size, env.single_action_space, seed)
@@ -215,8 +241,7 @@ def _cases(env_id: str, num_envs: int, include_peers: bool, include_ray: bool, s
         return _Case(name, kind, backend, num_envs, workers or 1, batch, build, measure)
 
     cases = [
-        _Case("raw env loop (1 env)", "raw", "raw", 1, 1, 1, raw_creator,
-              lambda env, s, w: _time_raw(env, s, w, seed)),
+        _Case("raw env loop (1 env)", "raw", "raw", 1, 1, 1, raw_creator, lambda env, s, w: _time_raw(env, s, w, seed)),
         puffer_case("Serial", "serial", None, num_envs),
     ]
     for workers, batch in settings or mp_settings(num_envs):
@@ -246,8 +271,16 @@ def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int)
     def measure(env: Any, seconds: float, warmup: float) -> float:
         return _time_gym_vector(env, seconds, warmup, num_envs, env.single_action_space, seed)
 
-    return _Case("gymnasium AsyncVectorEnv (shared memory)", "peer", "gymnasium-async", num_envs, num_envs, num_envs,
-                 build, measure)
+    return _Case(
+        "gymnasium AsyncVectorEnv (shared memory)",
+        "peer",
+        "gymnasium-async",
+        num_envs,
+        num_envs,
+        num_envs,
+        build,
+        measure,
+    )
 
 
 def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> list[_Case]:
@@ -263,8 +296,12 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -
             if backend_name == "Multiprocessing":
                 kwargs = {"num_workers": workers, "batch_size": batch, "overwork": True}
             return pufferlib.vector.make(
-                pufferlib.emulation.GymnasiumPufferEnv, env_kwargs={"env_creator": raw_creator},
-                backend=getattr(pufferlib.vector, backend_name), num_envs=num_envs, seed=seed, **kwargs,
+                pufferlib.emulation.GymnasiumPufferEnv,
+                env_kwargs={"env_creator": raw_creator},
+                backend=getattr(pufferlib.vector, backend_name),
+                num_envs=num_envs,
+                seed=seed,
+                **kwargs,
             )
 
         def measure(env: Any, seconds: float, warmup: float) -> float:
@@ -275,12 +312,12 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -
 
     cases.append(case("PufferLib Serial", "Serial", 1, num_envs))
     for workers in sorted({1, min(cpus, num_envs)}):
-        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers,
-                          num_envs))
+        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers, num_envs))
     workers = min(cpus, num_envs)
     if workers > 1 and num_envs % workers == 0 and (num_envs // 2) % (num_envs // workers) == 0:
-        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers,
-                          num_envs // 2))
+        cases.append(
+            case(f"PufferLib Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2)
+        )
     return cases
 
 
@@ -404,7 +441,7 @@ def run_bench(
             try:
                 env = case.build()
                 case.results.append(case.measure(env, seconds, warmup))
-            except Exception as exc:  # noqa: BLE001 - one failing peer must not end the run
+            except Exception as exc:
                 case.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             finally:
                 if env is not None:
@@ -416,10 +453,20 @@ def run_bench(
             progress("emulation overhead", done, total)
         try:
             rows[1:1] = _emulation_rows(env_id, seconds)
-        except Exception as exc:  # noqa: BLE001
-            rows.insert(1, {"name": "emulated single env", "kind": "emulation", "backend": "emulation",
-                            "num_envs": 1, "num_workers": 1, "batch_size": 1, "sps": None,
-                            "error": f"{type(exc).__name__}: {exc}"[:300]})
+        except Exception as exc:
+            rows.insert(
+                1,
+                {
+                    "name": "emulated single env",
+                    "kind": "emulation",
+                    "backend": "emulation",
+                    "num_envs": 1,
+                    "num_workers": 1,
+                    "batch_size": 1,
+                    "sps": None,
+                    "error": f"{type(exc).__name__}: {exc}"[:300],
+                },
+            )
     for row in rows:
         row["env"] = env_id
     return _add_ratios(rows)
@@ -438,22 +485,42 @@ def render_table(rows: list[dict], title: str | None = None) -> Any:
 
     env = rows[0].get("env") if rows else ""
     table = Table(title=title or f"puffer bench {env}", show_lines=False)
-    for column, justify in (("configuration", "left"), ("workers", "right"), ("batch", "right"),
-                            ("steps/s", "right"), ("vs raw", "right"), ("vs Serial", "right"),
-                            ("vs AsyncVectorEnv", "right"), ("vs PufferLib", "right")):
+    for column, justify in (
+        ("configuration", "left"),
+        ("workers", "right"),
+        ("batch", "right"),
+        ("steps/s", "right"),
+        ("vs raw", "right"),
+        ("vs Serial", "right"),
+        ("vs AsyncVectorEnv", "right"),
+        ("vs PufferLib", "right"),
+    ):
         table.add_column(column, justify=justify)
     for row in rows:
         if row.get("sps") is None:
-            table.add_row(row["name"], str(row["num_workers"]), str(row["batch_size"]),
-                          f"[red]failed[/red] {row.get('error') or ''}", "", "", "", "")
+            table.add_row(
+                row["name"],
+                str(row["num_workers"]),
+                str(row["batch_size"]),
+                f"[red]failed[/red] {row.get('error') or ''}",
+                "",
+                "",
+                "",
+                "",
+            )
             continue
         name = row["name"]
         if row["kind"] == "emulation" and row.get("overhead"):
             name += f" [dim](step time {row['overhead']:.3f}× raw)[/dim]"
         table.add_row(
-            name, str(row["num_workers"]), str(row["batch_size"]), f"{row['sps']:,.0f}",
-            _fmt_ratio(row.get("ratio_vs_raw")), _fmt_ratio(row.get("ratio_vs_serial")),
-            _fmt_ratio(row.get("ratio_vs_async")), _fmt_ratio(row.get("ratio_vs_pufferlib")),
+            name,
+            str(row["num_workers"]),
+            str(row["batch_size"]),
+            f"{row['sps']:,.0f}",
+            _fmt_ratio(row.get("ratio_vs_raw")),
+            _fmt_ratio(row.get("ratio_vs_serial")),
+            _fmt_ratio(row.get("ratio_vs_async")),
+            _fmt_ratio(row.get("ratio_vs_pufferlib")),
         )
     return table
 
@@ -461,18 +528,25 @@ def render_table(rows: list[dict], title: str | None = None) -> Any:
 def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = None) -> str:
     lines = ["# Puffer Core vectorization benchmark", ""]
     meta = _machine()
-    lines.append(f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, {meta['platform']}. "
-                 "Steps/second count agent steps; ratios are over the same run's baseline.")
+    lines.append(
+        f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, {meta['platform']}. "
+        "Steps/second count agent steps; ratios are over the same run's baseline."
+    )
     lines.append("")
     for env_id, rows in results.items():
         num_envs = max((r["num_envs"] for r in rows if r["kind"] != "raw"), default=1)
-        lines += [f"## {env_id} ({num_envs} envs)", "",
-                  "| configuration | workers | batch | steps/s | vs raw | vs Serial | vs AsyncVectorEnv | vs PufferLib |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"## {env_id} ({num_envs} envs)",
+            "",
+            "| configuration | workers | batch | steps/s | vs raw | vs Serial | vs AsyncVectorEnv | vs PufferLib |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for row in rows:
             if row.get("sps") is None:
-                lines.append(f"| {row['name']} | {row['num_workers']} | {row['batch_size']} | failed: "
-                             f"{(row.get('error') or '').replace('|', '/')} | | | | |")
+                lines.append(
+                    f"| {row['name']} | {row['num_workers']} | {row['batch_size']} | failed: "
+                    f"{(row.get('error') or '').replace('|', '/')} | | | | |"
+                )
                 continue
             name = row["name"]
             if row["kind"] == "emulation" and row.get("overhead"):
@@ -499,7 +573,7 @@ def _available(env_id: str) -> str | None:
 
     try:
         spec = get_plugins().get_spec(env_id)
-    except Exception as exc:  # noqa: BLE001 - unknown id, plugin not installed
+    except Exception as exc:
         return f"{env_id}: not available ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
     missing = missing_requirements(spec)
     if missing:
@@ -529,11 +603,14 @@ def run_standard(
         if reason:
             notes.append(reason)
             continue
-        results[env_id] = run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers,
-                                    progress=progress, rounds=rounds)
+        results[env_id] = run_bench(
+            env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers, progress=progress, rounds=rounds
+        )
     if not _pufferlib_available():
-        notes.append("PufferLib is not importable here, so its rows are absent (pufferlib 3.0.0's sdist "
-                     "downloads raylib at build time and pins numpy<2 / gymnasium 0.29)")
+        notes.append(
+            "PufferLib is not importable here, so its rows are absent (pufferlib 3.0.0's sdist "
+            "downloads raylib at build time and pins numpy<2 / gymnasium 0.29)"
+        )
     document = {
         "machine": _machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

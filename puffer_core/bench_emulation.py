@@ -48,13 +48,19 @@ FACTORIES: dict[str, Callable[[], Any]] = {"cartpole": _cartpole, "breakout": _b
 
 
 def _run(step: Callable, reset: Callable, actions: list, start: int, count: int) -> float:
+    """CPU seconds spent in ``count`` steps; resets are run but not timed (their length
+    varies from episode to episode and would swamp the per-step difference)."""
     n = len(actions)
-    t0 = time.thread_time()
+    clock = time.thread_time  # CPU time of this thread: other processes on the box do not count
+    elapsed = 0.0
+    t0 = clock()
     for i in range(start, start + count):
         _, _, terminated, truncated, _ = step(actions[i % n])
         if terminated or truncated:
+            elapsed += clock() - t0
             reset()
-    return time.thread_time() - t0
+            t0 = clock()
+    return elapsed + clock() - t0
 
 
 def emulation_overhead(env_factory: Callable[[], Any], steps: int, rounds: int = 10, seed: int = 0) -> dict:

@@ -175,10 +175,25 @@ class GymnasiumEmulator(gymnasium.Env):
         else:
             buf.check(1, self.observation_space, type(env).__name__)
         self.buf = buf
-        self._obs = buf.observations[0]
+        self._compile()
+
+    def _compile(self) -> None:
+        """Build the per-step closures (again after unpickling: generated code does not pickle,
+        and views must be taken afresh from the unpickled buffer)."""
+        self._obs = self.buf.observations[0]
         self._write = self.obs_layout.writer(self._obs)
         self._to_env_action = self.action_layout.fast_unflatten()
         self.step = _compile_step(self)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for name in ("_obs", "_write", "_to_env_action", "step"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._compile()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         ob, info = self.env.reset(seed=seed, options=options)
@@ -275,10 +290,24 @@ class PettingZooEmulator:
         else:
             buf.check(self.num_agents, self.observation_space, type(env).__name__)
         self.buf = buf
-        self._writers = [layout.writer(buf.observations[i]) for i, layout in enumerate(self.obs_layouts)]
-        self._to_env_action = [act.fast_unflatten() for act in self.action_layouts]
         self._live: set = set()
         self.done = False
+        self._compile()
+
+    def _compile(self) -> None:
+        """Build the per-slot writers and action converters (again after unpickling)."""
+        self._writers = [layout.writer(self.buf.observations[i]) for i, layout in enumerate(self.obs_layouts)]
+        self._to_env_action = [act.fast_unflatten() for act in self.action_layouts]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_writers", None)
+        state.pop("_to_env_action", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._compile()
 
     def _joint_action_space(self) -> spaces.Space:
         first = self.action_layouts[0].space

@@ -205,9 +205,11 @@ def _emulation(env_id: str) -> str:
     env = puffer_core.make(env_id)
     try:
         flat, _ = env.reset(seed=0)
-        assert env.observation_space.contains(flat) or flat.shape == env.observation_space.shape, "flat obs shape"
         raw_env = env.env
         agents = _agents_of(raw_env)
+        expected = env.observation_space.shape if agents is None else (len(agents), *env.observation_space.shape)
+        assert flat.shape == expected, f"flat observation has shape {flat.shape}, expected {expected}"
+        assert flat.dtype == env.observation_space.dtype, f"flat observation dtype {flat.dtype}"
         obs_space = raw_env.observation_space if agents is None else raw_env.observation_space(agents[0])
         act_space = raw_env.action_space if agents is None else raw_env.action_space(agents[0])
         obs_space.seed(0)

@@ -26,3 +26,16 @@ def fresh_plugin_cache():
     plugin_module.reset_plugins()
     yield
     plugin_module.reset_plugins()
+
+
+def _gym026_available() -> bool:
+    try:
+        import gym
+    except ImportError:
+        return False
+    return tuple(int(p) for p in gym.__version__.split(".")[:2]) >= (0, 26)
+
+
+# The gym 0.26 tests run in their own session (`nox -s tests_gym026`: gym 0.26 needs numpy<2);
+# elsewhere they are not collected at all rather than reported as skipped.
+collect_ignore = [] if _gym026_available() else ["test_adapters_gym026.py"]

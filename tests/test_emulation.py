@@ -550,3 +550,18 @@ def test_emulate_picks_the_emulator_by_api():
     assert isinstance(emulate(DyingEnv()), PettingZooEmulator)
     with pytest.raises(APIUsageError, match=r"neither a gymnasium\.Env nor a PettingZoo"):
         emulate(object())
+
+
+def test_emulators_survive_pickling():
+    import pickle
+
+    emu = GymnasiumEmulator(NestedEnv())
+    emu.reset(seed=2)
+    clone = pickle.loads(pickle.dumps(emu))
+    obs, *_ = clone.step(clone.action_space.sample())
+    assert np.shares_memory(obs, clone.buf.observations)
+    assert_tree_equal(clone.unflatten_observation(obs), clone.env.last_obs)
+
+    multi = pickle.loads(pickle.dumps(PettingZooEmulator(DyingEnv())))
+    obs, _ = multi.reset()
+    np.testing.assert_array_equal(obs[:2], [[0, 1], [0, 2]])

@@ -95,8 +95,9 @@ def test_next_step_autoreset(backend):
         np.testing.assert_array_equal(rew, [2.0, 3.0])
         assert sorted(i["env_id"] for i in infos) == [0, 1]
         assert all(i["episode_length"] == 3 for i in infos)
-        np.testing.assert_array_equal([i["episode_return"] for i in sorted(infos, key=lambda i: i["env_id"])],
-                                      [6.0, 9.0])
+        np.testing.assert_array_equal(
+            [i["episode_return"] for i in sorted(infos, key=lambda i: i["env_id"])], [6.0, 9.0]
+        )
         # The step after the end resets: the action is ignored, reward 0, flags False.
         noise_before = obs[:, 4].copy()
         obs, rew, term, trunc, infos = env.step(np.array([2, 2]))
@@ -221,7 +222,7 @@ def test_multiagent_through_multiprocessing():
             log = {"obs": [obs.copy()], "masks": [], "rew": [], "term": [], "agents": []}
             for step in range(14):
                 actions = np.full(6, step % 4)
-                _obs, rew, term, trunc, infos, ids, masks = (*env.step(actions), None, None)
+                _obs, rew, term, _trunc, infos = env.step(actions)
                 env_ids = list(range(6))
                 log["obs"].append(_obs.copy())
                 log["rew"].append(rew.copy())

@@ -161,8 +161,9 @@ def test_hang_past_timeout(no_leaks):
 
 def test_hang_in_async_batches(no_leaks):
     # batch_size < num_envs: the hung worker must not hide behind the healthy ones.
-    creator = functools.partial(FaultEnv, mode="hang", where="step", at=3, fault_seed=0, hang_seconds=60,
-                                episode_length=1000)
+    creator = functools.partial(
+        FaultEnv, mode="hang", where="step", at=3, fault_seed=0, hang_seconds=60, episode_length=1000
+    )
     env = vector.make(creator, num_envs=4, num_workers=4, batch_size=1, backend=MP, vector_kwargs={"timeout": 1.0})
     no_leaks.extend(env.pids)
     env.async_reset(0)

@@ -13,7 +13,7 @@ from puffer_core.errors import APIUsageError
 from puffer_core.vector.base import EnvFactory, VectorEnv, check_counts
 from puffer_core.vector.serial import Serial
 
-__all__ = ["make", "VectorEnv", "Serial", "Multiprocessing", "Ray", "BACKENDS", "check_counts"]
+__all__ = ["BACKENDS", "Multiprocessing", "Ray", "Serial", "VectorEnv", "check_counts", "make"]
 
 BACKENDS = ("serial", "multiprocessing", "ray")
 

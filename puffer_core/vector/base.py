@@ -41,16 +41,16 @@ import numpy as np
 from puffer_core.errors import APIUsageError, WorkerError
 
 __all__ = [
-    "VectorEnv",
     "EnvFactory",
-    "EnvGroup",
     "EnvFault",
-    "probe_env",
-    "split_envs",
-    "check_counts",
-    "check_seed",
+    "EnvGroup",
+    "VectorEnv",
     "action_buffer_spec",
     "batched_space",
+    "check_counts",
+    "check_seed",
+    "probe_env",
+    "split_envs",
 ]
 
 
@@ -214,7 +214,7 @@ def batched_space(space: Any, n: int) -> Any:
         from gymnasium.vector.utils import batch_space
 
         return batch_space(space, n)
-    except Exception:  # noqa: BLE001 - optional convenience attribute
+    except Exception:
         return None
 
 
@@ -224,8 +224,7 @@ def batched_space(space: Any, n: int) -> Any:
 def _fmt_choices(values: Sequence[int], limit: int = 8) -> str:
     values = list(dict.fromkeys(values))
     if len(values) > limit:
-        values = values[: limit - 2] + [values[-1]]
-        head = ", ".join(str(v) for v in values[:-1])
+        head = ", ".join(str(v) for v in values[: limit - 2])
         return f"{head}, … or {values[-1]}"
     if len(values) == 1:
         return str(values[0])
@@ -495,7 +494,7 @@ class EnvGroup:
         for env in envs:
             try:
                 env.close()
-            except Exception:  # noqa: BLE001 - closing is best effort
+            except Exception:
                 pass
 
 
@@ -585,8 +584,7 @@ class VectorEnv:
                 actions = actions.reshape(shape)
             else:
                 raise APIUsageError(
-                    f"send() expects actions of shape {shape} (one row per agent row of the batch), got "
-                    f"{actions.shape}"
+                    f"send() expects actions of shape {shape} (one row per agent row of the batch), got {actions.shape}"
                 )
         return actions
 

@@ -86,8 +86,17 @@ def _align(n: int) -> int:
 class _Layout:
     """Offsets of every array in the shared mapping (picklable; rebuilt in spawned workers)."""
 
-    def __init__(self, rows: int, num_envs: int, num_workers: int, obs_shape: tuple, obs_dtype: Any,
-                 act_shape: tuple, act_dtype: Any, mailbox_bytes: int):
+    def __init__(
+        self,
+        rows: int,
+        num_envs: int,
+        num_workers: int,
+        obs_shape: tuple,
+        obs_dtype: Any,
+        act_shape: tuple,
+        act_dtype: Any,
+        mailbox_bytes: int,
+    ):
         self.fields: dict[str, tuple[int, tuple, str]] = {}
         self.size = 0
         self._add("observations", (rows, *obs_shape), obs_dtype)
@@ -161,7 +170,7 @@ def _die_with_parent(parent_pid: int, use_pdeathsig: bool) -> None:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except Exception:  # noqa: BLE001 - the command pipe's EOF is the fallback
+        except Exception:
             pass
     if os.getppid() != parent_pid:  # the parent died before prctl took effect
         os._exit(1)
@@ -208,8 +217,10 @@ def _worker_main(
         buffer = memory
     arrays = layout.arrays(buffer)
     lo, hi = rows
-    mine = {name: arrays[name][lo:hi] for name in
-            ("observations", "rewards", "terminals", "truncations", "masks", "actions")}
+    mine = {
+        name: arrays[name][lo:hi]
+        for name in ("observations", "rewards", "terminals", "truncations", "masks", "actions")
+    }
     status = arrays["status"]
     info_len = arrays["info_len"]
     seeds = arrays["seeds"]
@@ -232,17 +243,31 @@ def _worker_main(
         _write_all(data_fd, _LEN.pack(len(data)) + data)
 
     def report_fault(fault: EnvFault) -> None:
-        report({"env_index": fault.env_index, "phase": fault.phase, "exc_type": fault.exc_type,
-                "traceback": fault.traceback}, error=True)
+        report(
+            {
+                "env_index": fault.env_index,
+                "phase": fault.phase,
+                "exc_type": fault.exc_type,
+                "traceback": fault.traceback,
+            },
+            error=True,
+        )
 
     group = None
     try:
         group = EnvGroup(factory, num_envs, agents_per_env, mine, first_env=first_env, progress=progress)
     except EnvFault as fault:
         report_fault(fault)
-    except BaseException as exc:  # noqa: BLE001 - anything else is reported, never swallowed
-        report({"env_index": first_env, "phase": "construction", "exc_type": type(exc).__name__,
-                "traceback": traceback.format_exc()}, error=True)
+    except BaseException as exc:
+        report(
+            {
+                "env_index": first_env,
+                "phase": "construction",
+                "exc_type": type(exc).__name__,
+                "traceback": traceback.format_exc(),
+            },
+            error=True,
+        )
     else:
         status[worker] = _OK
         os.write(done_fd, done_msg)
@@ -374,7 +399,7 @@ class Multiprocessing(VectorEnv):
         driver, spec = probe_env(factory)
         try:
             driver.close()  # only its layouts are kept (unflatten_observation)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self.driver_env = driver
         a = spec["agents_per_env"]
@@ -397,8 +422,16 @@ class Multiprocessing(VectorEnv):
         self._all_ids = np.arange(self.num_envs)
 
         obs_space = self.single_observation_space
-        layout = _Layout(self.num_envs, envs, workers, obs_space.shape, obs_space.dtype, self._action_shape,
-                         action_dtype, info_buffer_bytes)
+        layout = _Layout(
+            self.num_envs,
+            envs,
+            workers,
+            obs_space.shape,
+            obs_space.dtype,
+            self._action_shape,
+            action_dtype,
+            info_buffer_bytes,
+        )
         self._layout = layout
 
         # Resources, all owned by the finalizer from here on.
@@ -416,9 +449,7 @@ class Multiprocessing(VectorEnv):
             self._buffer = mmap.mmap(memfd, layout.size)
         else:  # pragma: no cover - non-Linux without fork
             raise APIUsageError(f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'")
-        self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, memfd_box, 1.0
-        )
+        self._finalizer = weakref.finalize(self, _cleanup, self._procs, self._fd_groups, self._buffer, memfd_box, 1.0)
         self._closed = False
         self._state = "new"
         try:
@@ -428,8 +459,17 @@ class Multiprocessing(VectorEnv):
             raise
 
     # ---------------------------------------------------------------- start-up
-    def _start(self, ctx: Any, start_method: str, factory: Any, memfd_box: list, cmd_w: list, parent_fds: list,
-               envs: int, a: int) -> None:
+    def _start(
+        self,
+        ctx: Any,
+        start_method: str,
+        factory: Any,
+        memfd_box: list,
+        cmd_w: list,
+        parent_fds: list,
+        envs: int,
+        a: int,
+    ) -> None:
         self._arrays = arrays = self._layout.arrays(self._buffer)
         self._obs, self._rew = arrays["observations"], arrays["rewards"]
         self._term, self._trunc = arrays["terminals"], arrays["truncations"]
@@ -476,9 +516,22 @@ class Multiprocessing(VectorEnv):
             proc = ctx.Process(
                 target=_worker_main,
                 name=f"puffer-vector-worker-{w}",
-                args=(w, wrapped, self._first_env[w], self._env_counts[w], a, self._row_bounds[w], self._layout,
-                      memory, handle(cmd_r[w]), handle(done_w), handle(data_w[w]), parent_pid, use_pdeathsig,
-                      close_fds),
+                args=(
+                    w,
+                    wrapped,
+                    self._first_env[w],
+                    self._env_counts[w],
+                    a,
+                    self._row_bounds[w],
+                    self._layout,
+                    memory,
+                    handle(cmd_r[w]),
+                    handle(done_w),
+                    handle(data_w[w]),
+                    parent_pid,
+                    use_pdeathsig,
+                    close_fds,
+                ),
                 daemon=True,
             )
             proc.start()
@@ -550,7 +603,9 @@ class Multiprocessing(VectorEnv):
             self._fail(
                 f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {payload['env_index']} raised "
                 f"{payload['exc_type']} in {payload['phase']}; its traceback:\n{payload['traceback'].rstrip()}",
-                worker=w, env_index=payload["env_index"], cause=payload["traceback"],
+                worker=w,
+                env_index=payload["env_index"],
+                cause=payload["traceback"],
             )
         self._ready.append(w)
 
@@ -565,12 +620,17 @@ class Multiprocessing(VectorEnv):
         while got < n:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
-                self._fail(f"Multiprocessing: worker {w} stopped mid-message (no data for {self.timeout:g} s)",
-                           worker=w, env_index=None, cause="timeout")
+                self._fail(
+                    f"Multiprocessing: worker {w} stopped mid-message (no data for {self.timeout:g} s)",
+                    worker=w,
+                    env_index=None,
+                    cause="timeout",
+                )
             chunk = os.read(fd, n - got)
             if not chunk:
-                self._fail(f"Multiprocessing: worker {w} died while sending its infos", worker=w,
-                           env_index=None, cause="died")
+                self._fail(
+                    f"Multiprocessing: worker {w} died while sending its infos", worker=w, env_index=None, cause="died"
+                )
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
@@ -592,10 +652,14 @@ class Multiprocessing(VectorEnv):
                 how = f"exited with code {code}"
             env = int(self._progress[w, 0])
             env_index = self._first_env[w] + env if env >= 0 else None
-            where = (f"while stepping env {env_index}" if env_index is not None
-                     else f"while idle (it holds envs {self._first_env[w]}–{self._first_env[w] + self._env_counts[w] - 1})")
-            self._fail(f"Multiprocessing: worker {w} (pid {proc.pid}) {how} {where}", worker=w,
-                       env_index=env_index, cause=how)
+            where = (
+                f"while stepping env {env_index}"
+                if env_index is not None
+                else f"while idle (it holds envs {self._first_env[w]}–{self._first_env[w] + self._env_counts[w] - 1})"
+            )
+            self._fail(
+                f"Multiprocessing: worker {w} (pid {proc.pid}) {how} {where}", worker=w, env_index=env_index, cause=how
+            )
 
     def _drain(self, workers: set, timeout: float, doing: str = "stepping") -> None:
         """Wait until every worker in ``workers`` has completed."""
@@ -616,7 +680,9 @@ class Multiprocessing(VectorEnv):
         self._fail(
             f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) silent for {timeout:g} s while {doing} "
             f"{what}{others}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
-            worker=w, env_index=env_index, cause="timeout",
+            worker=w,
+            env_index=env_index,
+            cause="timeout",
         )
 
     def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
@@ -639,8 +705,12 @@ class Multiprocessing(VectorEnv):
         except BrokenPipeError:
             events = self._poller.poll(1000)
             self._check_deaths(events)
-            self._fail(f"Multiprocessing: worker {w} is gone (its command pipe is closed)", worker=w,
-                       env_index=None, cause="died")
+            self._fail(
+                f"Multiprocessing: worker {w} is gone (its command pipe is closed)",
+                worker=w,
+                env_index=None,
+                cause="died",
+            )
 
     def async_reset(self, seed: int | None = None) -> None:
         self._check_open()
@@ -698,8 +768,15 @@ class Multiprocessing(VectorEnv):
         else:
             rows = np.concatenate([self._env_ids[w] for w in batch])
             env_ids = rows
-        return (self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], infos, env_ids,
-                self._masks[rows])
+        return (
+            self._obs[rows],
+            self._rew[rows],
+            self._term[rows],
+            self._trunc[rows],
+            infos,
+            env_ids,
+            self._masks[rows],
+        )
 
     def send(self, actions: Any) -> None:
         self._check_open()
@@ -727,8 +804,20 @@ class Multiprocessing(VectorEnv):
             return
         self._closed = True
         # Drop our own views before unmapping; the finalizer does the rest (once).
-        for name in ("_arrays", "_obs", "_rew", "_term", "_trunc", "_masks", "_actions", "_status", "_info_len",
-                     "_seeds", "_progress", "_mailbox"):
+        for name in (
+            "_arrays",
+            "_obs",
+            "_rew",
+            "_term",
+            "_trunc",
+            "_masks",
+            "_actions",
+            "_status",
+            "_info_len",
+            "_seeds",
+            "_progress",
+            "_mailbox",
+        ):
             self.__dict__.pop(name, None)
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:

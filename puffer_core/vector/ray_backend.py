@@ -9,8 +9,9 @@ backends. ``batch_size < num_envs`` returns whichever actors finish first (``ray
 Ray is imported only here. If Ray is not initialised yet, ``ray.init()`` is called with
 the dashboard off; Ray is never shut down by this backend (it may be the user's).
 Actors use Ray's defaults (one CPU to be scheduled, none held while running, so more
-actors than CPUs is fine) unless ``actor_options`` says otherwise, and ``max_concurrency=2`` so that the main process can ask a busy actor which
-env it is stepping when it goes silent past ``timeout``.
+actors than CPUs is fine) unless ``actor_options`` says otherwise, and
+``max_concurrency=2`` so that the main process can ask a busy actor which env it is
+stepping when it goes silent past ``timeout``.
 """
 
 from __future__ import annotations
@@ -54,8 +55,16 @@ def import_ray() -> Any:
 class _EnvActor:
     """The body of one Ray actor (decorated with ``ray.remote`` at run time)."""
 
-    def __init__(self, factory: Any, first_env: int, num_envs: int, agents_per_env: int, obs_space: Any,
-                 action_shape: tuple, action_dtype: Any):
+    def __init__(
+        self,
+        factory: Any,
+        first_env: int,
+        num_envs: int,
+        agents_per_env: int,
+        obs_space: Any,
+        action_shape: tuple,
+        action_dtype: Any,
+    ):
         self.fault: dict | None = None
         self.progress = np.full(1, -1, np.int32)
         arrays = allocate_arrays(num_envs * agents_per_env, obs_space, action_shape, action_dtype)
@@ -98,8 +107,12 @@ class _EnvActor:
 
 
 def _fault_dict(fault: EnvFault) -> dict:
-    return {"env_index": fault.env_index, "phase": fault.phase, "exc_type": fault.exc_type,
-            "traceback": fault.traceback}
+    return {
+        "env_index": fault.env_index,
+        "phase": fault.phase,
+        "exc_type": fault.exc_type,
+        "traceback": fault.traceback,
+    }
 
 
 class Ray(VectorEnv):
@@ -137,7 +150,7 @@ class Ray(VectorEnv):
         driver, spec = probe_env(factory)
         try:
             driver.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self.driver_env = driver
         a = spec["agents_per_env"]
@@ -158,8 +171,7 @@ class Ray(VectorEnv):
         self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
         self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
         self._all_ids = np.arange(self.num_envs)
-        self._arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape,
-                                       action_dtype)
+        self._arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
 
         if not ray.is_initialized():
             ray.init(include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
@@ -177,20 +189,28 @@ class Ray(VectorEnv):
             for w in range(workers):
                 self._actors.append(
                     remote_cls.options(**options).remote(
-                        factory, self._first_env[w], counts[w], a, self.single_observation_space,
-                        self._action_shape, action_dtype,
+                        factory,
+                        self._first_env[w],
+                        counts[w],
+                        a,
+                        self.single_observation_space,
+                        self._action_shape,
+                        action_dtype,
                     )
                 )
             refs = [actor.ready.remote() for actor in self._actors]
-            for w, ref in enumerate(refs):
-                self._sent_at[w] = time.monotonic()
+            self._sent_at = [time.monotonic()] * workers
             done, not_done = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, startup_timeout))
             if not_done:
                 w = refs.index(not_done[0])
                 self._fail(
                     f"Ray: actor {w} did not build its envs within {max(timeout, startup_timeout):g} s; if it "
                     "was never scheduled, the cluster lacks the resources asked for in actor_options "
-                    f"({options})", w, None, "timeout")
+                    f"({options})",
+                    w,
+                    None,
+                    "timeout",
+                )
             for w, ref in enumerate(refs):
                 fault = self._get(ref, w)
                 if fault is not None:
@@ -213,7 +233,9 @@ class Ray(VectorEnv):
         self._fail(
             f"Ray: actor {w}: env {fault['env_index']} raised {fault['exc_type']} in {fault['phase']}; "
             f"its traceback:\n{fault['traceback'].rstrip()}",
-            w, fault["env_index"], fault["traceback"],
+            w,
+            fault["env_index"],
+            fault["traceback"],
         )
 
     def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
@@ -261,13 +283,15 @@ class Ray(VectorEnv):
         try:
             local = ray.get(self._actors[w].where.remote(), timeout=1.0)
             env_index = self._first_env[w] + local if local >= 0 else None
-        except Exception:  # noqa: BLE001 - the actor may be stuck holding the GIL
+        except Exception:
             pass
         what = f"env {env_index}" if env_index is not None else "its envs"
         self._fail(
             f"Ray: actor {w} silent for {now - self._sent_at[w]:.1f} s (timeout {self.timeout:g} s) while stepping "
             f"{what}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
-            w, env_index, "timeout",
+            w,
+            env_index,
+            "timeout",
         )
 
     # ---------------------------------------------------------------- async API
@@ -314,8 +338,15 @@ class Ray(VectorEnv):
             else:
                 rows = np.concatenate([self._env_ids[w] for w in batch])
                 env_ids = rows
-        return (arrays["observations"][rows], arrays["rewards"][rows], arrays["terminals"][rows],
-                arrays["truncations"][rows], infos, env_ids, arrays["masks"][rows])
+        return (
+            arrays["observations"][rows],
+            arrays["rewards"][rows],
+            arrays["terminals"][rows],
+            arrays["truncations"][rows],
+            infos,
+            env_ids,
+            arrays["masks"][rows],
+        )
 
     def send(self, actions: Any) -> None:
         self._check_open()
@@ -346,12 +377,12 @@ class Ray(VectorEnv):
         if actors and ray.is_initialized():
             try:  # let envs close cleanly, briefly
                 ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=2.0)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             for actor in actors:
                 try:
                     ray.kill(actor)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     pass
 
     def _check_open(self) -> None:

@@ -150,4 +150,3 @@ class Serial(VectorEnv):
     def _check_open(self) -> None:
         if self._closed:
             raise APIUsageError("this Serial vector env is closed")
-

@@ -70,8 +70,15 @@ class FaultEnv(CountingEnv):
     ``at``: the step (or reset) count that triggers it; ``fault_seed``: only the env whose
     first seed is this misbehaves (None: every env)."""
 
-    def __init__(self, mode: str = "raise", where: str = "step", at: int = 3, fault_seed: int | None = None,
-                 episode_length: int = 5, hang_seconds: float = 600.0):
+    def __init__(
+        self,
+        mode: str = "raise",
+        where: str = "step",
+        at: int = 3,
+        fault_seed: int | None = None,
+        episode_length: int = 5,
+        hang_seconds: float = 600.0,
+    ):
         super().__init__(episode_length=episode_length)
         self.mode, self.where, self.at, self.fault_seed = mode, where, at, fault_seed
         self.hang_seconds = hang_seconds

@@ -11,7 +11,6 @@ import functools
 
 from puffer_core import EnvSpec, hookimpl
 from puffer_core.specs import CompatAxes, DockerLayer
-
 from puffer_plugin_atari.compat import compat_axes, docker_layer
 from puffer_plugin_atari.envs import make_atari
 from puffer_plugin_atari.games import game_ids, title

@@ -20,8 +20,8 @@ import importlib.util
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
-from puffer_core.errors import MissingDependencyError
 
+from puffer_core.errors import MissingDependencyError
 from puffer_plugin_atari.games import game_ids
 
 __all__ = ["MIN_ALE_PY", "check_ale_py_version", "make_atari"]
@@ -51,6 +51,13 @@ def _ale_py_version() -> str | None:
         return importlib.metadata.version("ale-py")
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def make_atari(
@@ -94,7 +101,7 @@ def make_atari(
         raise ValueError("obs_type is chosen by the preprocessing (see grayscale=); pass preprocess=False to set it")
     if not isinstance(frameskip, int):
         raise ValueError("a stochastic frameskip (low, high) needs preprocess=False; preprocessing skips a fixed count")
-    if importlib.util.find_spec("cv2") is None:
+    if not _importable("cv2"):
         raise MissingDependencyError(
             f"atari/{game} with preprocess=True resizes frames with OpenCV, which this Python cannot import. "
             "Install with: pip install opencv-python-headless (or pass preprocess=False for raw frames)"

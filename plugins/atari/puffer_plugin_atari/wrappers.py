@@ -50,9 +50,10 @@ class AtariEpisodeStats(gymnasium.Wrapper):
     """An episode is the whole game; lives are reported, never turned into episode ends.
 
     Every step on which a life is lost carries ``info["life_lost"] = True`` (the per-life
-    signal); the final step carries ``info["episode_stats"]`` with ``lives_lost``,
-    ``start_lives``, ``lives`` (left at the end: 0 after a game over, more when the
-    episode was truncated) and ``frames`` (emulator frames played, frameskip included).
+    signal); the final step carries ``info["episode_stats"]`` with ``lives_lost`` and
+    ``start_lives``. ALE's own info already holds ``lives`` (left at the end: 0 after a game
+    over, more when the episode was truncated) and ``episode_frame_number`` (emulator frames
+    played, frameskip included), so they are not repeated here.
     """
 
     def __init__(self, env: gymnasium.Env):
@@ -81,9 +82,4 @@ class AtariEpisodeStats(gymnasium.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def episode_stats(self) -> dict[str, Any]:
-        return {
-            "lives_lost": self.lives_lost,
-            "start_lives": self.start_lives,
-            "lives": self.lives,
-            "frames": int(self.ale.getEpisodeFrameNumber()),
-        }
+        return {"lives_lost": self.lives_lost, "start_lives": self.start_lives}

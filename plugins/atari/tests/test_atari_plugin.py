@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib.metadata
 import json
 
+import puffer_plugin_atari
 import pytest
-from packaging.version import Version
 from atari_helpers import envs_json, run_puffer, run_python
+from packaging.version import Version
+from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installed_game_ids
+
 from puffer_core.plugins import load_plugins
 from puffer_core.specs import CompatAxes, DockerLayer
-
-import puffer_plugin_atari
-from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installed_game_ids
 
 pytest.importorskip("ale_py")
 

@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 import pytest
-import puffer_core
 from atari_helpers import run_puffer
+
+import puffer_core
 from puffer_core.environments import make_raw
 
 pytest.importorskip("ale_py")
@@ -40,7 +41,8 @@ def test_emulated_episode_end_carries_the_lives_stats():
         if terminated or truncated:
             break
     assert truncated
-    assert {"lives_lost", "start_lives", "lives", "frames", "episode_return", "episode_length"} <= set(info)
+    expected = {"lives_lost", "start_lives", "lives", "episode_frame_number", "episode_return", "episode_length"}
+    assert expected <= set(info)
 
 
 def _flat_infos(infos):
@@ -53,7 +55,11 @@ def _flat_infos(infos):
 
 def test_two_worker_multiprocessing_run():
     with vector.make(
-        "atari/breakout", num_envs=4, num_workers=2, backend="multiprocessing", seed=3,
+        "atari/breakout",
+        num_envs=4,
+        num_workers=2,
+        backend="multiprocessing",
+        seed=3,
         max_num_frames_per_episode=240,
     ) as envs:
         obs, _ = envs.reset(seed=3)

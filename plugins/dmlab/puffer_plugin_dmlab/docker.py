@@ -59,29 +59,32 @@ BUILD_APT = (
 #: EGL/GL for renderer="hardware".
 RUNTIME_APT = ("libegl1", "libgl1", "libosmesa6")
 
+# One shell command per step; `env -C DIR` rather than `cd` (hadolint DL3003).
 BUILD_STEPS = (
     f"curl -fsSL -o /usr/local/bin/bazel "
     f"https://github.com/bazelbuild/bazel/releases/download/{BAZEL_VERSION}/bazel-{BAZEL_VERSION}-linux-x86_64"
     f" && chmod +x /usr/local/bin/bazel && bazel --version",
-    'python3 -m pip install --no-cache-dir --break-system-packages "numpy>=2,<3" setuptools wheel'
+    'python3 -m pip install --no-cache-dir --break-system-packages "numpy>=2,<3" "setuptools>=68" "wheel>=0.40"'
     f' && ln -sfn "$(python3 -c "import numpy; print(numpy.get_include())")/numpy"'
     f" /usr/include/python{PYTHON_VERSION}/numpy",
     f"git clone https://github.com/google-deepmind/lab.git {SRC} && git -C {SRC} checkout {DMLAB_REF}",
-    f"cd {SRC} && echo {BAZEL_VERSION} > .bazelversion"
+    f"echo {BAZEL_VERSION} > {SRC}/.bazelversion"
     " && printf '%s\\n' 'common --enable_bzlmod=false' 'common --enable_workspace=true'"
-    " 'build --cxxopt=-std=c++17' 'build --host_cxxopt=-std=c++17' >> .bazelrc"
+    f" 'build --cxxopt=-std=c++17' 'build --host_cxxopt=-std=c++17' >> {SRC}/.bazelrc"
     f" && sed -i 's#abseil-cpp-master#abseil-cpp-{ABSEIL_VERSION}#;"
-    f" s#abseil-cpp/archive/master.zip#abseil-cpp/archive/refs/tags/{ABSEIL_VERSION}.zip#' WORKSPACE"
-    f" && sed -i 's#python3\\.8#python{PYTHON_VERSION}#g' bazel/python.BUILD",
-    f"cd {SRC} && bazel build -c opt //python/pip_package:build_pip_package"
-    " && PYTHON_BIN_PATH=/usr/bin/python3 ./bazel-bin/python/pip_package/build_pip_package /opt/dmlab/dist"
-    f" && cp /opt/dmlab/dist/*.whl {WHEEL}"
+    f" s#abseil-cpp/archive/master.zip#abseil-cpp/archive/refs/tags/{ABSEIL_VERSION}.zip#' {SRC}/WORKSPACE"
+    f" && sed -i 's#python3\\.8#python{PYTHON_VERSION}#g' {SRC}/bazel/python.BUILD",
+    f"env -C {SRC} bazel build -c opt //python/pip_package:build_pip_package"
+    f" && env -C {SRC} PYTHON_BIN_PATH=/usr/bin/python3 ./bazel-bin/python/pip_package/build_pip_package"
+    f" /opt/dmlab/dist && cp /opt/dmlab/dist/*.whl {WHEEL}"
     # In the same step, so the stage's cached layer does not keep gigabytes of Bazel output.
-    f" && bazel shutdown && cd / && rm -rf {SRC} /opt/dmlab/dist /root/.cache/bazel",
+    f" && env -C {SRC} bazel shutdown && rm -rf {SRC} /opt/dmlab/dist /root/.cache/bazel",
 )
 
+# numpy too: the wheel declares no dependencies, but the module needs numpy to import (and
+# the tank's base layer may have none); PIP_CONSTRAINT pins it to the common set.
 INSTALL_STEP = (
-    f'python3 -m pip install --no-cache-dir "{WHEEL}"'
+    f'python3 -m pip install --no-cache-dir "numpy>=1.23" "{WHEEL}"'
     f' && python3 -c "import deepmind_lab"'
     f" && rm -rf /opt/dmlab /root/.cache/bazel /root/.cache/pip"
 )

@@ -120,7 +120,7 @@ def test_docker_layer_builds_the_wheel_in_its_own_stage_and_installs_it():
     assert "abseil-cpp-20230125.3" in build and "python3.11" in build
     assert all("\n" not in step for step in (*stage.run, *layer.run))
     (install,) = layer.run
-    assert f'pip install --no-cache-dir "{docker.WHEEL}"' in install and "rm -rf /opt/dmlab" in install
+    assert f'pip install --no-cache-dir "numpy>=1.23" "{docker.WHEEL}"' in install and "rm -rf /opt/dmlab" in install
     assert {"libosmesa6", "libegl1"} <= set(layer.apt)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from puffer_core import EnvSpec, hookimpl
 from puffer_core.specs import CompatAxes, DockerLayer
-
 from puffer_plugin_nethack.compat import compat_axes, docker_layer
 from puffer_plugin_nethack.envs import (
     DEFAULT_OBSERVATION_KEYS,

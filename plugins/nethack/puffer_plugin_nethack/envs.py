@@ -113,7 +113,9 @@ def resolve_observation_keys(observation_keys: Any) -> tuple[str, ...] | None:
     if isinstance(observation_keys, str):
         observation_keys = (observation_keys,)
     if not isinstance(observation_keys, Iterable):
-        raise TypeError(f"observation_keys must be a tuple of key names, 'lean', 'all' or 'nle', not {observation_keys!r}")
+        raise TypeError(
+            f"observation_keys must be a tuple of key names, 'lean', 'all' or 'nle', not {observation_keys!r}"
+        )
     keys = tuple(observation_keys)
     unknown = [key for key in keys if key not in known]
     if unknown:

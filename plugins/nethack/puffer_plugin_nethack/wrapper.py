@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-__all__ = ["EndReason", "NetHackWrapper", "find_nle", "end_reason"]
+__all__ = ["EndReason", "NetHackWrapper", "end_reason", "find_nle"]
 
 # Indices into blstats (nle.nethack.NLE_BL_*), the same in nle 0.9 through 1.3.
 BL_GOLD, BL_SCORE, BL_DEPTH, BL_XP, BL_TIME = 13, 9, 12, 18, 20

@@ -7,11 +7,11 @@ import warnings
 
 import numpy as np
 import pytest
-from puffer_core.environments import make_raw
-
 from puffer_plugin_nethack import env_specs
 from puffer_plugin_nethack.envs import DEFAULT_OBSERVATION_KEYS, TASKS, resolve_observation_keys
 from puffer_plugin_nethack.wrapper import BL_DEPTH, BL_GOLD, BL_SCORE, BL_TIME, BL_XP, EndReason, NetHackWrapper
+
+from puffer_core.environments import make_raw
 
 nle = pytest.importorskip("nle")
 from nle import nethack  # noqa: E402
@@ -126,7 +126,7 @@ def test_observation_keys_variants():
     assert resolve_observation_keys("nle") is None
     assert resolve_observation_keys("tty_chars") == ("tty_chars",)
     assert resolve_observation_keys(["glyphs", "inv_strs"]) == ("glyphs", "inv_strs")
-    with pytest.raises(ValueError, match="unknown NLE observation key.*'glpyhs'.*glyphs"):
+    with pytest.raises(ValueError, match=r"unknown NLE observation key.*'glpyhs'.*glyphs"):
         resolve_observation_keys(("glpyhs",))
 
 

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import importlib.metadata
 
+import puffer_plugin_nethack
 import pytest
 from nethack_helpers import envs_json, run_python
+from puffer_plugin_nethack.envs import api_for_version, make_nethack
+from puffer_plugin_nethack.wrapper import EndReason, NetHackWrapper, end_reason, find_nle
+
 from puffer_core.adapters import LegacyGymEnv
 from puffer_core.plugins import load_plugins
 from puffer_core.specs import CompatAxes, DockerLayer
 
-import puffer_plugin_nethack
-from puffer_plugin_nethack.envs import api_for_version, make_nethack
-from puffer_plugin_nethack.wrapper import EndReason, NetHackWrapper, end_reason, find_nle
-
-IDS = {f"nethack/{task}" for task in ("nethack", "score", "staircase", "pet", "oracle", "gold", "eat", "scout",
-                                      "challenge")}
+IDS = {
+    f"nethack/{task}"
+    for task in ("nethack", "score", "staircase", "pet", "oracle", "gold", "eat", "scout", "challenge")
+}
 
 
 def test_plugin_loads_through_its_entry_point():
@@ -69,8 +71,16 @@ def test_installed_nle_matches_a_compat_version():
 
 @pytest.mark.parametrize(
     ("version", "api"),
-    [("0.9.1", "gym"), ("0.9.0", "gym"), ("0.7.3", "gym"), ("1.0.0", "gymnasium"), ("1.0.0rc1", "gymnasium"),
-     ("1.3.0", "gymnasium"), (None, "gymnasium"), ("not-a-version", "gymnasium")],
+    [
+        ("0.9.1", "gym"),
+        ("0.9.0", "gym"),
+        ("0.7.3", "gym"),
+        ("1.0.0", "gymnasium"),
+        ("1.0.0rc1", "gymnasium"),
+        ("1.3.0", "gymnasium"),
+        (None, "gymnasium"),
+        ("not-a-version", "gymnasium"),
+    ],
 )
 def test_api_for_version(version, api):
     assert api_for_version(version) == api

@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 import pytest
-import puffer_core
 from nethack_helpers import run_puffer
+
+import puffer_core
 from puffer_core.environments import make_raw
 
 pytest.importorskip("nle")

@@ -1,0 +1,111 @@
+"""The benchmark code path, tiny and fast: structure only, never timing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from puffer_core import bench
+
+
+def test_mp_settings_cover_one_worker_per_core_and_envpool():
+    assert bench.mp_settings(16, cpus=2) == [(1, 16), (2, 16), (2, 8), (4, 16), (4, 8)]
+    assert bench.mp_settings(3, cpus=2) == [(1, 3), (2, 3), (3, 3), (3, 1)]
+    assert bench.mp_settings(1, cpus=8) == [(1, 1)]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    calls = []
+    result = bench.run_bench(
+        "classic/cartpole",
+        num_envs=2,
+        seconds=0.05,
+        warmup=0.01,
+        settings=[(1, 2), (2, 1)],
+        progress=lambda name, i, total: calls.append((name, i, total)),
+    )
+    return result, calls
+
+
+def test_run_bench_rows(rows):
+    result, calls = rows
+    names = [r["name"] for r in result]
+    assert names[0] == "raw env loop (1 env)"
+    assert "Serial" in names
+    assert "Multiprocessing w=1 b=2" in names and "Multiprocessing w=2 b=1" in names
+    assert "gymnasium AsyncVectorEnv (shared memory)" in names
+    keys = {
+        "name",
+        "kind",
+        "backend",
+        "num_envs",
+        "num_workers",
+        "batch_size",
+        "sps",
+        "ratio_vs_raw",
+        "ratio_vs_serial",
+        "ratio_vs_async",
+        "ratio_vs_pufferlib",
+        "env",
+    }
+    for row in result:
+        assert keys <= set(row), row
+        assert row["env"] == "classic/cartpole"
+        assert row["error"] is None, row
+        assert row["sps"] > 0
+        assert row["ratio_vs_raw"] is not None and row["ratio_vs_serial"] is not None
+    serial = next(r for r in result if r["backend"] == "serial")
+    assert serial["ratio_vs_serial"] == 1.0
+    mp = next(r for r in result if r["name"] == "Multiprocessing w=2 b=1")
+    assert (mp["num_workers"], mp["batch_size"], mp["num_envs"]) == (2, 1, 2)
+    emulation = [r for r in result if r["kind"] == "emulation"]
+    assert len(emulation) == 1 and emulation[0]["overhead"] > 0
+    # progress saw every measured configuration, in order, with a stable total
+    assert [c[1] for c in calls] == list(range(len(calls)))
+    assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
+
+
+def test_failing_configuration_is_reported_not_raised():
+    result = bench.run_bench(
+        "classic/cartpole",
+        num_envs=2,
+        seconds=0.02,
+        warmup=0.0,
+        include_peers=False,
+        include_emulation=False,
+        settings=[(3, 2)],
+    )
+    bad = next(r for r in result if r["name"] == "Multiprocessing w=3 b=2")
+    assert bad["sps"] is None and "APIUsageError" in bad["error"]
+    assert bad["ratio_vs_serial"] is None
+
+
+def test_render_table(rows):
+    result, _ = rows
+    table = bench.render_table(result)
+    assert isinstance(table, Table)
+    assert table.row_count == len(result)
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "Serial" in text and "vs AsyncVectorEnv" in text and "1.00×" in text
+
+
+def test_run_standard_writes_json_and_markdown(tmp_path):
+    document = bench.run_standard(
+        tmp_path, seconds=0.02, rounds=1, envs={"classic/cartpole": 2, "nope/missing": 2}, include_peers=False
+    )
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data == json.loads(json.dumps(document))
+    assert set(data) >= {"machine", "results", "skipped", "seconds", "rounds"}
+    assert list(data["results"]) == ["classic/cartpole"]
+    assert any("nope/missing" in note for note in data["skipped"])
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "## classic/cartpole (2 envs)" in markdown
+    assert "| configuration | workers | batch | steps/s |" in markdown
+    assert "nope/missing" in markdown
+    assert not (tmp_path / "bench.json.tmp").exists()
