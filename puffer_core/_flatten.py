@@ -202,11 +202,13 @@ class ObservationLayout:
                 f"{self.root}: expected flat observations of shape (..., {self.size}) and dtype {self.flat_dtype}, "
                 f"got shape {x.shape} and dtype {x.dtype}"
             )
-        if x.dtype != np.uint8:
-            if x.strides[-1] != x.dtype.itemsize:
-                x = np.ascontiguousarray(x)
-            x = x.view(np.uint8)
-        return x
+        if x.shape[-1] > 1 and x.strides[-1] != x.dtype.itemsize:
+            # A copy here would silently break zero-copy views (and lose writes through them).
+            raise SpaceError(
+                f"{self.root}: flat observations need a contiguous last axis (stride {x.dtype.itemsize}), got "
+                f"strides {x.strides}; index rows rather than columns, or pass np.ascontiguousarray(x) (a copy)"
+            )
+        return x if x.dtype == np.uint8 else x.view(np.uint8)
 
     def unflatten(self, x: Any) -> Any:
         """Nested dict/tuple of views into ``x`` (shape ``(..., size)``); leading dims kept."""
@@ -218,15 +220,32 @@ class ObservationLayout:
         xb = self._as_bytes(row)
         return [_leaf_view(node, xb, xb.shape[:-1]) for _, node in self.leaves]
 
-    def writer(self, row: np.ndarray) -> Callable[[Any], None]:
+    def nest(self, leaves: list[Any]) -> Any:
+        """Arrange per-leaf values (buffer order, as ``views`` returns them) as the observation tree."""
+        it = iter(leaves)
+
+        def build(node: tuple) -> Any:
+            if node[0] == "leaf":
+                return next(it)
+            if node[0] == "dict":
+                return {key: build(child) for key, child in node[1]}
+            return tuple(build(child) for child in node[1])
+
+        return build(self.tree)
+
+    def writer(
+        self, row: np.ndarray, views: list[np.ndarray] | None = None, skip_identical: bool = False
+    ) -> Callable[[Any], None]:
         """A function ``write(obs)`` that copies a nested observation into ``row`` in place.
 
         Everything is resolved here, once: a single leaf becomes one ``dst[...] = obs``, a
         tree becomes generated straight-line code ``d0[...] = obs[k0]; d1[...] = obs[k1][k2]``
-        (no per-step loop, no key-path walking).
+        (no per-step loop, no key-path walking). ``views`` (from ``self.views(row)``) lets the
+        caller share the destination arrays; with ``skip_identical`` a leaf whose value *is*
+        its destination array (an env that writes into the buffer itself) is not copied.
         """
-        views = self.views(row)
-        if self.single_leaf:
+        views = self.views(row) if views is None else views
+        if self.single_leaf and not skip_identical:
             (dst,) = views
 
             def write(obs: Any) -> None:
@@ -241,10 +260,14 @@ class ObservationLayout:
             for j, key in enumerate(keys):
                 namespace[f"k{i}_{j}"] = key
                 access += f"[k{i}_{j}]"
-            lines.append(f"    d{i}[...] = {access}")
+            if skip_identical:
+                lines.append(f"    v = {access}")
+                lines.append(f"    if v is not d{i}: d{i}[...] = v")
+            else:
+                lines.append(f"    d{i}[...] = {access}")
         if len(lines) == 1:
             lines.append("    pass")
-        exec("\n".join(lines), namespace)
+        exec("\n".join(lines), namespace)  # source built above from our own names only
         return namespace["write"]
 
     def flatten(self, obs: Any, out: np.ndarray | None = None) -> np.ndarray:

@@ -15,8 +15,9 @@ Gymnasium API / PettingZoo Parallel API or returns None so the next adapter can 
     render modes chosen after construction.
 
 ``LegacyPettingZooAdapter`` (plugin ``pettingzoo-legacy``)
-    converts: PettingZoo Parallel envs of the pre-1.22 API (gym spaces, 4-tuple ``step``
-    with one ``dones`` dict, ``reset`` without infos) to the current Parallel API, and
+    converts: PettingZoo Parallel envs of the pre-1.23 API (gym spaces, 4-tuple ``step``
+    with one ``dones`` dict before 1.22, ``reset`` without infos before 1.23) to the
+    current Parallel API, and
     modern AEC envs to Parallel through PettingZoo's own ``aec_to_parallel`` (or
     ``turn_based_aec_to_parallel`` for turn-based games, which are not parallelizable).
     cannot: old (pre-1.22) AEC envs — convert those with their own package's
@@ -143,21 +144,24 @@ class GymAdapter:
         return None
 
 
+def _old_pettingzoo() -> bool:
+    """True when the installed pettingzoo predates the reset-returns-infos API (1.23)."""
+    try:
+        import pettingzoo
+    except ImportError:
+        return False
+    return _version_tuple(pettingzoo.__version__) < (1, 23)
+
+
 def _is_legacy_parallel(env: Any) -> bool:
-    """Pre-1.22 PettingZoo Parallel envs: gym spaces or an old pettingzoo package."""
+    """Pre-1.23 PettingZoo Parallel envs: gym spaces or an old pettingzoo package."""
     if not hasattr(env, "possible_agents") or hasattr(env, "agent_iter"):
         return False
     try:
         space = LegacyParallelEnv._space(env, "observation", env.possible_agents[0])
     except (AttributeError, KeyError, IndexError, TypeError):
         return False
-    if not isinstance(space, gspaces.Space):
-        return True
-    try:
-        import pettingzoo
-    except ImportError:
-        return False
-    return _version_tuple(pettingzoo.__version__) < (1, 22)
+    return not isinstance(space, gspaces.Space) or _old_pettingzoo()
 
 
 class LegacyParallelEnv:
@@ -233,8 +237,10 @@ class LegacyPettingZooAdapter:
             # Turn-based games (chess, connect four) are not parallelizable: every agent gets
             # an action each step and only the agent whose turn it is acts.
             if (getattr(env, "metadata", None) or {}).get("is_parallelizable", False):
-                return aec_to_parallel(env)
-            return turn_based_aec_to_parallel(env)
+                parallel = aec_to_parallel(env)
+            else:
+                parallel = turn_based_aec_to_parallel(env)
+            return LegacyParallelEnv(parallel) if _old_pettingzoo() else parallel
         if _is_legacy_parallel(env):
             return LegacyParallelEnv(env)
         return None

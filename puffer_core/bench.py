@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.vector.base import available_cpus
+
 __all__ = ["STANDARD", "mp_settings", "render_markdown", "render_table", "run_bench", "run_standard"]
 
 #: The standard set: env id → num_envs.
@@ -149,7 +151,7 @@ def mp_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]
     from puffer_core.errors import APIUsageError
     from puffer_core.vector.base import check_counts
 
-    cpus = cpus or os.cpu_count() or 1
+    cpus = cpus or available_cpus()
     out = []
     for workers in sorted({1, min(cpus, num_envs), min(2 * cpus, num_envs)}):
         for batch in (num_envs, num_envs // 2):
@@ -248,7 +250,7 @@ def _cases(
         label = f"Multiprocessing w={workers} b={batch}"
         cases.append(puffer_case(label, "multiprocessing", workers, batch))
     if include_ray and importlib.util.find_spec("ray") is not None:
-        workers = min(num_envs, os.cpu_count() or 1)
+        workers = min(num_envs, available_cpus())
         cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))
     if include_peers:
         probe = raw_creator()
@@ -285,7 +287,7 @@ def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int)
 
 def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> list[_Case]:
     cases = []
-    cpus = os.cpu_count() or 1
+    cpus = available_cpus()
 
     def case(name: str, backend_name: str, workers: int, batch: int) -> _Case:
         def build() -> Any:

@@ -280,9 +280,13 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
         print_json(report.to_json())
     else:
         for line, result in zip(iter_lines(report), report.results):
-            console.print(line, style="green" if result.passed else "red", highlight=False, markup=False)
+            style = "yellow" if result.skipped else "green" if result.passed else "red"
+            console.print(line, style=style, highlight=False, markup=False)
         failed = sum(not r.passed for r in report.results)
-        summary = f"{len(report.results) - failed} passed, {failed} failed"
+        skipped = sum(r.skipped for r in report.results)
+        summary = f"{len(report.results) - failed - skipped} passed, {failed} failed"
+        if skipped:
+            summary += f", {skipped} skipped (missing packages)"
         console.print(summary, style="bold green" if not failed else "bold red", highlight=False)
     if not report.passed:
         sys.exit(1)

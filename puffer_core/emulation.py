@@ -42,6 +42,7 @@ __all__ = [
     "PettingZooEmulator",
     "emulate",
     "observation_dtype",
+    "offer_observation_buffer",
     "to_parallel",
 ]
 
@@ -66,6 +67,11 @@ class Buffers:
             truncations=np.zeros(num_agents, bool),
             masks=np.zeros(num_agents, bool),
         )
+
+    def copy_into(self, other: Buffers) -> None:
+        """Copy every array's contents into ``other``'s arrays (same shapes)."""
+        for name in ("observations", "rewards", "terminals", "truncations", "masks"):
+            getattr(other, name)[...] = getattr(self, name)
 
     def check(self, num_agents: int, observation_space: spaces.Box, owner: str) -> None:
         """Raise APIUsageError naming the first array that does not fit the env."""
@@ -98,6 +104,23 @@ def _scalar_store(array: np.ndarray) -> Any:
         return array
 
 
+def offer_observation_buffer(env: Any, views: Any) -> bool:
+    """Offer ``views`` (the observation tree of zero-copy views into the buffer row) to the
+    first layer of ``env``'s wrapper chain that defines ``puffer_bind_observation(views)``.
+
+    The method returns True to promise that, from then on, the observations the env returns
+    hold exactly these arrays, already filled in (an env whose engine writes into buffers it
+    is handed, like NLE's); the emulator then skips the copy of every leaf that *is* its
+    view. It returns False when it cannot, and the emulator copies as usual.
+    """
+    layer, depth = env, 0
+    while layer is not None and depth < 64:
+        if callable(getattr(type(layer), "puffer_bind_observation", None)):
+            return bool(layer.puffer_bind_observation(views))
+        layer, depth = getattr(layer, "env", None), depth + 1
+    return False
+
+
 def _compile_step(emu: GymnasiumEmulator) -> Any:
     """The emulator's ``step`` as a closure over everything it touches.
 
@@ -114,7 +137,8 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
     diagnose = layout.diagnose
     rewards, terminals, truncations = buf.rewards, buf.terminals, buf.truncations
     reward_mv, terminal_mv, truncation_mv = (_scalar_store(a) for a in (rewards, terminals, truncations))
-    dst = layout.views(row)[0] if layout.single_leaf else None
+    # One plain leaf is copied inline; a zero-copy env goes through the identity-checking writer.
+    dst = layout.views(row)[0] if layout.single_leaf and not emu.zero_copy else None
     write = emu._write
 
     def store_scalars(reward: Any, terminated: Any, truncated: Any) -> None:
@@ -164,11 +188,11 @@ class GymnasiumEmulator(gymnasium.Env):
         self.agents = list(self.possible_agents)
         self.metadata = getattr(env, "metadata", {})
         self.render_mode = getattr(env, "render_mode", None)
-        #: False when the env was already flat (a 1-D Box observation, a Discrete/Box action).
+        #: False when the env was already flat (a 1-D Box observation, a 0-based Discrete or 1-D Box action).
         self.emulated = not (
             isinstance(env.observation_space, spaces.Box)
             and len(env.observation_space.shape) == 1
-            and (self.action_layout.passthrough or self.action_layout.mode == "discrete")
+            and (self.action_layout.passthrough or env.action_space == self.action_space)
         )
         if buf is None:
             buf = Buffers.allocate(1, self.observation_space)
@@ -177,11 +201,21 @@ class GymnasiumEmulator(gymnasium.Env):
         self.buf = buf
         self._compile()
 
+    def attach(self, buf: Buffers) -> None:
+        """Write into ``buf`` from now on (e.g. rows of shared memory handed out after construction)."""
+        buf.check(1, self.observation_space, type(self.env).__name__)
+        self.buf.copy_into(buf)
+        self.buf = buf
+        self._compile()
+
     def _compile(self) -> None:
         """Build the per-step closures (again after unpickling: generated code does not pickle,
         and views must be taken afresh from the unpickled buffer)."""
         self._obs = self.buf.observations[0]
-        self._write = self.obs_layout.writer(self._obs)
+        views = self.obs_layout.views(self._obs)
+        #: True when the env took the offer to write observations into the buffer itself.
+        self.zero_copy = offer_observation_buffer(self.env, self.obs_layout.nest(views))
+        self._write = self.obs_layout.writer(self._obs, views, skip_identical=self.zero_copy)
         self._to_env_action = self.action_layout.fast_unflatten()
         self.step = _compile_step(self)
 
@@ -292,6 +326,13 @@ class PettingZooEmulator:
         self.buf = buf
         self._live: set = set()
         self.done = False
+        self._compile()
+
+    def attach(self, buf: Buffers) -> None:
+        """Write into ``buf`` from now on (e.g. rows of shared memory handed out after construction)."""
+        buf.check(self.num_agents, self.observation_space, type(self.env).__name__)
+        self.buf.copy_into(buf)
+        self.buf = buf
         self._compile()
 
     def _compile(self) -> None:

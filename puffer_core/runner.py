@@ -14,6 +14,9 @@ from gymnasium import spaces
 
 __all__ = ["RunResult", "random_actions", "run_random"]
 
+#: Numeric info keys that say where an info came from rather than how an episode went.
+NOT_STATISTICS = frozenset({"env_id", "agent_id", "worker"})
+
 
 def random_actions(space: spaces.Space, count: int, rng: np.random.Generator) -> np.ndarray:
     """``count`` uniformly random flat actions for a Discrete, MultiDiscrete or Box space."""
@@ -117,6 +120,8 @@ def run_random(
             for info in _episode_infos(infos):
                 episodes += 1
                 for key, value in info.items():
+                    if key in NOT_STATISTICS:
+                        continue
                     if isinstance(value, (Real, np.number)) and not isinstance(value, bool):
                         totals[key] += float(value)
             if cursor + rows > len(chunk):

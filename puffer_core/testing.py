@@ -36,12 +36,15 @@ class CheckResult:
     passed: bool
     detail: str = ""
     seconds: float = 0.0
+    #: Not run because the env's own package is missing here (neither passed nor failed).
+    skipped: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "check": self.name,
             "passed": self.passed,
+            "skipped": self.skipped,
             "detail": self.detail,
             "seconds": round(self.seconds, 3),
         }
@@ -54,14 +57,19 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        return bool(self.results) and all(r.passed for r in self.results)
+        ran = [r for r in self.results if not r.skipped]
+        return bool(ran) and all(r.passed for r in ran)
 
     def summary(self) -> str:
-        lines = [f"{'PASS' if r.passed else 'FAIL'} {r.target}: {r.name} {r.detail}".rstrip() for r in self.results]
+        lines = [f"{_mark(r, 'SKIP', 'PASS', 'FAIL')} {r.target}: {r.name} {r.detail}".rstrip() for r in self.results]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         return {"target": self.target, "passed": self.passed, "results": [r.to_json() for r in self.results]}
+
+
+def _mark(result: CheckResult, skipped: str, passed: str, failed: str) -> str:
+    return skipped if result.skipped else passed if result.passed else failed
 
 
 def assert_trees_equal(a: Any, b: Any, path: str = "obs") -> None:
@@ -111,18 +119,23 @@ def _agents_of(env: Any) -> list[str] | None:
     return list(env.possible_agents) if hasattr(env, "possible_agents") else None
 
 
-def _sample_actions(env: Any, agents: list[str] | None, live: list[str] | None) -> Any:
-    if agents is None:
-        return env.action_space.sample()
-    return {agent: env.action_space(agent).sample() for agent in (live or [])}
+class _ActionSampler:
+    """Seeded random actions; holds each agent's space since some envs build a new one per call."""
 
+    def __init__(self, env: Any, seed: int | None = None):
+        self.agents = _agents_of(env)
+        if self.agents is None:
+            self.spaces = {None: env.action_space}
+        else:
+            self.spaces = {agent: env.action_space(agent) for agent in self.agents}
+        if seed is not None:
+            for i, space in enumerate(self.spaces.values()):
+                space.seed(seed + i)
 
-def _seed_action_spaces(env: Any, agents: list[str] | None, seed: int) -> None:
-    if agents is None:
-        env.action_space.seed(seed)
-    else:
-        for i, agent in enumerate(agents):
-            env.action_space(agent).seed(seed + i)
+    def sample(self, live: list[str] | None) -> Any:
+        if self.agents is None:
+            return self.spaces[None].sample()
+        return {agent: self.spaces[agent].sample() for agent in (live or [])}
 
 
 def _rollout(env_id: str, plugins: PluginSet, seed: int, steps: int) -> list[Any]:
@@ -131,16 +144,15 @@ def _rollout(env_id: str, plugins: PluginSet, seed: int, steps: int) -> list[Any
 
     env = make_raw(env_id, plugins=plugins)
     try:
-        agents = _agents_of(env)
-        _seed_action_spaces(env, agents, seed)
+        sampler = _ActionSampler(env, seed)
         obs, _ = env.reset(seed=seed)
         trace = [obs]
         for _ in range(steps):
-            result = env.step(_sample_actions(env, agents, getattr(env, "agents", None)))
+            result = env.step(sampler.sample(getattr(env, "agents", None)))
             trace.append(result[0])
-            if agents is None and (result[2] or result[3]):
+            if sampler.agents is None and (result[2] or result[3]):
                 break
-            if agents is not None and not env.agents:
+            if sampler.agents is not None and not env.agents:
                 break
         return trace
     finally:
@@ -154,6 +166,7 @@ def _contract(env_id: str, plugins: PluginSet, steps: int) -> str:
     env = make_raw(env_id, plugins=plugins)
     try:
         agents = _agents_of(env)
+        sampler = _ActionSampler(env, seed=0)
         reset = env.reset(seed=0)
         assert isinstance(reset, tuple) and len(reset) == 2, f"reset() must return (obs, info), got {type(reset)}"
         obs, info = reset
@@ -167,7 +180,7 @@ def _contract(env_id: str, plugins: PluginSet, steps: int) -> str:
                 assert space.contains(value), f"reset() observation of {agent!r} is outside its observation_space"
         count = 0
         for count in range(1, steps + 1):
-            result = env.step(_sample_actions(env, agents, getattr(env, "agents", None)))
+            result = env.step(sampler.sample(getattr(env, "agents", None)))
             assert isinstance(result, tuple) and len(result) == 5, "step() must return a 5-tuple"
             obs, reward, terminated, truncated, info = result
             if agents is None:
@@ -252,8 +265,18 @@ def _envs_for(target: str, plugins: PluginSet) -> list[str]:
 def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None = None) -> CheckReport:
     """Run every conformance check on one environment."""
     plugins = get_plugins() if plugins is None else plugins
+    from puffer_core.environments import missing_requirements
+
     checks = _Checks(env_id)
     if not checks.run("spec", lambda: plugins.get_spec(env_id).description or "found"):
+        return checks.report
+    spec = plugins.get_spec(env_id)
+    missing = missing_requirements(spec)
+    if missing:
+        hint = spec.install_hint or f"pip install {' '.join(missing)}"
+        checks.report.results.append(
+            CheckResult(env_id, "env checks", True, f"not run: needs {', '.join(missing)} ({hint})", skipped=True)
+        )
         return checks.report
     checks.run("reset/step contract and spaces", lambda: _contract(env_id, plugins, steps))
     checks.run("determinism by seed", lambda: _determinism(env_id, plugins, steps))
@@ -302,4 +325,4 @@ def check(target: str, steps: int = DEFAULT_STEPS) -> CheckReport:
 
 def iter_lines(report: CheckReport) -> Iterator[str]:
     for r in report.results:
-        yield f"{'✓' if r.passed else '✗'} {r.target}: {r.name}" + (f" — {r.detail}" if r.detail else "")
+        yield f"{_mark(r, '-', '✓', '✗')} {r.target}: {r.name}" + (f" — {r.detail}" if r.detail else "")

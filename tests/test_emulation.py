@@ -565,3 +565,107 @@ def test_emulators_survive_pickling():
     multi = pickle.loads(pickle.dumps(PettingZooEmulator(DyingEnv())))
     obs, _ = multi.reset()
     np.testing.assert_array_equal(obs[:2], [[0, 1], [0, 2]])
+
+
+class SelfWritingEnv(gymnasium.Env):
+    """Writes each observation into arrays it was handed, like NLE's engine does."""
+
+    observation_space = spaces.Dict({"a": spaces.Box(0, 9, (3,), np.int16), "b": spaces.Box(0, 9, (2,), np.uint8)})
+    action_space = spaces.Discrete(2)
+
+    def __init__(self, accept=True):
+        self.accept = accept
+        self.arrays = {"a": np.zeros(3, np.int16), "b": np.zeros(2, np.uint8)}
+        self.offered = None
+
+    def puffer_bind_observation(self, views):
+        self.offered = views
+        if self.accept:
+            self.arrays = views
+        return self.accept
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        return self._observe(), {}
+
+    def _observe(self):
+        self.arrays["a"][...] = self.t
+        self.arrays["b"][...] = self.t + 1
+        return dict(self.arrays)
+
+    def step(self, action):
+        self.t += 1
+        return self._observe(), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("accept", [True, False])
+def test_envs_that_write_into_the_buffer_themselves_skip_the_copy(accept):
+    inner = SelfWritingEnv(accept)
+    emu = GymnasiumEmulator(gymnasium.wrappers.OrderEnforcing(inner))  # found through wrappers
+    assert emu.zero_copy is accept
+    assert all(np.shares_memory(v, emu.buf.observations) for v in inner.offered.values())
+    emu.reset()
+    obs, *_ = emu.step(0)
+    obs, *_ = emu.step(0)
+    views = emu.unflatten_observation(obs)
+    np.testing.assert_array_equal(views["a"], [2, 2, 2])
+    np.testing.assert_array_equal(views["b"], [3, 3])
+    assert np.shares_memory(inner.arrays["a"], emu.buf.observations) is accept
+
+
+def test_nle_zero_copy_reference_binder_matches_the_copying_path():
+    pytest.importorskip("nle")
+    from puffer_core.bench_emulation import NLEZeroCopy, _nethack
+
+    bound = GymnasiumEmulator(NLEZeroCopy(_nethack()))
+    copied = GymnasiumEmulator(_nethack())
+    assert bound.zero_copy and not copied.zero_copy
+    for emu in (bound, copied):
+        emu.env.unwrapped.nethack.set_initial_seeds(1, 2, False)
+    bound.reset()
+    copied.reset()
+    for action in [0, 1, 2, 3, 5, 7, 11, 13] * 3:
+        a, *_ = bound.step(action)
+        b, *_ = copied.step(action)
+        np.testing.assert_array_equal(a, b)
+    assert bound.unflatten_observation(a)["glyphs"].any()
+    # The engine writes straight into the emulator's buffer.
+    inner = bound.env.unwrapped.nethack._obs_buffers["glyphs"]
+    assert np.shares_memory(inner, bound.buf.observations)
+
+
+def test_emulation_overhead_benchmark_reports_both_loops():
+    from puffer_core.bench_emulation import emulation_overhead
+
+    result = emulation_overhead(lambda: gymnasium.make("CartPole-v1"), steps=400, rounds=2)
+    assert set(result) == {"raw_sps", "emulated_sps", "ratio"}
+    assert result["raw_sps"] > 0 and result["emulated_sps"] > 0 and 0.2 < result["ratio"] < 5
+
+
+def test_unflatten_refuses_rows_it_could_only_copy():
+    layout = ObservationLayout(NESTED_OBS)
+    columns = np.zeros((layout.size, 2), np.uint8)[:, 0]  # strided last axis
+    with pytest.raises(SpaceError, match="contiguous last axis"):
+        layout.unflatten(columns)
+    with pytest.raises(SpaceError, match=rf"shape \(\.\.\., {layout.size}\)"):
+        layout.unflatten(np.zeros(layout.size + 1, np.uint8))
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_attach_moves_an_emulator_onto_new_buffers(multi):
+    emu = PettingZooEmulator(DyingEnv()) if multi else GymnasiumEmulator(NestedEnv())
+    emu.reset(seed=0)
+    old = emu.buf
+    new = Buffers.allocate(emu.num_agents, emu.observation_space)
+    emu.attach(new)
+    assert emu.buf is new
+    np.testing.assert_array_equal(new.observations, old.observations)  # current state carried over
+    np.testing.assert_array_equal(new.masks, old.masks)
+    before = old.observations.copy()
+    actions = np.zeros((3,), np.int64) if multi else emu.action_space.sample()
+    obs, *_ = emu.step(actions)
+    assert np.shares_memory(obs, new.observations)
+    np.testing.assert_array_equal(old.observations, before)  # the old buffer is left alone
+    assert not np.array_equal(new.observations, before)
+    with pytest.raises(APIUsageError):
+        emu.attach(Buffers.allocate(emu.num_agents + 1, emu.observation_space))

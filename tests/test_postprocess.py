@@ -184,3 +184,21 @@ def test_multi_agent_stats_converts_aec_envs():
     assert hasattr(env.env, "aec_env")  # now a Parallel env
     obs, _ = env.reset(seed=0)
     assert set(obs) == {"player_1", "player_2"}
+
+
+def test_emulator_inlines_episode_stats_but_respects_an_overridden_step():
+    class Louder(EpisodeStats):
+        def step(self, action):
+            obs, reward, term, trunc, info = super().step(action)
+            return obs, reward * 10, term, trunc, {**info, "loud": True}
+
+    plain = GymnasiumEmulator(EpisodeStats(ScriptedEnv(length=2)))
+    loud = GymnasiumEmulator(Louder(ScriptedEnv(length=2)))
+    for emu in (plain, loud):
+        emu.reset()
+        emu.step(0)
+    _, reward, _, _, info = plain.step(0)
+    assert reward == 1.5 and info["episode_return"] == 2.0 and info["episode_length"] == 2
+    assert plain.env.episode_return == 2.0  # the bookkeeping lives on the EpisodeStats object
+    _, reward, _, _, info = loud.step(0)
+    assert reward == 15.0 and info["loud"] is True and info["episode_return"] == 2.0

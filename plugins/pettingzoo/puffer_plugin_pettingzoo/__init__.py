@@ -66,6 +66,10 @@ def puffer_compat_axes() -> CompatAxes:
         versions=PETTINGZOO_VERSIONS,
         python=("3.10", "3.11", "3.12", "3.13"),
         axes={"gymnasium": GYMNASIUM_VERSIONS},
+        # Releases up to 1.24.3 turn a 1-element action array into a Python scalar
+        # (pistonball), which NumPy 2.4 refuses ("only 0-dimensional arrays can be converted
+        # to Python scalars"); they are tried with the last NumPy they work with.
+        pins={version: {"numpy": "2.2.6"} for version in ("1.22.3", "1.23.1", "1.24.3")},
         extras=(),
         known_bad=(
             KnownBad(

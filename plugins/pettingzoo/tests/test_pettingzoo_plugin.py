@@ -67,6 +67,7 @@ def test_compat_axes_are_valid_and_exclude_what_release_metadata_forbids():
     assert bad(pettingzoo="1.25.0", gymnasium="1.2.0", python="3.13")
     assert not bad(pettingzoo="1.27.0", gymnasium="1.2.0", python="3.13")
     assert not bad(pettingzoo="1.24.3", gymnasium="0.29.1", python="3.12")
+    assert axes.pins["1.24.3"] == {"numpy": "2.2.6"} and "1.27.0" not in axes.pins
 
 
 def test_missing_pettingzoo_lists_envs_and_make_says_how_to_install(monkeypatch):
