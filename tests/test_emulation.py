@@ -669,3 +669,20 @@ def test_attach_moves_an_emulator_onto_new_buffers(multi):
     assert not np.array_equal(new.observations, before)
     with pytest.raises(APIUsageError):
         emu.attach(Buffers.allocate(emu.num_agents + 1, emu.observation_space))
+
+
+def test_ale_zero_copy_reference_binder_matches_the_copying_path():
+    pytest.importorskip("ale_py")
+    from puffer_core.bench_emulation import ALEZeroCopy, _breakout
+
+    bound = GymnasiumEmulator(ALEZeroCopy(_breakout()))
+    copied = GymnasiumEmulator(_breakout())
+    assert bound.zero_copy and not copied.zero_copy
+    a, _ = bound.reset(seed=3)
+    b, _ = copied.reset(seed=3)
+    np.testing.assert_array_equal(a, b)
+    for action in [1, 2, 3, 0] * 10:
+        a, *_ = bound.step(action)
+        b, *_ = copied.step(action)
+        np.testing.assert_array_equal(a, b)
+    assert a.any() and np.shares_memory(bound.env.unwrapped._get_obs(), bound.buf.observations)

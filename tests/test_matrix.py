@@ -298,3 +298,20 @@ def test_smoke_runs_make_reset_step_and_round_trip():
     assert report["ok"], report
     stages = {(s["stage"], s["env"]) for s in report["stages"]}
     assert ("emulation", "classic/probe_dict") in stages and ("step", "classic/probe_multiagent") in stages
+
+
+def test_dry_run_lists_cells_and_changes_nothing(tmp_path):
+    plugins = tmp_path / "plugins"
+    shutil.copytree(FIXTURE, plugins / "fixture")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        matrix,
+        ["run", "--dry-run", "--no-builtins", "--plugins-dir", str(plugins), "--out", str(out), "--python", "3.11"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "would run fixture-gymnasium1.2.0-py3.11: gymnasium==1.2.0 six==1.17.0" in result.output
+    assert "py3.99" not in result.output
+    assert not (out / "results.json").exists()
+    result = CliRunner().invoke(matrix, ["run", "--dry-run", "--plugins-dir", str(plugins), "--out", str(out),
+                                         "--python", "three"])
+    assert result.exit_code != 0 and "write versions like 3.12" in result.output

@@ -124,7 +124,7 @@ def test_docker_layer_snippets_cannot_smuggle_instructions(layer, field, fragmen
         DockerLayer(apt=("g++", "libc6-dev", "lua5.1", "python3.11-venv")),
         DockerLayer(pip=("nle==1.3.0", "pettingzoo[classic]>=1.24", "x @ https://example.invalid/x.whl")),
         DockerLayer(env={"PATH": "/opt/x/bin:$PATH", "GREETING": 'say "hi"'}),
-        DockerLayer(stages=(BuildStage("dmlab", "${BASE}", artifacts=("/opt/dmlab/deepmind_lab-1.0-py3-none-any.whl",)),)),
+        DockerLayer(stages=(BuildStage("dmlab", "${BASE}", artifacts=("/opt/dmlab/x.whl",)),)),
     ],
 )
 def test_docker_layer_accepts_ordinary_snippets(layer):

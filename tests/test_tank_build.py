@@ -55,7 +55,10 @@ def test_build_context_is_reproducible_and_lean(tmp_path):
     [
         ("puffertank", ("puffertank:base", "puffertank:envs", "puffertank:latest")),
         ("puffertank:dev", ("puffertank:dev-base", "puffertank:dev-envs", "puffertank:dev")),
-        ("localhost:5000/me/tank", ("localhost:5000/me/tank:base", "localhost:5000/me/tank:envs", "localhost:5000/me/tank:latest")),
+        (
+            "localhost:5000/me/tank",
+            ("localhost:5000/me/tank:base", "localhost:5000/me/tank:envs", "localhost:5000/me/tank:latest"),
+        ),
     ],
 )
 def test_image_tags(tag, expected):

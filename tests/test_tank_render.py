@@ -247,7 +247,10 @@ def test_run_steps_keep_plugin_order_and_stage_artifacts_are_copied():
     ("layers", "fragment"),
     [
         (
-            {"a": DockerLayer(stages=(BuildStage("same", "debian:12"),)), "b": DockerLayer(stages=(BuildStage("same", "debian:12"),))},
+            {
+                "a": DockerLayer(stages=(BuildStage("same", "debian:12"),)),
+                "b": DockerLayer(stages=(BuildStage("same", "debian:12"),)),
+            },
             "plugins 'a' and 'b' both declare a build stage named 'same'",
         ),
         ({"a": DockerLayer(env={"X": "1"}), "b": DockerLayer(env={"X": "2"})}, "set env var X differently"),

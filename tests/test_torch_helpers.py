@@ -104,3 +104,12 @@ def test_torch_is_not_imported_by_the_core():
     code = "import puffer_core, puffer_core.emulation, puffer_core.postprocess, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_works_on_any_device_without_touching_host_memory():
+    # Meta tensors have a device but no data: any host round-trip (.numpy(), .cpu()) would fail.
+    dtype = ObservationLayout(MIXED).dtype
+    source = torch.empty(5, dtype.itemsize, dtype=torch.uint8, device="meta")
+    nested = unflatten(source, dtype)
+    assert all(t.device.type == "meta" for t in _leaves(nested))
+    assert nested["image"].shape == (5, 3, 4, 2) and nested["stats"][1].dtype == torch.float32

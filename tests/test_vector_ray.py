@@ -67,7 +67,9 @@ def test_ray_async_batches_multiagent_and_infos(local_ray):
         env.async_reset(20)
         seen = set()
         agents = []
-        for _ in range(16):
+        deadline = time.monotonic() + 20
+        while len(seen) < 12 or not {0, 9} <= {row for row, agent in agents if agent == "agent_0"}:
+            assert time.monotonic() < deadline, (seen, agents)
             obs, rew, term, trunc, infos, ids, masks = env.recv()
             assert len(ids) == 6
             np.testing.assert_array_equal(obs[masks, 3], 20 + ids[masks] // 3)  # row ↔ env (seed + env index)

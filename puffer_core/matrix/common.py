@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.matrix.model import DEFAULT_PYTHON, version_key
@@ -136,7 +137,14 @@ def constraints_text(common: Mapping[str, Any]) -> str:
         for name, version in member["pins"].items():
             env_pkgs[canonicalize_name(name)] = f"{name}=={version}"
     companions: dict[str, str] = {}
-    for name in ("gymnasium", "gym", "pettingzoo", "shimmy", "numpy"):
+    extras = []
+    for member in members:
+        for item in member.get("extras", []):
+            try:
+                extras.append(Requirement(item).name)
+            except InvalidRequirement:
+                continue
+    for name in ("gymnasium", "gym", "pettingzoo", "shimmy", "numpy", *extras):
         key = canonicalize_name(name)
         if key in resolved and key not in env_pkgs:
             companions[key] = f"{resolved[key][0]}=={resolved[key][1]}"
@@ -148,7 +156,7 @@ def constraints_text(common: Mapping[str, Any]) -> str:
     lines.append("\n# environment packages and their pinned companions (from each plugin's newest passing cell)\n")
     lines += [line + "\n" for _, line in sorted(env_pkgs.items())]
     if companions:
-        lines.append("\n# companions as resolved in the joint cell\n")
+        lines.append("\n# companions and extras as resolved in the joint cell\n")
         lines += [line + "\n" for _, line in sorted(companions.items())]
     if dists:
         lines.append("\n# plugin distributions (installed from plugins/<name>/)\n")

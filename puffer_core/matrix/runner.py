@@ -619,7 +619,11 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
         summary.seconds = round(time.monotonic() - started, 2)
         return summary
     store.save()
-    _prebuild(todo, options, wheels, core_hash, report)
+    try:
+        _prebuild(todo, options, wheels, core_hash, report)
+    except BaseException:
+        procs.kill_all()  # an interrupt during a wheel build ends the build too
+        raise
 
     def work(item: tuple[Cell, str, PluginSource]) -> CellRecord:
         cell, input_hash, source = item

@@ -235,7 +235,10 @@ def serve_ca_bundle(path: pathlib.Path) -> Iterator[str]:
 
 
 def _wanted(path: pathlib.Path) -> bool:
-    return not any(part in EXCLUDED_NAMES or part.endswith(EXCLUDED_SUFFIXES) for part in path.parts)
+    parts = path.parts
+    if parts[:1] == ("plugins",) and len(parts) > 2 and parts[2] == "tests":
+        return False  # a plugin's tests do not run in the tank; leaving them out spares rebuilds
+    return not any(part in EXCLUDED_NAMES or part.endswith(EXCLUDED_SUFFIXES) for part in parts)
 
 
 def _tree(root: pathlib.Path, relative: str) -> list[str]:
@@ -356,6 +359,7 @@ def _stage_context(plan: BuildPlan, stage: str, plugin_names: list[str]) -> io.B
         DOCKERFILES["final"],
         "tank/puffertank-bashrc.sh",
         "tank/puffertank-entrypoint.sh",
+        "tank/puffertank-deps.py",
         *helpers,
         "pyproject.toml",
         "puffer_core",

@@ -42,7 +42,7 @@ TASKS: dict[str, tuple[str, str, str]] = {
     "challenge": (
         "nle.env.tasks",
         "NetHackChallenge",
-        "the NeurIPS 2021 NetHack Challenge: full keyboard, random character, not seedable (NetHackChallenge-v0)",
+        "the NeurIPS 2021 NetHack Challenge: full keyboard, random character (NetHackChallenge-v0)",
     ),
 }
 

@@ -7,8 +7,9 @@ puffer-core's gym adapter).
 Seeding. ``reset(seed=s)`` on a raw nle env only seeds gymnasium's ``np_random``, which
 nle never uses: the game keeps its own core and disp RNGs, seeded from system entropy.
 This wrapper keeps a numpy Generator seeded with ``s``; before every reset it draws a
-(core, disp) pair from it and hands them to ``NLE.seed(core, disp, reseed=False)``
-(``reseed=False`` stops NetHack re-seeding itself from the clock mid-game). So the same
+(core, disp) pair from it and hands them to nle's ``Nethack.set_initial_seeds(core, disp,
+reseed=False)``, which is what ``NLE.seed()`` does (``reseed=False`` stops NetHack
+re-seeding itself from the clock mid-game). So the same
 seed gives the same sequence of games, a different seed different games, and a reset
 without a seed continues the seeded sequence instead of replaying the first game.
 Before any seed is given, NetHack seeds itself as usual.
@@ -17,7 +18,6 @@ Before any seed is given, NetHack seeds itself as usual.
 from __future__ import annotations
 
 import enum
-import warnings
 from typing import Any
 
 import gymnasium
@@ -28,8 +28,9 @@ __all__ = ["EndReason", "NetHackWrapper", "end_reason", "find_nle"]
 # Indices into blstats (nle.nethack.NLE_BL_*), the same in nle 0.9 through 1.3.
 BL_GOLD, BL_SCORE, BL_DEPTH, BL_XP, BL_TIME = 13, 9, 12, 18, 20
 
-# NLE's StepStatus values (nle.env.base.NLE.StepStatus, tasks add TASK_SUCCESSFUL).
-_ABORTED, _DEATH, _TASK_SUCCESSFUL = -1, 1, 2
+# NLE's StepStatus values (nle.env.base.NLE.StepStatus: ABORTED -1, RUNNING 0, DEATH 1;
+# the goal tasks add TASK_SUCCESSFUL 2).
+_DEATH, _TASK_SUCCESSFUL = 1, 2
 
 _SEED_HIGH = 2**63 - 1  # NetHack takes an unsigned long; stay in int64 for numpy
 
@@ -46,12 +47,13 @@ class EndReason(enum.IntEnum):
 
 def find_nle(env: Any) -> Any:
     """The ``nle.env.base.NLE`` instance inside ``env`` (through wrappers and adapters)."""
-    seen = 0
     current = env
-    while current is not None and seen < 32:
-        if hasattr(current, "nethack") and hasattr(current, "_blstats_index"):
+    for _ in range(32):
+        if current is None:
+            break
+        # Skip gymnasium wrappers: gymnasium 0.29 forwards unknown attributes to the env inside.
+        if not isinstance(current, gymnasium.Wrapper) and hasattr(current, "_blstats_index"):
             return current
-        seen += 1
         current = getattr(current, "env", None)
     raise TypeError(f"{type(env).__name__} does not wrap an nle environment")
 
@@ -73,16 +75,12 @@ def end_reason(end_status: Any, is_ascended: bool, steps: int, max_steps: float 
 class NetHackWrapper(gymnasium.Wrapper):
     """Seeds NetHack from ``reset(seed=)``, adds ``info["episode_stats"]`` at episode end."""
 
-    #: only one warning per process for the unseedable challenge task
-    _warned_unseedable = False
-
     def __init__(self, env: gymnasium.Env):
         super().__init__(env)
         self.nle = find_nle(env)
         self._rng: np.random.Generator | None = None
-        self._last_blstats: np.ndarray | None = None  # sized at the first reset
-        # NetHackChallenge forbids seeding by design (its seed() raises).
-        self.seedable = type(self.nle).__name__ != "NetHackChallenge"
+        self._last_blstats: np.ndarray | None = None  # allocated at the first reset
+        #: the (core, disp) seeds of the current game, when the plugin chose them
         self.last_seeds: tuple[int, int] | None = None
 
     # -- seeding -----------------------------------------------------------------------
@@ -91,16 +89,12 @@ class NetHackWrapper(gymnasium.Wrapper):
         if self._rng is None:
             return
         core, disp = (int(x) for x in self._rng.integers(1, _SEED_HIGH, size=2, dtype=np.int64))
-        if not self.seedable:
-            if not NetHackWrapper._warned_unseedable:
-                NetHackWrapper._warned_unseedable = True
-                warnings.warn(
-                    "nethack/challenge cannot be seeded (NLE forbids it for the NetHack Challenge); "
-                    "reset(seed=...) does not make its games reproducible",
-                    stacklevel=3,
-                )
-            return
-        self.nle.seed(core, disp, False)
+        game = self.nle.nethack
+        # NetHackChallenge replaces its Nethack's seeding methods with ones that raise (the
+        # competition's rule: a submission may not pick its games). For training, the same
+        # seed-to-game contract as every other env matters more, so call the class's own
+        # method, which NetHackChallenge leaves alone; it is what NLE.seed() calls too.
+        type(game).set_initial_seeds(game, core, disp, False)
         self.last_seeds = (core, disp)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -120,30 +114,32 @@ class NetHackWrapper(gymnasium.Wrapper):
         return nle.last_observation[nle._blstats_index]
 
     def _remember_blstats(self) -> None:
-        # After the game ends NLE zeroes blstats, so keep the last in-game values.
         blstats = self._blstats()
-        if self._last_blstats is None:
-            self._last_blstats = np.zeros(blstats.shape, dtype=np.int64)
-        if blstats.any():
-            np.copyto(self._last_blstats, blstats, casting="unsafe")
+        if self._last_blstats is None or self._last_blstats.shape != blstats.shape:
+            self._last_blstats = np.zeros_like(blstats)
+        self._last_blstats[:] = blstats
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._remember_blstats()
-        if terminated or truncated:
-            nle = self.nle
-            reason = end_reason(
-                info.get("end_status"),
-                bool(info.get("is_ascended", False)),
-                getattr(nle, "_steps", 0),
-                getattr(nle, "_max_episode_steps", None),
-            )
-            if reason in (EndReason.TRUNCATED, EndReason.ABORTED):
-                # nle 1.x reports both flags at the step limit, nle 0.9 only done=True:
-                # the game did not end by itself, so this is a truncation.
-                terminated, truncated = False, True
-            info = dict(info)
-            info["episode_stats"] = self.episode_stats(reason)
+        if not (terminated or truncated):
+            # NLE zeroes blstats on the step the game ends (death, or its quitting at the
+            # step limit), so the statistics are those of the last step before it.
+            # One 27-int copy a step: nle overwrites its arrays in place.
+            self._last_blstats[:] = self._blstats()
+            return obs, reward, terminated, truncated, info
+        nle = self.nle
+        reason = end_reason(
+            info.get("end_status"),
+            bool(info.get("is_ascended", False)),
+            getattr(nle, "_steps", 0),
+            getattr(nle, "_max_episode_steps", None),
+        )
+        if reason in (EndReason.TRUNCATED, EndReason.ABORTED):
+            # nle 1.x reports both flags at the step limit, nle 0.9 only done=True:
+            # the game did not end by itself, so this is a truncation.
+            terminated, truncated = False, True
+        info = dict(info)
+        info["episode_stats"] = self.episode_stats(reason)
         return obs, reward, terminated, truncated, info
 
     def episode_stats(self, reason: EndReason) -> dict[str, Any]:
