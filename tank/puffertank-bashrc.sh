@@ -21,5 +21,6 @@ alias pp='puffer plugins'
 
 # Completion for the puffer command, generated when the image was built.
 if [ -r /etc/puffertank/puffer-completion.bash ]; then
+    # shellcheck source=/dev/null
     . /etc/puffertank/puffer-completion.bash
 fi

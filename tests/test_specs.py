@@ -77,7 +77,7 @@ SMUGGLING = [
     (DockerLayer(run=("USER nobody",)), "run", "FROM and USER"),
     (DockerLayer(run=("COPY / /host",)), "run", "Dockerfile instruction"),
     (DockerLayer(run=("RUN make",)), "run", "Dockerfile instruction"),
-    (DockerLayer(run=("ENTRYPOINT [\"sh\"]",)), "run", "Dockerfile instruction"),
+    (DockerLayer(run=('ENTRYPOINT ["sh"]',)), "run", "Dockerfile instruction"),
     (DockerLayer(stages=(BuildStage("s", "debian:12", run=("ok", "x\nUSER root")),)), "stages[s].run", "newline"),
     (DockerLayer(stages=(BuildStage("s", "debian:12", run=("USER root",)),)), "stages[s].run", "FROM and USER"),
     (DockerLayer(env={"A": "1\rRUN x"}), "env", "one-line"),

@@ -148,3 +148,16 @@ def test_ca_bundle_is_not_left_in_any_layer(client, built):
         history = " ".join(entry.get("CreatedBy", "") for entry in client.api.history(image))
         assert "BEGIN CERTIFICATE" not in history
         assert "PUFFER_CA_URL=http://127.0.0.1:" in history, "the build steps did not get the CA bundle"
+
+
+def test_building_on_a_missing_layer_says_which_to_build_first(client):
+    proc = subprocess.run(
+        [sys.executable, "-m", "puffer_core.tank.cli", "build", "--stage", "final", "--tag", "puffertank-absent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "image puffertank-absent:envs is not on this engine" in proc.stderr
+    assert "puffer tank build --stage envs" in proc.stderr

@@ -69,7 +69,7 @@ def test_generated_dockerfile_envs_is_current():
     command = re.search(r"^# Regenerate: (.+)$", text, re.MULTILINE).group(1)
     args = ["--check"]
     if command.startswith("puffer tank render"):
-        args = command.split()[3:] + ["--check"]
+        args = [*command.split()[3:], "--check"]
     proc = subprocess.run(
         [sys.executable, "-m", "puffer_core.tank.cli", "render", *args],
         cwd=ROOT,

@@ -398,9 +398,15 @@ def _stream(
         if "error" in chunk or "errorDetail" in chunk:
             message = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error") or "unknown error"
             if pending:
-                tail.append(pending)
+                tail.append(_plain(pending))
+            hint = ""
+            if plan.network != "host":
+                hint = (
+                    " (if a step could not download: an engine without a bridge network, such as "
+                    "`dockerd --bridge=none`, builds with network only under --network host)"
+                )
             raise BuildError(
-                f"building the {stage} layer ({DOCKERFILES[stage]}) failed: {message.strip()}",
+                f"building the {stage} layer ({DOCKERFILES[stage]}) failed: {_plain(message).strip()}{hint}",
                 stage=stage,
                 log_tail=tuple(tail[-30:]),
             )
@@ -408,7 +414,7 @@ def _stream(
             pending += chunk["stream"]
             *lines, pending = pending.split("\n")
             for line in lines:
-                line = line.rstrip("\r")
+                line = _plain(line).rstrip("\r")
                 if not line.strip():
                     continue
                 tail.append(line)
@@ -423,6 +429,14 @@ def _stream(
     if pending.strip():
         out("log", pending.rstrip())
     return image_id
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(text: str) -> str:
+    """The engine colours a step's stderr; the log here is plain text."""
+    return _ANSI.sub("", text)
 
 
 def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:

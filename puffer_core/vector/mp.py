@@ -8,27 +8,31 @@ Memory
     mailbox). Each worker runs an ``EnvGroup`` (the Serial engine) whose emulators write
     their observations into their rows in place.
 
-Synchronisation (spin politely, then block)
+Synchronisation (block by default; spin briefly only on a core nobody else needs)
     Commands and completions are words in shared memory: the main process writes
     ``seq << 8 | op`` into a worker's command word, the worker copies it into its done
-    word when finished. The waiting side first polls the word for ``spin_us``
-    microseconds, calling ``sched_yield()`` between looks so that it hands its core to
-    whoever has work (a spinning PufferLib worker instead takes the core from the main
-    process: 300 steps/s with 2 workers on 2 cores). Then it blocks: it raises its
-    "sleeping" flag, re-checks the word, and sleeps in ``read`` / ``poll`` on a pipe.
-    The other side writes one byte to that pipe only when the flag is up, so a wake-up
-    system call (about 15 µs of CPU in a VM, where it costs an inter-processor
-    interrupt) is paid only when someone really sleeps. A lock acquire/release between
-    the flag and the re-check (and between the word and the flag check) is the memory
-    fence that makes this lost-wake-up free. Pipe bytes are only hints; the words are the
-    truth.
+    word when finished. A waiting side raises its "sleeping" flag, re-checks the word and
+    sleeps in ``read`` / ``poll`` on a pipe; the other side writes one byte to that pipe
+    only when the flag is up. So a wake-up system call (about 15 µs of the waker's CPU in
+    this VM, where it costs an inter-processor interrupt) is paid only when someone really
+    sleeps. A lock acquire/release between the flag and the re-check (and between the
+    word and the flag check) is the memory fence that makes this free of lost wake-ups;
+    pipe bytes are only hints, the words are the truth.
+    * Spinning: before sleeping, a side may poll its word for a while, but only where it
+      cannot take a core from one of ours: workers when ``num_workers <= cpus`` (each has
+      a core), the main process when ``num_workers < cpus`` (a core is left for it). The
+      spin adapts to how long waits usually last (1.5× a moving average, at most
+      ``spin_us``, none when waits run longer than twice that), so heavy envs and
+      trainers that think between steps get plain blocking. Pure spinning is what made
+      PufferLib's busy-waiting backend crawl at 300 steps/s with 2 workers on 2 cores; a
+      ``sched_yield`` spin was measured too and loses whenever other processes load the
+      machine (the yielded core is gone until the next tick). With more workers than
+      cores nothing spins at all.
     * The main process blocks in ``poll`` on its wake-up pipe together with every
       worker's process sentinel, with a deadline: a dead worker or one silent past
       ``timeout`` seconds is noticed at once, never waited on forever.
     * ``batch_size < num_envs`` returns whichever workers finished first (EnvPool-style),
       oldest command first among those.
-    Workers ≥ cores stays fast: a spinner yields its core to any runnable process and
-    sleeps after ``spin_us``; with ``spin_us=0`` nothing spins at all.
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -70,6 +74,7 @@ from puffer_core.vector.base import (
     EnvGroup,
     VectorEnv,
     action_buffer_spec,
+    available_cpus,
     batched_space,
     check_counts,
     check_seed,
@@ -79,8 +84,10 @@ from puffer_core.vector.base import (
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
-#: How long a waiting side polls (yielding its core between looks) before it sleeps.
-DEFAULT_SPIN_US = 50.0
+#: The longest a waiting side polls before it sleeps (where it may spin at all; see the
+#: module docstring); each side adapts within it to how long its waits usually last.
+DEFAULT_SPIN_US = 200.0
+_MIN_SPIN = 20e-6
 
 # Operations in a command word (main → worker): word = seq << 8 | op.
 _BUILD, _STEP, _RESET, _RESET_SEEDED, _QUIT = 1, 2, 3, 4, 5
@@ -250,7 +257,7 @@ def _worker_main(
     progress[0] = -1
     fence = threading.Lock()
     acquire, release = fence.acquire, fence.release
-    read, write, perf, yield_ = os.read, os.write, time.perf_counter, os.sched_yield
+    read, write, perf = os.read, os.write, time.perf_counter
 
     def finish(word: int, status: int, payload: bytes | None = None) -> None:
         """Publish completion of ``word``; wake the main process only if it sleeps."""
@@ -306,13 +313,15 @@ def _worker_main(
         else:
             finish(word, _OK)
         last = 0  # the command word as the main process left it (nothing sent yet)
+        started, idle = perf(), 0.0
         while True:
             # Wait for the next command word: spin politely, then sleep on the pipe.
             word = to_me[_CMD]
-            if word == last and spin:
-                end = perf() + spin
+            # Adaptive: spin about as long as the main process usually takes to answer; not
+            # at all when it thinks for long (a trainer's forward pass gets sleeping workers).
+            if word == last and spin and idle <= 2 * spin:
+                end = started + min(spin, max(_MIN_SPIN, 1.5 * idle))
                 while word == last and perf() < end:
-                    yield_()
                     word = to_me[_CMD]
             while word == last:
                 from_me[_SLEEPING] = 1
@@ -325,6 +334,7 @@ def _worker_main(
                     return
                 word = to_me[_CMD]
             from_me[_SLEEPING] = 0
+            idle = 0.7 * idle + 0.3 * (perf() - started)
             last = word
             op = word & 0xFF
             if op == _STEP and group is not None:
@@ -347,6 +357,7 @@ def _worker_main(
                 report(word, infos)
             else:
                 finish(word, _OK)
+            started = perf()
     except BrokenPipeError:
         pass
     finally:
@@ -408,8 +419,8 @@ class Multiprocessing(VectorEnv):
     command, default 60; env construction gets ``max(timeout, startup_timeout)``),
     ``start_method`` ("fork" on Linux by default, "spawn" / "forkserver" also work),
     ``info_buffer_bytes`` (per-worker mailbox for infos, default 256 KiB) and ``spin_us``
-    (microseconds a waiting side polls, yielding its core, before it sleeps; default
-    ``DEFAULT_SPIN_US``; 0 never spins).
+    (the longest a waiting side polls before it sleeps, where spinning cannot take a core
+    from another of our processes; default ``DEFAULT_SPIN_US``; 0 never spins).
     """
 
     backend = "multiprocessing"
@@ -436,7 +447,12 @@ class Multiprocessing(VectorEnv):
         self._seed = check_seed(seed)
         self.timeout = float(timeout)
         self._startup_timeout = float(startup_timeout)
-        self._spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
+        spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
+        cpus = available_cpus()
+        # Spinning never takes a core someone else of ours needs: workers spin only when each
+        # can have a core, the main process only when a core is left over for it.
+        self._spin = spin if workers < cpus else 0.0
+        self._worker_spin = spin if workers <= cpus else 0.0
 
         if start_method is None:
             start_method = "fork" if sys.platform.startswith("linux") else "spawn"
@@ -573,6 +589,7 @@ class Multiprocessing(VectorEnv):
         self._infos: list[list] = [[] for _ in range(workers)]
         self._held: list[int] | None = None
         self._seq = 0
+        self._expected_wait = 0.0
         self._fence = threading.Lock()
         for w in range(workers):
             own = {cmd_r[w], data_w[w], done_w}
@@ -595,7 +612,7 @@ class Multiprocessing(VectorEnv):
                     parent_pid,
                     use_pdeathsig,
                     close_fds,
-                    self._spin,
+                    self._worker_spin,
                 ),
                 daemon=True,
             )
@@ -629,14 +646,23 @@ class Multiprocessing(VectorEnv):
         self._scan()
         if len(self._ready) >= needed:
             return
-        if self._spin:
-            perf, scan, ready, yield_ = time.perf_counter, self._scan, self._ready, os.sched_yield
-            end = perf() + self._spin
+        perf = time.perf_counter
+        start = perf()
+        # Adaptive: spin about as long as workers usually take; not at all when they take
+        # much longer than ``spin_us`` (heavy envs leave the cores to the workers).
+        expected = self._expected_wait
+        if self._spin and expected <= 2 * self._spin:
+            scan, ready = self._scan, self._ready
+            end = start + min(self._spin, max(_MIN_SPIN, 1.5 * expected))
             while perf() < end:
-                yield_()
                 scan()
                 if len(ready) >= needed:
+                    self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
                     return
+        self._block(needed, timeout, doing)
+        self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
+
+    def _block(self, needed: int, timeout: float, doing: str) -> None:
         main_ctl, acquire, release = self._main_ctl, self._fence.acquire, self._fence.release
         while len(self._ready) < needed:
             if not self._running:  # pragma: no cover - guarded by the state checks

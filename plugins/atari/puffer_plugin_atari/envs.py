@@ -110,6 +110,10 @@ def make_atari(
 
     # ALE renders grayscale directly; the preprocessing reads the screen from ALE itself.
     env = AtariEnv(frameskip=1, obs_type="grayscale" if grayscale else "rgb", **common, **ale_kwargs)
+    if env.get_action_meanings()[0] != "NOOP":
+        # No-op starts step action 0 as NOOP; a few minimal action sets (backgammon,
+        # video_checkers) have no NOOP at all, so those games start without no-ops.
+        noop_max = 0
     env = AtariPreprocessing(
         env,
         noop_max=noop_max,

@@ -130,6 +130,18 @@ def test_determinism_by_seed(preprocess):
     assert a.shape != c.shape or not np.array_equal(a, c)
 
 
+def test_games_without_noop_get_no_noop_starts():
+    def start_frames(**kwargs):
+        env = make_raw("atari/backgammon", **kwargs)
+        frames = {env.reset(seed=seed)[1]["episode_frame_number"] for seed in range(6)}
+        env.step(0)
+        env.close()
+        return frames
+
+    assert len(start_frames()) == 1  # no random no-op count: every reset starts alike
+    assert len(start_frames(full_action_space=True)) > 1  # action 0 is NOOP again: random no-ops
+
+
 def test_every_listed_game_is_known_to_ale():
     from ale_py import roms
     from puffer_plugin_atari.games import game_ids
