@@ -32,7 +32,7 @@ from gymnasium import spaces
 from puffer_core._flatten import ActionLayout, ObservationLayout, observation_dtype
 from puffer_core._multiagent import is_aec, is_parallel, to_parallel
 from puffer_core.errors import APIUsageError, SpaceError
-from puffer_core.postprocess import EpisodeStats, episode_info
+from puffer_core.postprocess import EpisodeStats, episode_info, kept_entries
 
 __all__ = [
     "ActionLayout",
@@ -132,6 +132,7 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
     env = emu.env
     stats = env if type(env) is EpisodeStats else None  # exact type: an overridden step must run
     env_step = stats.env.step if stats is not None else env.step
+    keep_keys = stats.keep_keys if stats is not None else ()
     to_env_action = emu._to_env_action
     layout, buf, row = emu.obs_layout, emu.buf, emu._obs
     diagnose = layout.diagnose
@@ -166,6 +167,8 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
             stats.episode_length += 1
             if terminated or truncated:
                 info = episode_info(info, stats.episode_return, stats.episode_length)
+            elif keep_keys:
+                info = kept_entries(info, keep_keys)
             else:
                 info = {}
         return row, reward, terminated, truncated, info

@@ -6,10 +6,14 @@ creator → ``puffer_adapt`` → ``puffer_wrappers`` → postprocess (episode st
 
 from __future__ import annotations
 
+import importlib.metadata as metadata
 import importlib.util
+import shlex
 from typing import Any
 
 import gymnasium
+
+from packaging.requirements import Requirement
 
 from puffer_core.errors import MissingDependencyError, PluginError
 from puffer_core.plugins import PluginSet, get_plugins
@@ -18,29 +22,36 @@ from puffer_core.specs import EnvSpec
 __all__ = ["make", "make_raw", "missing_requirements"]
 
 
-def missing_requirements(spec: EnvSpec) -> list[str]:
-    """Import names in ``spec.requires`` that cannot be found in this Python."""
-    missing = []
-    for module in spec.requires:
+def _requirement_met(requirement: str) -> bool:
+    if any(op in requirement for op in "<>=!~"):
+        req = Requirement(requirement)
         try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(module)
-    return missing
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            return False
+        return req.specifier.contains(installed, prereleases=True)
+    try:
+        return importlib.util.find_spec(requirement) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_requirements(spec: EnvSpec) -> list[str]:
+    """Entries of ``spec.requires`` this Python does not meet (missing module, wrong version)."""
+    return [requirement for requirement in spec.requires if not _requirement_met(requirement)]
 
 
 def _missing_error(spec: EnvSpec, modules: list[str]) -> MissingDependencyError:
-    hint = spec.install_hint or f"pip install {' '.join(modules)}"
+    hint = spec.install_hint or "pip install " + " ".join(shlex.quote(m) for m in modules)
     return MissingDependencyError(
-        f"{spec.id} needs the Python package(s) {', '.join(modules)}, which this Python cannot import. "
+        f"{spec.id} needs {', '.join(modules)}, which this Python does not have. "
         f"Install with: {hint}"
     )
 
 
 def _is_multiagent(env: Any) -> bool:
-    return hasattr(env, "possible_agents")
+    # isinstance first: hasattr on a gymnasium 0.29 wrapper warns about attribute forwarding.
+    return not isinstance(env, gymnasium.Env) and hasattr(env, "possible_agents")
 
 
 def _create(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
@@ -85,5 +96,6 @@ def make(env_id: str, **kwargs: Any) -> Any:
     if _is_multiagent(env):
         env = postprocess.MultiAgentEpisodeStats(env)
     else:
-        env = postprocess.EpisodeStats(env)
+        spec = get_plugins().get_spec(env_id)
+        env = postprocess.EpisodeStats(env, keep_keys=spec.step_info_keys)
     return emulation.emulate(env)

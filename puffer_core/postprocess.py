@@ -23,7 +23,7 @@ import numpy as np
 
 from puffer_core._multiagent import to_parallel
 
-__all__ = ["EpisodeStats", "MultiAgentEpisodeStats", "episode_info", "numeric_scalars"]
+__all__ = ["EpisodeStats", "MultiAgentEpisodeStats", "episode_info", "kept_entries", "numeric_scalars"]
 
 
 def _as_number(value: Any) -> Any:
@@ -59,6 +59,13 @@ def numeric_scalars(info: Any) -> dict:
     return out
 
 
+def kept_entries(info: Any, keys: tuple[str, ...]) -> dict:
+    """The entries of ``info`` named in ``keys`` (usually none: then ``{}``)."""
+    if not keys or not isinstance(info, Mapping):
+        return {}
+    return {key: info[key] for key in keys if key in info}
+
+
 def episode_info(info: Any, episode_return: Any, episode_length: int) -> dict:
     """The info reported on the step an episode ends."""
     out = numeric_scalars(info)
@@ -75,9 +82,12 @@ class EpisodeStats(gymnasium.Wrapper):
     which saves a Python call per step; subclasses that override ``step`` are left alone.
     """
 
-    def __init__(self, env: gymnasium.Env):
+    def __init__(self, env: gymnasium.Env, keep_keys: tuple[str, ...] = ()):
         super().__init__(env)
         self._env_step = env.step  # bound once: the hot path skips the attribute walk
+        #: Info keys passed through on ordinary steps when present (rare events such as
+        #: Atari's ``life_lost``); everything else is dropped until the episode ends.
+        self.keep_keys = tuple(keep_keys)
         self.episode_return = 0.0
         self.episode_length = 0
 
@@ -93,6 +103,8 @@ class EpisodeStats(gymnasium.Wrapper):
         self.episode_length += 1
         if terminated or truncated:
             return obs, reward, terminated, truncated, episode_info(info, self.episode_return, self.episode_length)
+        if self.keep_keys:
+            return obs, reward, terminated, truncated, kept_entries(info, self.keep_keys)
         return obs, reward, terminated, truncated, {}
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
@@ -73,10 +74,14 @@ class EnvSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     api: str = "gymnasium"
     description: str = ""
-    #: Import names the creator needs (``("nle",)``); checked before it is called.
+    #: What the creator needs, checked before it is called: import names (``"nle"``), or
+    #: distribution requirements with a version (``"ale-py>=0.9"``).
     requires: tuple[str, ...] = ()
     #: What to run when ``requires`` is missing, e.g. ``pip install nle``.
     install_hint: str = ""
+    #: Info keys kept on ordinary steps when present (rare events: each one sent costs
+    #: multiprocessing traffic); every other info entry waits for the episode's end.
+    step_info_keys: tuple[str, ...] = ()
 
     @property
     def plugin(self) -> str:
@@ -104,7 +109,13 @@ class EnvSpec:
             raise _fail(plugin, what, "api", f"must be a non-empty string, got {self.api!r}")
         if not isinstance(self.description, str):
             raise _fail(plugin, what, "description", "must be a string")
-        _check_str_tuple(plugin, what, "requires", self.requires)
+        for requirement in _check_str_tuple(plugin, what, "requires", self.requires):
+            if any(op in requirement for op in "<>=!~"):
+                try:
+                    Requirement(requirement)
+                except InvalidRequirement:
+                    raise _fail(plugin, what, "requires", f"holds {requirement!r}, not a requirement") from None
+        _check_str_tuple(plugin, what, "step_info_keys", self.step_info_keys)
         if not isinstance(self.install_hint, str):
             raise _fail(plugin, what, "install_hint", "must be a string")
 

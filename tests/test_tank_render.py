@@ -267,3 +267,10 @@ def test_run_steps_keep_plugin_order_and_stage_artifacts_are_copied():
 def test_clashes_and_bad_layers_name_the_plugins(layers, fragment):
     with pytest.raises(PluginError, match=re.escape(fragment)):
         render_envs(layers, Constraints.none())
+
+
+def test_header_values_cannot_start_an_instruction():
+    constraints = Constraints(("numpy==2.1.3",), "odd\nUSER root.txt")
+    text = render_envs(FIXTURE_LAYERS, constraints, command="puffer tank render --output x\nUSER root")
+    assert "\nUSER root" not in text
+    assert "odd?USER root.txt" in text and "--output x?USER root" in text

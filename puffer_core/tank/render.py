@@ -31,7 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
-from puffer_core.specs import DockerLayer
+from puffer_core.specs import CONTROL_CHAR_RE, DockerLayer
 from puffer_core.tank.errors import ConstraintsError, TankError
 
 __all__ = [
@@ -299,7 +299,9 @@ def render_envs(
         raise TankError(f"{base!r} is not an image reference")
 
     names = list(layers)
-    source = constraints.source
+    # Both end up in comment lines: a newline in a path must not start an instruction.
+    command = CONTROL_CHAR_RE.sub("?", command)
+    source = CONTROL_CHAR_RE.sub("?", constraints.source) if constraints.source else None
     out: list[str] = [
         "# GENERATED FILE: do not edit. PufferTank layer 2, the environments' system dependencies.",
         "# Rendered by `puffer tank render` from the DockerLayer of the plugins",

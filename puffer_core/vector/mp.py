@@ -8,7 +8,7 @@ Memory
     mailbox). Each worker runs an ``EnvGroup`` (the Serial engine) whose emulators write
     their observations into their rows in place.
 
-Synchronisation (block by default; spin briefly only on a core nobody else needs)
+Synchronisation (blocking by default)
     Commands and completions are words in shared memory: the main process writes
     ``seq << 8 | op`` into a worker's command word, the worker copies it into its done
     word when finished. A waiting side raises its "sleeping" flag, re-checks the word and
@@ -18,21 +18,22 @@ Synchronisation (block by default; spin briefly only on a core nobody else needs
     sleeps. A lock acquire/release between the flag and the re-check (and between the
     word and the flag check) is the memory fence that makes this free of lost wake-ups;
     pipe bytes are only hints, the words are the truth.
-    * Spinning: before sleeping, a side may poll its word for a while, but only where it
-      cannot take a core from one of ours: workers when ``num_workers <= cpus`` (each has
-      a core), the main process when ``num_workers < cpus`` (a core is left for it). The
-      spin adapts to how long waits usually last (1.5× a moving average, at most
-      ``spin_us``, none when waits run longer than twice that), so heavy envs and
-      trainers that think between steps get plain blocking. Pure spinning is what made
-      PufferLib's busy-waiting backend crawl at 300 steps/s with 2 workers on 2 cores; a
-      ``sched_yield`` spin was measured too and loses whenever other processes load the
-      machine (the yielded core is gone until the next tick). With more workers than
-      cores nothing spins at all.
     * The main process blocks in ``poll`` on its wake-up pipe together with every
       worker's process sentinel, with a deadline: a dead worker or one silent past
       ``timeout`` seconds is noticed at once, never waited on forever.
     * ``batch_size < num_envs`` returns whichever workers finished first (EnvPool-style),
       oldest command first among those.
+    * Optional spinning (``spin_us`` > 0): before sleeping, a side polls its word,
+      calling ``sched_yield()`` between looks, for about 1.5× its usual wait (at most
+      ``spin_us``; not at all when waits run longer than twice that), and only where it
+      cannot take a core from one of ours: workers when ``num_workers <= cpus``, the
+      main process when ``num_workers < cpus``. It saves the wake-up system calls on a
+      quiet machine. It is off by default because on a loaded one it measured no better
+      and sometimes worse: a spin without yielding that shares a core with the process
+      it waits for holds that core for its whole budget (about 400 µs per step seen
+      here), and a yielded core goes to other processes until the next tick. Pure
+      spinning is what made PufferLib's busy-waiting backend crawl at 300 steps/s with 2
+      workers on 2 cores; with more workers than cores nothing here ever spins.
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -84,9 +85,9 @@ from puffer_core.vector.base import (
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
-#: The longest a waiting side polls before it sleeps (where it may spin at all; see the
-#: module docstring); each side adapts within it to how long its waits usually last.
-DEFAULT_SPIN_US = 200.0
+#: The longest a waiting side polls before it sleeps (0: block at once; see the module
+#: docstring); each side adapts within it to how long its waits usually last.
+DEFAULT_SPIN_US = 0.0
 _MIN_SPIN = 20e-6
 
 # Operations in a command word (main → worker): word = seq << 8 | op.
@@ -257,7 +258,7 @@ def _worker_main(
     progress[0] = -1
     fence = threading.Lock()
     acquire, release = fence.acquire, fence.release
-    read, write, perf = os.read, os.write, time.perf_counter
+    read, write, perf, yield_ = os.read, os.write, time.perf_counter, os.sched_yield
 
     def finish(word: int, status: int, payload: bytes | None = None) -> None:
         """Publish completion of ``word``; wake the main process only if it sleeps."""
@@ -322,6 +323,7 @@ def _worker_main(
             if word == last and spin and idle <= 2 * spin:
                 end = started + min(spin, max(_MIN_SPIN, 1.5 * idle))
                 while word == last and perf() < end:
+                    yield_()
                     word = to_me[_CMD]
             while word == last:
                 from_me[_SLEEPING] = 1
@@ -652,9 +654,10 @@ class Multiprocessing(VectorEnv):
         # much longer than ``spin_us`` (heavy envs leave the cores to the workers).
         expected = self._expected_wait
         if self._spin and expected <= 2 * self._spin:
-            scan, ready = self._scan, self._ready
+            scan, ready, yield_ = self._scan, self._ready, os.sched_yield
             end = start + min(self._spin, max(_MIN_SPIN, 1.5 * expected))
             while perf() < end:
+                yield_()
                 scan()
                 if len(ready) >= needed:
                     self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)

@@ -70,7 +70,7 @@ def test_missing_deepmind_lab_says_how_to_get_it(no_deepmind_lab):
     with pytest.raises(MissingDependencyError) as caught:
         make_raw("dmlab/lt_chasm", plugins=plugins)
     message = str(caught.value)
-    assert "dmlab/lt_chasm needs the Python package(s) deepmind_lab" in message
+    assert "dmlab/lt_chasm needs deepmind_lab" in message
     assert "not on PyPI" in message and "PufferTank" in message
     assert "bazel build" in message and "build_pip_package" in message and "README" in message
 
