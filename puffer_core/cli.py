@@ -307,6 +307,18 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
     console.print(f"next: pip install -e {target} && puffer check {name} && pytest {target}/tests", highlight=False)
 
 
+def _register_subcommands() -> None:
+    # Command groups that live beside the code they drive.
+    from puffer_core.matrix.cli import matrix
+    from puffer_core.tank.cli import tank
+
+    cli.add_command(matrix)
+    cli.add_command(tank)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     cli(prog_name="puffer")
 

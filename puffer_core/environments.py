@@ -12,7 +12,6 @@ import shlex
 from typing import Any
 
 import gymnasium
-
 from packaging.requirements import Requirement
 
 from puffer_core.errors import MissingDependencyError, PluginError

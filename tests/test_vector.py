@@ -349,7 +349,9 @@ def test_close_is_idempotent_and_final(backend):
 
 def test_reset_mid_flight_discards_old_results():
     creator = functools.partial(CountingEnv, episode_length=100)
-    with vector.make(creator, num_envs=4, num_workers=2, batch_size=2, backend=MP) as env:
+    with vector.make(
+        creator, num_envs=4, num_workers=2, batch_size=2, backend=MP, vector_kwargs={"timeout": 5}
+    ) as env:  # a lost wake-up would surface as a WorkerError (timeout), not just a slow test
         env.async_reset(0)
         env.recv()
         env.send(np.ones(2, int))
@@ -366,6 +368,33 @@ def test_reset_mid_flight_discards_old_results():
             steps[ids] += 1
             env.send(np.ones(2, int))
         assert seen == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize(
+    ("workers", "batch", "spin"), [(4, 4, 0), (4, 1, 0), (2, 1, 0), (2, 2, 100), (1, 2, 100), (3, 3, 50)]
+)
+def test_many_fast_steps_never_lose_a_wakeup(workers, batch, spin):
+    # Thousands of hand-offs with a short timeout: a lost wake-up becomes a WorkerError.
+    creator = functools.partial(CountingEnv, episode_length=7)
+    with vector.make(
+        creator,
+        num_envs=workers * (2 if batch == 2 and workers == 1 else 1),
+        num_workers=workers,
+        batch_size=batch,
+        backend=MP,
+        vector_kwargs={"timeout": 3, "spin_us": spin},
+    ) as env:
+        env.async_reset(0)
+        steps = np.zeros(env.num_envs, int)
+        for i in range(1500):
+            obs, *_, ids, _ = env.recv()
+            np.testing.assert_array_equal(obs[:, 3], ids)  # rows are the envs they claim
+            steps[ids] += 1
+            env.send(np.ones(len(ids), int))
+            if i % 300 == 299:
+                env.async_reset(0)  # with commands still in flight
+        assert steps.min() > 0
+        assert env.lost_wakeups == 0
 
 
 def test_no_leaks_after_close():

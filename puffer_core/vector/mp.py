@@ -98,6 +98,7 @@ _OK, _INFO_MAILBOX, _INFO_PIPE, _ERROR = 0, 1, 2, 3
 _CMD, _SEED = 0, 1  # written by the main process
 _DONE, _STATUS, _INFO_LEN, _SLEEPING, _PROGRESS = 0, 1, 2, 3, 4  # written by the worker
 _SLOTS = 8
+_WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
 _LEN = struct.Struct("=Q")
 _HINT = b"\0"
 _ALIGN = 64
@@ -252,6 +253,8 @@ def _worker_main(
     to_me = _words(arrays["to_worker"][worker])
     from_me = _words(arrays["from_worker"][worker])
     main_ctl = _words(arrays["main"])
+    done_words = _words(arrays["from_worker"])  # every worker's done word: v * _SLOTS + _DONE
+    all_workers = range(_DONE, len(done_words), _SLOTS)
     mailbox = memoryview(arrays["mailbox"][worker])
     mailbox_size = len(mailbox)
     progress = from_me[_PROGRESS : _PROGRESS + 1]
@@ -271,7 +274,8 @@ def _worker_main(
         from_me[_DONE] = word
         acquire()  # fence: the done word is visible before we look at the flag
         release()
-        if main_ctl[0]:
+        flag = main_ctl[0]  # 0: awake; _WAKE_ANY: sleeping; a word: sleeping until all finish it
+        if flag == _WAKE_ANY or (flag == word and all(done_words[v] == word for v in all_workers)):
             try:
                 write(done_fd, _HINT)
             except BlockingIOError:  # the pipe is full of hints already
@@ -592,6 +596,8 @@ class Multiprocessing(VectorEnv):
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
+        #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
+        self.lost_wakeups = 0
         self._fence = threading.Lock()
         for w in range(workers):
             own = {cmd_r[w], data_w[w], done_w}
@@ -674,7 +680,12 @@ class Multiprocessing(VectorEnv):
             left = oldest + timeout - time.monotonic()
             if left <= 0:
                 self._timeout(set(self._running), timeout, doing)
-            main_ctl[0] = 1
+            # Waiting for every worker on one command word: only the last to finish wakes us
+            # (workers store their done word, fence, then check all of them: at least one
+            # of two simultaneous finishers sees the other's word). Otherwise anyone does.
+            words = {self._expected[w] for w in self._running}
+            every = needed == len(self._running) == self.num_workers and len(words) == 1
+            main_ctl[0] = words.pop() if every else _WAKE_ANY
             acquire()  # fence: the flag is visible before we re-check the done words
             release()
             self._scan()
@@ -684,7 +695,10 @@ class Multiprocessing(VectorEnv):
             events = self._poller.poll(max(1, int(left * 1000) + 1))
             main_ctl[0] = 0
             self._drain_hints()
+            before = len(self._ready)
             self._scan()
+            if not events and len(self._ready) > before:
+                self.lost_wakeups += 1  # finished without waking us: a protocol bug, counted
             if any(fd != self._done_r for fd, _ in events):
                 self._check_deaths(events)
 

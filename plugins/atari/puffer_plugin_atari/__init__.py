@@ -12,14 +12,17 @@ import functools
 from puffer_core import EnvSpec, hookimpl
 from puffer_core.specs import CompatAxes, DockerLayer
 from puffer_plugin_atari.compat import compat_axes, docker_layer
-from puffer_plugin_atari.envs import make_atari
+from puffer_plugin_atari.envs import MIN_ALE_PY, make_atari
 from puffer_plugin_atari.games import game_ids, title
 
 __version__ = "0.1.0"
 
 PLUGIN = "atari"
 
-__all__ = ["PLUGIN", "__version__", "env_specs"]
+#: What ``puffer envs`` and ``make`` suggest when ale-py is missing or older than MIN_ALE_PY.
+INSTALL_HINT = f"pip install -U 'ale-py>={MIN_ALE_PY}'"
+
+__all__ = ["INSTALL_HINT", "PLUGIN", "__version__", "env_specs"]
 
 
 def env_specs() -> list[EnvSpec]:
@@ -29,8 +32,13 @@ def env_specs() -> list[EnvSpec]:
             creator=functools.partial(make_atari, game),
             api="gymnasium",
             description=f"Atari 2600 {title(game)} (ALE v5: sticky actions; 84x84x4 grayscale unless preprocess=False)",
-            requires=("ale_py",),
-            install_hint="pip install ale-py",
+            # The import name catches a missing (or unimportable) ale-py, the versioned
+            # requirement an installed one too old to drive (0.8: no ROMs, gym API).
+            requires=("ale_py", f"ale-py>={MIN_ALE_PY}"),
+            install_hint=INSTALL_HINT,
+            # The per-life signal: present only on the steps a life is lost, so it costs
+            # (almost) no multiprocessing traffic.
+            step_info_keys=("life_lost",),
         )
         for game in game_ids()
     ]

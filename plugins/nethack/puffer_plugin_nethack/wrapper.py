@@ -13,17 +13,25 @@ re-seeding itself from the clock mid-game). So the same
 seed gives the same sequence of games, a different seed different games, and a reset
 without a seed continues the seeded sequence instead of replaying the first game.
 Before any seed is given, NetHack seeds itself as usual.
+
+Zero copy. NetHack's C engine writes every observation into numpy arrays it is handed
+(``set_buffers``), once, before the first reset. ``puffer_bind_observation`` (Puffer Core's
+emulator hook) hands it the emulator's own views into its flat buffer - in a vector env,
+rows of shared memory - so the game writes there directly and the emulator copies nothing.
+When it cannot (a game already started, keys or layouts that do not match), it says so and
+the emulator copies as usual.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
 
-__all__ = ["EndReason", "NetHackWrapper", "end_reason", "find_nle"]
+__all__ = ["EndReason", "NetHackWrapper", "bind_nle_buffers", "end_reason", "find_nle"]
 
 # Indices into blstats (nle.nethack.NLE_BL_*), the same in nle 0.9 through 1.3.
 BL_GOLD, BL_SCORE, BL_DEPTH, BL_XP, BL_TIME = 13, 9, 12, 18, 20
@@ -56,6 +64,62 @@ def find_nle(env: Any) -> Any:
             return current
         current = getattr(current, "env", None)
     raise TypeError(f"{type(env).__name__} does not wrap an nle environment")
+
+
+def _fits(view: Any, current: Any) -> bool:
+    """Whether NetHack can write into ``view`` instead of ``current`` (its own array for that key)."""
+    return (
+        isinstance(view, np.ndarray)
+        and isinstance(current, np.ndarray)
+        and view.shape == current.shape
+        and view.dtype == current.dtype  # exact: NetHack checks the C type, and byte order matters
+        and view.flags.c_contiguous
+        and view.flags.writeable
+        and view.flags.aligned
+    )
+
+
+def bind_nle_buffers(nle: Any, views: Any) -> bool:
+    """Make NetHack write the observation arrays named in ``views`` (a dict of arrays) into them.
+
+    Returns False, changing nothing, when it cannot: ``views`` is not a dict of arrays with
+    the shape, dtype and C layout of NetHack's own arrays for those keys, the game has
+    already been reset (NetHack takes buffers only before its first reset), or the nle in
+    use does not keep its buffers the way nle 0.9-1.3 do. On success, every observation nle
+    returns holds exactly these arrays (the same objects), filled in by the game.
+    """
+    if not isinstance(views, Mapping) or not views:
+        return False
+    nethack = getattr(nle, "nethack", None)
+    pynethack = getattr(nethack, "_pynethack", None)
+    buffers = getattr(nethack, "_obs_buffers", None)
+    returned = getattr(nethack, "_obs", None)
+    if pynethack is None or not isinstance(buffers, dict) or not isinstance(returned, tuple):
+        return False
+    if getattr(nethack, "_copy", False) or getattr(nle, "last_observation", ()):
+        return False  # observations are copies anyway / the game has started: too late
+    if not all(_fits(view, buffers.get(key)) for key, view in views.items()):
+        return False
+    arrays = list(views.values())
+    if any(np.may_share_memory(a, b) for i, a in enumerate(arrays) for b in arrays[i + 1 :]):
+        return False  # two keys in one place (exact for C-contiguous arrays): one would overwrite the other
+    # nle returns ``_obs``, a tuple of the arrays in ``_obs_buffers`` in observation-key order.
+    keys = {id(array): key for key, array in buffers.items()}
+    order = [keys.get(id(array)) for array in returned]
+    if None in order:
+        return False
+    rebound = {**buffers, **views}
+    try:
+        pynethack.set_buffers(**rebound)
+    except (RuntimeError, TypeError, ValueError):  # e.g. "set_buffers called after reset()"
+        try:  # NetHack checks before it assigns anything; restore anyway, should a check come later
+            pynethack.set_buffers(**buffers)
+        except (RuntimeError, TypeError, ValueError):
+            pass
+        return False
+    nethack._obs_buffers = rebound
+    nethack._obs = tuple(rebound[key] for key in order)
+    return True
 
 
 def end_reason(end_status: Any, is_ascended: bool, steps: int, max_steps: float | None) -> EndReason:
@@ -106,6 +170,12 @@ class NetHackWrapper(gymnasium.Wrapper):
         obs, info = self.env.reset(options=options)
         self._remember_blstats()
         return obs, info
+
+    # -- zero copy ---------------------------------------------------------------------
+
+    def puffer_bind_observation(self, views: Any) -> bool:
+        """Puffer Core's emulator hook: NetHack writes its observations straight into ``views``."""
+        return bind_nle_buffers(self.nle, views)
 
     # -- stepping ----------------------------------------------------------------------
 
