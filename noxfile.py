@@ -72,9 +72,9 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
     """The standard benchmark set; writes bench-results/bench.json and bench.md."""
+    # PufferLib is compared only when importable: 3.0.0 cannot be installed here (its build
+    # downloads raylib, and it pins numpy<2 / gymnasium 0.29.1), so this session omits it.
     install_project(session)
-    # PufferLib is a peer, not a dependency: compared only when it installs here.
-    session.run("uv", "pip", "install", "pufferlib==3.0.0", env=uv_env(), success_codes=[0, 1, 2], silent=True)
     out = session.posargs[0] if session.posargs else "bench-results"
     session.run("puffer", "bench", "--standard", out)
 

@@ -401,7 +401,10 @@ def _add_ratios(rows: list[dict]) -> list[dict]:
     }
     for row in rows:
         for key, base in baselines.items():
-            row[key] = round(row["sps"] / base, 3) if base and row.get("sps") else None
+            # The emulation row is its own interleaved raw-vs-emulated measurement: its
+            # figure is ``overhead``, not a ratio over other rows' loops.
+            usable = base and row.get("sps") and row["kind"] != "emulation"
+            row[key] = round(row["sps"] / base, 3) if usable else None
         if row.get("sps") is not None:
             row["sps"] = round(row["sps"], 1)
     return rows

@@ -235,27 +235,61 @@ def run_cmd(
 @click.argument("env_id", required=False)
 @click.option("--num-envs", default=16, show_default=True, type=click.IntRange(min=1), help="Envs per setting.")
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(min=0.1), help="Time per setting.")
+@click.option("--rounds", default=1, show_default=True, type=click.IntRange(min=1), help="Interleaved repetitions.")
 @click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
+@click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
-    env_id: str | None, num_envs: int, seconds: float, no_peers: bool, out_dir: str | None, as_json: bool
+    env_id: str | None,
+    num_envs: int,
+    seconds: float,
+    rounds: int,
+    no_peers: bool,
+    include_ray: bool,
+    out_dir: str | None,
+    as_json: bool,
 ) -> None:
     """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
 
-    Compares Serial, Multiprocessing (several worker/batch settings), gymnasium's
-    AsyncVectorEnv and PufferLib's vectorization when importable. --standard DIR runs
-    the standard set (what `nox -s bench` runs) and writes bench.json and bench.md.
+    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings),
+    gymnasium's AsyncVectorEnv and PufferLib's vectorization when importable, plus the
+    emulation overhead of one env. Ratios are against the peers of the same run.
+    --standard DIR runs the standard set (what `nox -s bench` runs) and writes
+    DIR/bench.json and DIR/bench.md.
     """
+    from rich.progress import Progress
+
     from puffer_core import bench
 
-    if out_dir is not None:
-        written = bench.run_standard(out_dir)
-        console.print(f"wrote {written}", highlight=False)
-        return
-    if env_id is None:
+    if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --standard DIR")
-    rows = bench.run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=not no_peers)
+    with Progress(console=err_console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("bench", total=None)
+
+        def progress(name: str, done: int, total: int) -> None:
+            bar.update(task, description=name, completed=done, total=total)
+
+        if out_dir is not None:
+            results = bench.run_standard(
+                out_dir, seconds=seconds, rounds=rounds, progress=progress, include_peers=not no_peers
+            )
+        else:
+            rows = bench.run_bench(
+                env_id,
+                num_envs=num_envs,
+                seconds=seconds,
+                include_peers=not no_peers,
+                progress=progress,
+                rounds=rounds,
+                include_ray=include_ray,
+            )
+    if out_dir is not None:
+        if as_json:
+            print_json(results)
+        else:
+            console.print(f"wrote {out_dir}/bench.json and {out_dir}/bench.md", highlight=False)
+        return
     if as_json:
         print_json(rows)
     else:

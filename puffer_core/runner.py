@@ -15,7 +15,7 @@ from gymnasium import spaces
 __all__ = ["RunResult", "random_actions", "run_random"]
 
 #: Numeric info keys that say where an info came from rather than how an episode went.
-NOT_STATISTICS = frozenset({"env_id", "agent_id", "worker"})
+NOT_STATISTICS = frozenset({"env_id", "agent", "agent_id", "worker"})
 
 
 def random_actions(space: spaces.Space, count: int, rng: np.random.Generator) -> np.ndarray:

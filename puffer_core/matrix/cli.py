@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import signal
 import sys
@@ -11,13 +12,34 @@ from typing import Any
 import click
 from rich.console import Console
 
-from puffer_core.cli import PufferGroup
+from puffer_core.errors import PufferError
 from puffer_core.matrix.store import MatrixError
 
 __all__ = ["main", "matrix"]
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 console = Console()
+err_console = Console(stderr=True)
+
+
+class MatrixGroup(click.Group):
+    """Errors as one-line messages, as the `puffer` command does (this group also runs on its own,
+    as `python -m puffer_core.matrix`, and puffer_core.cli imports this module, so it cannot
+    import puffer_core.cli back)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except PufferError as exc:
+            if os.environ.get("PUFFER_DEBUG"):
+                raise
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            err_console.print("interrupted: the cells recorded so far are kept; run again to resume")
+            sys.exit(130)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -28,7 +50,7 @@ def _out_dir(out: str | None) -> pathlib.Path:
     return pathlib.Path(out).resolve() if out else REPO_ROOT / "compat_matrix"
 
 
-@click.group("matrix", cls=PufferGroup)
+@click.group("matrix", cls=MatrixGroup)
 def matrix() -> None:
     """The compatibility matrix: which plugin versions work with which Python and companions.
 

@@ -8,7 +8,7 @@ Memory
     mailbox). Each worker runs an ``EnvGroup`` (the Serial engine) whose emulators write
     their observations into their rows in place.
 
-Synchronisation (blocking by default)
+Synchronisation (a short polite spin, then block)
     Commands and completions are words in shared memory: the main process writes
     ``seq << 8 | op`` into a worker's command word, the worker copies it into its done
     word when finished. A waiting side raises its "sleeping" flag, re-checks the word and
@@ -17,23 +17,25 @@ Synchronisation (blocking by default)
     this VM, where it costs an inter-processor interrupt) is paid only when someone really
     sleeps. A lock acquire/release between the flag and the re-check (and between the
     word and the flag check) is the memory fence that makes this free of lost wake-ups;
-    pipe bytes are only hints, the words are the truth.
+    pipe bytes are only hints, the words are the truth (``lost_wakeups`` counts any
+    completion noticed only by the timeout: the tests require 0).
+    * When the main process waits for every worker on one command, only the last worker
+      to finish wakes it (each checks all done words after its fence), not each of them.
     * The main process blocks in ``poll`` on its wake-up pipe together with every
       worker's process sentinel, with a deadline: a dead worker or one silent past
       ``timeout`` seconds is noticed at once, never waited on forever.
     * ``batch_size < num_envs`` returns whichever workers finished first (EnvPool-style),
       oldest command first among those.
-    * Optional spinning (``spin_us`` > 0): before sleeping, a side polls its word,
+    * Spinning (``spin_us``, default 100 µs): before sleeping, a side polls its word,
       calling ``sched_yield()`` between looks, for about 1.5× its usual wait (at most
       ``spin_us``; not at all when waits run longer than twice that), and only where it
       cannot take a core from one of ours: workers when ``num_workers <= cpus``, the
-      main process when ``num_workers < cpus``. It saves the wake-up system calls on a
-      quiet machine. It is off by default because on a loaded one it measured no better
-      and sometimes worse: a spin without yielding that shares a core with the process
-      it waits for holds that core for its whole budget (about 400 µs per step seen
-      here), and a yielded core goes to other processes until the next tick. Pure
-      spinning is what made PufferLib's busy-waiting backend crawl at 300 steps/s with 2
-      workers on 2 cores; with more workers than cores nothing here ever spins.
+      main process when ``num_workers < cpus``. Measured on CartPole, 2 workers, 2
+      cores: 131k steps/s blocking only, 215k with this spin. The yield matters: a
+      spin without it that shares a core with the process it waits for holds that core
+      for its whole budget (about 400 µs per step seen here), which is what made
+      PufferLib's busy-waiting backend crawl at 300 steps/s with 2 workers on 2 cores.
+      With more workers than cores nothing ever spins; ``spin_us=0`` turns it off.
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -85,9 +87,9 @@ from puffer_core.vector.base import (
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
-#: The longest a waiting side polls before it sleeps (0: block at once; see the module
-#: docstring); each side adapts within it to how long its waits usually last.
-DEFAULT_SPIN_US = 0.0
+#: The longest a waiting side polls (yielding its core) before it sleeps; each side adapts
+#: within it to how long its waits usually last (see the module docstring).
+DEFAULT_SPIN_US = 100.0
 _MIN_SPIN = 20e-6
 
 # Operations in a command word (main → worker): word = seq << 8 | op.
@@ -271,6 +273,8 @@ def _worker_main(
             from_me[_INFO_LEN] = len(payload)
         elif payload is not None:
             from_me[_INFO_LEN] = len(payload)
+        acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
+        release()
         from_me[_DONE] = word
         acquire()  # fence: the done word is visible before we look at the flag
         release()
@@ -340,6 +344,8 @@ def _worker_main(
                     return
                 word = to_me[_CMD]
             from_me[_SLEEPING] = 0
+            acquire()  # fence: read the actions / seed only after the word that published them
+            release()
             idle = 0.7 * idle + 0.3 * (perf() - started)
             last = word
             op = word & 0xFF
@@ -596,6 +602,7 @@ class Multiprocessing(VectorEnv):
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
+        self._uniform_word = _BUILD
         #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
         self.lost_wakeups = 0
         self._fence = threading.Lock()
@@ -645,6 +652,9 @@ class Multiprocessing(VectorEnv):
         """Move every running worker whose done word matches its command to ``_ready``."""
         from_w, expected = self._from_w, self._expected
         finished = [w for w in self._running if from_w[w * _SLOTS + _DONE] == expected[w]]
+        if finished:
+            self._fence.acquire()  # fence: read results only after the done words (weak CPUs)
+            self._fence.release()
         for w in finished:
             del self._running[w]
             self._complete(w)
@@ -676,16 +686,16 @@ class Multiprocessing(VectorEnv):
         while len(self._ready) < needed:
             if not self._running:  # pragma: no cover - guarded by the state checks
                 raise APIUsageError("recv() with no batch in flight; call send() first")
-            oldest = min(self._sent_at[w] for w in self._running)
+            running = self._running
+            oldest = min(map(self._sent_at.__getitem__, running))
             left = oldest + timeout - time.monotonic()
             if left <= 0:
-                self._timeout(set(self._running), timeout, doing)
+                self._timeout(set(running), timeout, doing)
             # Waiting for every worker on one command word: only the last to finish wakes us
             # (workers store their done word, fence, then check all of them: at least one
             # of two simultaneous finishers sees the other's word). Otherwise anyone does.
-            words = {self._expected[w] for w in self._running}
-            every = needed == len(self._running) == self.num_workers and len(words) == 1
-            main_ctl[0] = words.pop() if every else _WAKE_ANY
+            every = needed == len(running) == self.num_workers and self._uniform_word >= 0
+            main_ctl[0] = self._uniform_word if every else _WAKE_ANY
             acquire()  # fence: the flag is visible before we re-check the done words
             release()
             self._scan()
@@ -812,6 +822,8 @@ class Multiprocessing(VectorEnv):
     def _send_command(self, workers: Any, op: int, seed: int | None = None) -> None:
         self._seq += 1
         word = (self._seq << 8) | op
+        # The word every worker is on, when one command went to all of them (else -1).
+        self._uniform_word = word if len(workers) == self.num_workers else -1
         now = time.monotonic()
         to_w, from_w, expected, sent_at, running = (
             self._to_w,
@@ -820,6 +832,8 @@ class Multiprocessing(VectorEnv):
             self._sent_at,
             self._running,
         )
+        self._fence.acquire()  # fence: actions visible before the command words (weak CPUs)
+        self._fence.release()
         for w in workers:
             expected[w] = word
             sent_at[w] = now

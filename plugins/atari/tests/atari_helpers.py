@@ -29,9 +29,11 @@ BLOCK_IMPORT = textwrap.dedent(
 )
 
 
-def run_python(code: str, block: tuple[str, ...] = (), timeout: float = 120) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, block: tuple[str, ...] = (), timeout: float = 120, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     prelude = BLOCK_IMPORT.replace("NAMES", repr(set(block))) if block else ""
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", **(extra_env or {})}
     return subprocess.run(
         [sys.executable, "-c", prelude + textwrap.dedent(code)],
         capture_output=True,
@@ -41,7 +43,9 @@ def run_python(code: str, block: tuple[str, ...] = (), timeout: float = 120) -> 
     )
 
 
-def run_puffer(*args: str, block: tuple[str, ...] = (), timeout: float = 120) -> subprocess.CompletedProcess:
+def run_puffer(
+    *args: str, block: tuple[str, ...] = (), timeout: float = 120, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`puffer ARGS` in a subprocess (through the CLI's main, so imports can be blocked)."""
     code = f"""
     import sys
@@ -49,10 +53,10 @@ def run_puffer(*args: str, block: tuple[str, ...] = (), timeout: float = 120) ->
     sys.argv = ["puffer", *{list(args)!r}]
     main()
     """
-    return run_python(code, block=block, timeout=timeout)
+    return run_python(code, block=block, timeout=timeout, extra_env=extra_env)
 
 
-def envs_json(*args: str, block: tuple[str, ...] = ()) -> dict:
-    result = run_puffer("envs", "--json", *args, block=block)
+def envs_json(*args: str, block: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> dict:
+    result = run_puffer("envs", "--json", *args, block=block, extra_env=extra_env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 
 import puffer_plugin_atari
 import pytest
 from atari_helpers import envs_json, run_puffer, run_python
 from packaging.version import Version
+from puffer_plugin_atari import INSTALL_HINT
 from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installed_game_ids
 
 from puffer_core.plugins import load_plugins
@@ -76,10 +78,33 @@ def test_envs_listed_with_a_clear_message_when_ale_py_is_missing():
     rows = {row["id"]: row for row in envs_json("--plugin", "atari", block=("ale_py",))["envs"]}
     assert set(rows) == {f"atari/{game}" for game in STANDARD_GAMES}  # the built-in list
     for row in rows.values():
-        assert row["available"] is False and "pip install ale-py" in row["note"]
+        assert row["available"] is False and row["note"] == f"needs ale_py: {INSTALL_HINT}"
     result = run_puffer("run", "atari/breakout", "--steps", "10", block=("ale_py",))
     assert result.returncode != 0
-    assert "pip install ale-py" in result.stderr and "Traceback" not in result.stderr
+    assert INSTALL_HINT in result.stderr and "Traceback" not in result.stderr
+
+
+def test_specs_declare_the_versioned_requirement_and_the_per_life_signal():
+    for spec in puffer_plugin_atari.env_specs():
+        assert spec.requires == ("ale_py", "ale-py>=0.9")
+        assert spec.install_hint == INSTALL_HINT == "pip install -U 'ale-py>=0.9'"
+        assert spec.step_info_keys == ("life_lost",)
+        spec.validate("atari")
+
+
+def test_too_old_ale_py_is_marked_unavailable(tmp_path):
+    # What pip leaves for ale-py 0.8.1, found ahead of the real (newer) one on sys.path.
+    dist_info = tmp_path / "ale_py-0.8.1.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: ale-py\nVersion: 0.8.1\n")
+    old = {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    rows = {row["id"]: row for row in envs_json("--plugin", "atari", extra_env=old)["envs"]}
+    assert "atari/breakout" in rows
+    for row in rows.values():
+        assert row["available"] is False and row["note"] == f"needs ale-py>=0.9: {INSTALL_HINT}"
+    result = run_puffer("run", "atari/breakout", "--steps", "10", extra_env=old)
+    assert result.returncode != 0
+    assert "ale-py>=0.9" in result.stderr and INSTALL_HINT in result.stderr and "Traceback" not in result.stderr
 
 
 def test_preprocessing_without_opencv_says_what_to_install():

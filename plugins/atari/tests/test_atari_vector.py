@@ -45,6 +45,36 @@ def test_emulated_episode_end_carries_the_lives_stats():
     assert expected <= set(info)
 
 
+def test_life_lost_reaches_users_through_make():
+    env = puffer_core.make("atari/breakout")
+    env.reset(seed=3)
+    infos, actions = [], [1, 2, 2, 3, 3, 0]  # FIRE, then wander: the ball is lost five times
+    for step in range(1, 5000):
+        _obs, _r, terminated, truncated, info = env.step(actions[step % len(actions)])
+        if terminated or truncated:
+            break
+        infos.append(info)
+    assert terminated
+    lost = [i for i, info in enumerate(infos) if info]
+    assert lost and all(infos[i] == {"life_lost": True} for i in lost)  # on the steps a life is lost
+    assert len(lost) < len(infos) // 10  # every other step carries {}
+    assert info["lives_lost"] == 5 == len(lost) + info.get("life_lost", 0)  # the last one ends the game
+    env.close()
+
+
+def test_life_lost_reaches_users_of_a_vector_env():
+    with vector.make("atari/breakout", num_envs=2, backend="serial", seed=0) as envs:
+        envs.reset(seed=0)
+        lost = []
+        for _ in range(300):
+            *_, infos = envs.step(np.ones(envs.num_envs, dtype=np.int64))
+            lost += [info for info in _flat_infos(infos) if info.get("life_lost")]
+            if len({info["env_id"] for info in lost}) == 2:
+                break
+        assert {info["env_id"] for info in lost} == {0, 1}
+        assert all(set(info) <= {"life_lost", "env_id"} for info in lost if "episode_length" not in info)
+
+
 def _flat_infos(infos):
     if isinstance(infos, dict):
         yield infos

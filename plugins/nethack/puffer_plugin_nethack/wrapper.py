@@ -25,6 +25,7 @@ the emulator copies as usual.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -144,6 +145,8 @@ class NetHackWrapper(gymnasium.Wrapper):
         self.nle = find_nle(env)
         self._rng: np.random.Generator | None = None
         self._last_blstats: np.ndarray | None = None  # allocated at the first reset
+        self._save_blstats: Any = None  # copies the live blstats into _last_blstats (set at reset)
+        self._env_step = env.step  # bound once: the hot path skips the attribute walk
         #: the (core, disp) seeds of the current game, when the plugin chose them
         self.last_seeds: tuple[int, int] | None = None
 
@@ -187,15 +190,38 @@ class NetHackWrapper(gymnasium.Wrapper):
         blstats = self._blstats()
         if self._last_blstats is None or self._last_blstats.shape != blstats.shape:
             self._last_blstats = np.zeros_like(blstats)
-        self._last_blstats[:] = blstats
+        last = self._last_blstats
+        last[:] = blstats
+        self._save_blstats = self._saver(blstats, last)
+
+    def _saver(self, blstats: np.ndarray, last: np.ndarray) -> Any:
+        """The per-step copy of blstats (27 ints), as cheap as it gets.
+
+        nle writes every step into the same arrays (those of ``_obs_buffers``, or the
+        emulator's after ``puffer_bind_observation``), so the array seen at reset is the one
+        to copy from all episode long: a memoryview slice assignment, about 0.1 µs against
+        numpy's 0.5 µs (on a 20 µs NetHack step). An nle that returns fresh copies falls
+        back to looking the array up every step.
+        """
+        if getattr(self.nle.nethack, "_copy", False):
+            blstats_of = self._blstats
+
+            def save() -> None:
+                last[:] = blstats_of()
+
+            return save
+        try:
+            src, dst = memoryview(blstats), memoryview(last)
+        except (TypeError, ValueError, BufferError):  # pragma: no cover - numpy arrays export buffers
+            return functools.partial(np.copyto, last, blstats)
+        return functools.partial(dst.__setitem__, slice(None), src)
 
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, terminated, truncated, info = self._env_step(action)
         if not (terminated or truncated):
             # NLE zeroes blstats on the step the game ends (death, or its quitting at the
             # step limit), so the statistics are those of the last step before it.
-            # One 27-int copy a step: nle overwrites its arrays in place.
-            self._last_blstats[:] = self._blstats()
+            self._save_blstats()
             return obs, reward, terminated, truncated, info
         nle = self.nle
         reason = end_reason(

@@ -1,0 +1,114 @@
+"""Step time of ``puffer_core.make("nethack/score")`` over a raw ``gymnasium.make("NetHackScore-v0")`` loop.
+
+    python plugins/nethack/benchmarks/overhead.py [--steps 20000] [--rounds 10] [--repeats 5] [--copying]
+
+Both envs have the plugin's default observation keys (glyphs, blstats, message) and play
+the same games: the raw env's NetHack is seeded before every reset with the (core, disp)
+pairs the plugin's wrapper draws from the same seed, and both get the same actions, so the
+trajectories are identical (checked). The loops are interleaved in short rounds, timed in
+CPU time of this thread with resets left out (as ``puffer_core.bench_emulation`` does);
+the ratio printed is the median over the repeats of each repeat's median round ratio.
+``--copying`` measures the emulator with the zero-copy binding refused (the copying path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+
+import gymnasium
+import numpy as np
+
+import puffer_core
+from puffer_core.bench_emulation import _run
+from puffer_core.emulation import GymnasiumEmulator
+from puffer_core.environments import make_raw
+from puffer_core.postprocess import EpisodeStats
+
+KEYS = ("glyphs", "blstats", "message")
+SEED_HIGH = 2**63 - 1  # as puffer_plugin_nethack.wrapper draws them
+
+
+class Copying(gymnasium.Wrapper):
+    def puffer_bind_observation(self, views):
+        return False
+
+
+def raw_env(seed: int):
+    import nle  # noqa: F401 - registers NetHackScore-v0
+
+    env = gymnasium.make("NetHackScore-v0", observation_keys=KEYS, fix_moon_phase=True)
+    rng = np.random.default_rng(seed)
+    game = env.unwrapped.nethack
+
+    def reset():
+        core, disp = (int(x) for x in rng.integers(1, SEED_HIGH, size=2, dtype=np.int64))
+        game.set_initial_seeds(core, disp, False)
+        return env.reset()
+
+    return env, reset
+
+
+def one_repeat(steps: int, rounds: int, seed: int, copying: bool) -> tuple[float, float, float]:
+    raw, raw_reset = raw_env(seed)
+    if copying:
+        emulated = GymnasiumEmulator(EpisodeStats(Copying(make_raw("nethack/score"))))
+    else:
+        emulated = puffer_core.make("nethack/score")
+    assert emulated.zero_copy != copying
+    rng = np.random.default_rng(seed)
+    raw_actions = [int(a) for a in rng.integers(0, raw.action_space.n, min(steps, 10_000))]
+    flat_actions = [np.int64(a) for a in raw_actions]  # numpy values, as a vector env holds them
+    raw_reset()
+    emulated.reset(seed=seed)
+    # Same games under the same actions: compare a few observations.
+    ob = emulated.unflatten_observation(emulated.buf.observations[0])
+    assert np.array_equal(ob["glyphs"], raw.unwrapped.last_observation[raw.unwrapped._glyph_index])
+    per_round = max(1, steps // rounds)
+    ratios, raw_time, emu_time = [], 0.0, 0.0
+    gc.disable()
+    try:
+        _run(raw.step, raw_reset, raw_actions, 0, min(per_round, 200))
+        _run(emulated.step, emulated.reset, flat_actions, 0, min(per_round, 200))
+        for r in range(rounds):
+            order = [(raw.step, raw_reset, raw_actions, True), (emulated.step, emulated.reset, flat_actions, False)]
+            if r % 2:
+                order.reverse()
+            times = {}
+            for step, reset, actions, is_raw in order:
+                times[is_raw] = _run(step, reset, actions, r * per_round, per_round)
+            raw_time += times[True]
+            emu_time += times[False]
+            ratios.append(times[False] / times[True])
+    finally:
+        gc.enable()
+        raw.close()
+        emulated.close()
+    total = per_round * rounds
+    return total / raw_time, total / emu_time, statistics.median(ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--copying", action="store_true", help="refuse the zero-copy binding")
+    args = parser.parse_args()
+    results = []
+    for repeat in range(args.repeats):
+        started = time.perf_counter()
+        raw_sps, emu_sps, ratio = one_repeat(args.steps, args.rounds, seed=repeat, copying=args.copying)
+        results.append(ratio)
+        print(
+            f"repeat {repeat}: raw {raw_sps:,.0f} SPS, emulated {emu_sps:,.0f} SPS, ratio {ratio:.3f} "
+            f"({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
+    print(f"nethack/score emulated/raw step time: median {statistics.median(results):.3f}")
+
+
+if __name__ == "__main__":
+    main()
