@@ -32,10 +32,19 @@ def uv_env() -> dict[str, str]:
     return {"UV_FIND_LINKS": ",".join(links)} if links else {}
 
 
+COMMON_CONSTRAINTS = ROOT / "compat_matrix" / "constraints-common.txt"
+
+
 def install_project(session: nox.Session, *extras: str) -> None:
+    """The core (with extras) and every plugin, editable, within the matrix's common set.
+
+    Without the constraints a resolver may satisfy everything with, e.g., gymnasium 1.4 and
+    nle 0.9.1 (the newest nle that does not pin gymnasium): valid, but not what we test.
+    """
     spec = f".[{','.join(extras)}]" if extras else "."
     plugin_args = [arg for name in PLUGINS for arg in ("-e", f"./plugins/{name}")]
-    session.install("-e", spec, *plugin_args, env=uv_env())
+    constraints = ["-c", str(COMMON_CONSTRAINTS)] if COMMON_CONSTRAINTS.exists() else []
+    session.install(*constraints, "-e", spec, *plugin_args, env=uv_env())
 
 
 def has_local_torch() -> bool:

@@ -20,6 +20,7 @@ import importlib
 import importlib.metadata as metadata
 import json
 import os
+import re
 import sys
 import time
 import traceback
@@ -142,6 +143,28 @@ def smoke_vector(check: Check, env_id: str, steps: int, np: Any) -> None:
             vec.close()
 
 
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def import_requirements(spec: Any) -> None:
+    """What the env's ``requires`` names must be here (the core's own check), and its modules import.
+
+    Importing the module names surfaces broken installs (a missing shared library, an ABI
+    mismatch) as import failures rather than as failures of the first ``make``.
+    """
+    try:
+        from puffer_core.environments import missing_requirements
+    except ImportError:  # pragma: no cover - a core without the helper
+        missing = []
+    else:
+        missing = missing_requirements(spec)
+    if missing:
+        raise ImportError(f"{spec.id} needs {', '.join(missing)}, which this environment does not have")
+    for entry in spec.requires:
+        if _MODULE_NAME.match(entry):
+            importlib.import_module(entry)
+
+
 def pick_envs(plugin_set: Any, name: str, wanted: list[str] | None, count: int) -> list[str]:
     if wanted:
         return wanted
@@ -179,8 +202,7 @@ def smoke(plugin: str, envs: list[str] | None = None, steps: int = DEFAULT_STEPS
             report["envs"] = chosen
         with check.stage("import env packages", kind="import"):
             for env_id in chosen:
-                for module in plugin_set.get_spec(env_id).requires:
-                    importlib.import_module(module)
+                import_requirements(plugin_set.get_spec(env_id))
         from puffer_core.plugins import reset_plugins
 
         reset_plugins()  # make() uses the process-wide set; load it the ordinary way

@@ -62,6 +62,17 @@ class FrameStack(gymnasium.Wrapper):
         size = frames[0].nbytes
         self._shift = functools.partial(raw[: raw.nbytes - size].__setitem__, slice(None), raw[size:])
 
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_shift", None)  # memoryviews do not pickle; rebuilt from the frames
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        # A bound stack comes back as a private copy: unbound until an emulator binds it again.
+        self.bound = False
+        self._use(self.frames)
+
     def puffer_bind_observation(self, view: Any) -> bool:
         """Puffer Core's emulator hook: keep the stack in ``view`` (the observation row) from now on."""
         frames = self.frames

@@ -166,7 +166,8 @@ def test_workers_bind_the_final_shared_memory():
     def creator():
         return GymnasiumEmulator(EpisodeStats(ReportsBuffer(make_raw("atari/breakout", max_num_frames_per_episode=40))))
 
-    with vector.make(creator, num_envs=4, num_workers=2, backend="multiprocessing", seed=1) as envs:
+    fork = {"start_method": "fork"}  # the children map the shared memory where the parent has it
+    with vector.make(creator, num_envs=4, num_workers=2, backend="multiprocessing", seed=1, vector_kwargs=fork) as envs:
         obs, _ = envs.reset(seed=1)  # the shared-memory observation rows themselves
         ends = []
         for _ in range(12):
@@ -176,3 +177,19 @@ def test_workers_bind_the_final_shared_memory():
         for info in ends:  # fork: the workers map the shared memory where the main process sees it
             assert info["frames_address"] == obs[info["env_id"]].__array_interface__["data"][0], info
             assert info["same"] == 1  # the observation is the stack itself: nothing to copy
+
+
+def test_frame_stack_shift_matches_a_plain_stack_and_pickles():
+    import pickle
+
+    env = FrameStack(gymnasium.make("CartPole-v1"), 3)  # float64 frames: the byte-level shift is dtype-blind
+    obs, _ = env.reset(seed=0)
+    stack = [obs[-1]] * 3
+    for step in range(12):
+        obs, *_ = env.step(step % 2)
+        stack = [*stack[1:], env.env.unwrapped.state.astype(obs.dtype)]
+        assert np.array_equal(obs, np.stack(stack)), step
+    again = pickle.loads(pickle.dumps(env))
+    assert np.array_equal(again.frames, env.frames)
+    assert np.array_equal(again.step(0)[0][:2], env.frames[1:])
+    env.close()

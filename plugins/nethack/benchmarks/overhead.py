@@ -1,8 +1,9 @@
 """Step time of ``puffer_core.make("nethack/score")`` over a raw ``gymnasium.make("NetHackScore-v0")`` loop.
 
-    python plugins/nethack/benchmarks/overhead.py [--steps 20000] [--rounds 10] [--repeats 5] [--copying]
+    python plugins/nethack/benchmarks/overhead.py [--steps 20000] [--rounds 10] [--repeats 5] [--keys all] [--copying]
 
-Both envs have the plugin's default observation keys (glyphs, blstats, message) and play
+Both envs have the same observation keys (the plugin's default glyphs, blstats, message;
+``--keys all``: every key but ``internal``, about 150 KB a step) and play
 the same games: the raw env's NetHack is seeded before every reset with the (core, disp)
 pairs the plugin's wrapper draws from the same seed, and both get the same actions, so the
 trajectories are identical (checked). The loops are interleaved in short rounds, timed in
@@ -20,6 +21,7 @@ import time
 
 import gymnasium
 import numpy as np
+from puffer_plugin_nethack.envs import resolve_observation_keys
 
 import puffer_core
 from puffer_core.bench_emulation import _run
@@ -27,7 +29,6 @@ from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
 
-KEYS = ("glyphs", "blstats", "message")
 SEED_HIGH = 2**63 - 1  # as puffer_plugin_nethack.wrapper draws them
 
 
@@ -36,10 +37,10 @@ class Copying(gymnasium.Wrapper):
         return False
 
 
-def raw_env(seed: int):
+def raw_env(seed: int, keys: tuple[str, ...]):
     import nle  # noqa: F401 - registers NetHackScore-v0
 
-    env = gymnasium.make("NetHackScore-v0", observation_keys=KEYS, fix_moon_phase=True)
+    env = gymnasium.make("NetHackScore-v0", observation_keys=keys, fix_moon_phase=True)
     rng = np.random.default_rng(seed)
     game = env.unwrapped.nethack
 
@@ -51,12 +52,13 @@ def raw_env(seed: int):
     return env, reset
 
 
-def one_repeat(steps: int, rounds: int, seed: int, copying: bool) -> tuple[float, float, float]:
-    raw, raw_reset = raw_env(seed)
+def one_repeat(steps: int, rounds: int, seed: int, copying: bool, keys: str) -> tuple[float, float, float]:
+    resolved = resolve_observation_keys(keys)
+    raw, raw_reset = raw_env(seed, resolved)
     if copying:
-        emulated = GymnasiumEmulator(EpisodeStats(Copying(make_raw("nethack/score"))))
+        emulated = GymnasiumEmulator(EpisodeStats(Copying(make_raw("nethack/score", observation_keys=keys))))
     else:
-        emulated = puffer_core.make("nethack/score")
+        emulated = puffer_core.make("nethack/score", observation_keys=keys)
     assert emulated.zero_copy != copying
     rng = np.random.default_rng(seed)
     raw_actions = [int(a) for a in rng.integers(0, raw.action_space.n, min(steps, 10_000))]
@@ -95,19 +97,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--keys", choices=("lean", "all"), default="lean", help="observation keys")
     parser.add_argument("--copying", action="store_true", help="refuse the zero-copy binding")
     args = parser.parse_args()
     results = []
     for repeat in range(args.repeats):
         started = time.perf_counter()
-        raw_sps, emu_sps, ratio = one_repeat(args.steps, args.rounds, seed=repeat, copying=args.copying)
+        raw_sps, emu_sps, ratio = one_repeat(args.steps, args.rounds, repeat, args.copying, args.keys)
         results.append(ratio)
         print(
             f"repeat {repeat}: raw {raw_sps:,.0f} SPS, emulated {emu_sps:,.0f} SPS, ratio {ratio:.3f} "
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
-    print(f"nethack/score emulated/raw step time: median {statistics.median(results):.3f}")
+    what = f"{args.keys} keys, {'copying' if args.copying else 'zero copy'}"
+    print(f"nethack/score ({what}) emulated/raw step time: median {statistics.median(results):.3f}")
 
 
 if __name__ == "__main__":

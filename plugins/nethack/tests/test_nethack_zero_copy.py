@@ -187,7 +187,8 @@ def test_workers_bind_the_final_shared_memory():
         return GymnasiumEmulator(EpisodeStats(raw))
 
     rng = np.random.default_rng(0)
-    with vector.make(creator, num_envs=4, num_workers=2, backend="multiprocessing", seed=2) as envs:
+    fork = {"start_method": "fork"}  # the children map the shared memory where the parent has it
+    with vector.make(creator, num_envs=4, num_workers=2, backend="multiprocessing", seed=2, vector_kwargs=fork) as envs:
         obs, _ = envs.reset(seed=2)  # the shared-memory observation rows themselves
         ends = []
         for _ in range(12):
