@@ -257,7 +257,7 @@ def test_multiagent_masks_through_recv():
 
 
 def test_pistonball_through_multiprocessing():
-    pistonball = pytest.importorskip("pettingzoo.butterfly.pistonball_v6")
+    from pettingzoo.butterfly import pistonball_v6 as pistonball
 
     def creator():
         return pistonball.parallel_env(n_pistons=3, max_cycles=20)

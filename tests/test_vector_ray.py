@@ -10,12 +10,11 @@ import time
 import gymnasium
 import numpy as np
 import pytest
+import ray  # the tests session installs the ray extra
 
 from puffer_core import vector
 from puffer_core.errors import MissingDependencyError, WorkerError
 from puffer_core.vector.testing import FaultEnv, TinyParallelEnv
-
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

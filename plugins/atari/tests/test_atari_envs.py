@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ale_py.env import AtariEnv
 from puffer_plugin_atari.envs import check_ale_py_version
 from puffer_plugin_atari.wrappers import AtariEpisodeStats, FrameStack
 
 from puffer_core.environments import make_raw
 from puffer_core.errors import MissingDependencyError
-
-ale_py = pytest.importorskip("ale_py")
-from ale_py.env import AtariEnv  # noqa: E402
 
 STATS_KEYS = {"lives_lost", "start_lives"}
 

@@ -6,8 +6,8 @@ import importlib.metadata
 import json
 import os
 
+import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import puffer_plugin_atari
-import pytest
 from atari_helpers import envs_json, run_puffer, run_python
 from packaging.version import Version
 from puffer_plugin_atari import INSTALL_HINT
@@ -15,8 +15,6 @@ from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installe
 
 from puffer_core.plugins import load_plugins
 from puffer_core.specs import CompatAxes, DockerLayer
-
-pytest.importorskip("ale_py")
 
 
 def test_plugin_loads_through_its_entry_point():

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 
+import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
 import pytest
 from atari_helpers import run_puffer
 
 import puffer_core
+from puffer_core import vector
 from puffer_core.environments import make_raw
-
-pytest.importorskip("ale_py")
-emulation = pytest.importorskip("puffer_core.emulation")
-vector = pytest.importorskip("puffer_core.vector")
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"preprocess": False}])

@@ -7,18 +7,17 @@ stack (or ALE) writes into *is* the emulator's buffer - in the workers, the fina
 
 from __future__ import annotations
 
+import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import gymnasium
 import numpy as np
 import pytest
 from puffer_plugin_atari.wrappers import FrameStack, bind_ale_screen
 
 import puffer_core
+from puffer_core import vector
 from puffer_core.emulation import Buffers, GymnasiumEmulator
 from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
-
-pytest.importorskip("ale_py")
-vector = pytest.importorskip("puffer_core.vector")
 
 
 class Copying(gymnasium.Wrapper):

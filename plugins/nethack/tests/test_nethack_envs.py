@@ -6,15 +6,13 @@ import inspect
 
 import numpy as np
 import pytest
+from nle import nethack
+from nle.env import base as nle_base
 from puffer_plugin_nethack import env_specs
 from puffer_plugin_nethack.envs import DEFAULT_OBSERVATION_KEYS, TASKS, resolve_observation_keys
 from puffer_plugin_nethack.wrapper import BL_DEPTH, BL_GOLD, BL_SCORE, BL_TIME, BL_XP, EndReason, NetHackWrapper
 
 from puffer_core.environments import make_raw
-
-nle = pytest.importorskip("nle")
-from nle import nethack  # noqa: E402
-from nle.env import base as nle_base  # noqa: E402
 
 STATS_KEYS = {"score", "depth", "experience_level", "turns", "gold", "died", "end_code", "end_reason"}
 

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 
+import nle  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
-import pytest
 from nethack_helpers import run_puffer
 
 import puffer_core
+from puffer_core import vector
 from puffer_core.environments import make_raw
-
-pytest.importorskip("nle")
-emulation = pytest.importorskip("puffer_core.emulation")
-vector = pytest.importorskip("puffer_core.vector")
 
 
 def test_emulation_round_trip_matches_the_raw_observation():

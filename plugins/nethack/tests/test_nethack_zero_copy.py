@@ -8,17 +8,16 @@ writes into *is* the emulator's buffer - in the workers, the final shared memory
 from __future__ import annotations
 
 import gymnasium
+import nle as _nle  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
 import pytest
 from puffer_plugin_nethack.wrapper import bind_nle_buffers, find_nle
 
 import puffer_core
+from puffer_core import vector
 from puffer_core.emulation import Buffers, GymnasiumEmulator
 from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
-
-pytest.importorskip("nle")
-vector = pytest.importorskip("puffer_core.vector")
 
 LEAN = ("glyphs", "blstats", "message")
 
