@@ -40,10 +40,20 @@ def missing_requirements(spec: EnvSpec) -> list[str]:
     return [requirement for requirement in spec.requires if not _requirement_met(requirement)]
 
 
+def _describe(requirement: str) -> str:
+    """``ale-py>=0.9 (found 0.8.1)`` for a version that is too old, else the requirement."""
+    if any(op in requirement for op in "<>=!~"):
+        try:
+            return f"{requirement} (found {metadata.version(Requirement(requirement).name)})"
+        except metadata.PackageNotFoundError:
+            pass
+    return requirement
+
+
 def _missing_error(spec: EnvSpec, modules: list[str]) -> MissingDependencyError:
     hint = spec.install_hint or "pip install " + " ".join(shlex.quote(m) for m in modules)
     return MissingDependencyError(
-        f"{spec.id} needs {', '.join(modules)}, which this Python does not have. "
+        f"{spec.id} needs {', '.join(_describe(m) for m in modules)}, which this Python does not have. "
         f"Install with: {hint}"
     )
 

@@ -76,6 +76,26 @@ def test_requires_with_versions_checks_installed_distributions():
     assert missing_requirements(spec("no-such-dist-xyz>=1")) == ["no-such-dist-xyz>=1"]
 
 
+def test_too_old_version_is_named(site, use_site):
+    write_plugin(
+        site,
+        "old",
+        """
+        import puffer_core
+        from puffer_core import EnvSpec
+
+        @puffer_core.hookimpl
+        def puffer_envs():
+            return [EnvSpec("old/env", lambda: None, requires=("numpy<1.0",))]
+        """,
+    )
+    use_site()
+    import numpy
+
+    with pytest.raises(MissingDependencyError, match=rf"needs numpy<1.0 \(found {numpy.__version__}\)"):
+        puffer_core.make("old/env")
+
+
 def test_step_info_keys_pass_through_on_ordinary_steps(site, use_site):
     write_plugin(
         site,
