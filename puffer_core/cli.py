@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
@@ -11,47 +10,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from puffer_core.errors import PufferError
+from puffer_core.cli_errors import MessageGroup, err_console, fail
 
 console = Console()
-err_console = Console(stderr=True)
-
-#: Set PUFFER_DEBUG=1 to see the traceback of an unexpected error.
-DEBUG_ENV = "PUFFER_DEBUG"
-
-
-def fail(message: str, code: int = 1) -> None:
-    """Print ``error: message`` to stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    sys.exit(code)
-
-
-class PufferGroup(click.Group):
-    """Turns exceptions into messages: PufferError as is, anything else with a debug hint."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except PufferError as exc:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            fail(str(exc))
-        except KeyboardInterrupt:
-            err_console.print("interrupted")
-            sys.exit(130)
-        except Exception as exc:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            fail(f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 to see the traceback)")
 
 
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
 
 
-@click.group(cls=PufferGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=MessageGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="puffer-core", prog_name="puffer")
 def cli() -> None:
     """Puffer Core: any RL environment, flat and fast.

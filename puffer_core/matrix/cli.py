@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import signal
 import sys
@@ -12,7 +11,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from puffer_core.errors import PufferError
+from puffer_core.cli_errors import MessageGroup
 from puffer_core.matrix.store import MatrixError
 
 __all__ = ["main", "matrix"]
@@ -22,24 +21,10 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class MatrixGroup(click.Group):
-    """Errors as one-line messages, as the `puffer` command does (this group also runs on its own,
-    as `python -m puffer_core.matrix`, and puffer_core.cli imports this module, so it cannot
-    import puffer_core.cli back)."""
+class MatrixGroup(MessageGroup):
+    """Errors as messages; an interrupted run keeps what it recorded."""
 
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except PufferError as exc:
-            if os.environ.get("PUFFER_DEBUG"):
-                raise
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            err_console.print("interrupted: the cells recorded so far are kept; run again to resume")
-            sys.exit(130)
+    interrupted_message = "interrupted: the cells recorded so far are kept; run again to resume"
 
 
 def _split(values: tuple[str, ...]) -> list[str]:

@@ -249,7 +249,9 @@ def render_markdown(data: Mapping[str, Any]) -> str:
             out.append("\n</details>\n\n")
     out.append(
         "Logs (`compat_matrix/logs/`) are not committed; run `nox -s compat -- --plugin NAME --force` to make them "
-        "again. Options: `--plugin NAME`, `--python 3.12`, `--quick`, `--force`, `--jobs N`, `--timeout SECONDS`.\n"
+        "again. Options: `--plugin NAME`, `--python 3.12`, `--quick`, `--force`, `--jobs N`, `--timeout SECONDS`. "
+        "uv finds the interpreters on PATH and never downloads one; with pyenv, make them all visible first, e.g. "
+        "`PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 nox -s compat -- --jobs 2`.\n"
     )
     return "".join(out)
 

@@ -16,12 +16,12 @@ import difflib
 import os
 import pathlib
 import sys
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from puffer_core.cli_errors import MessageGroup
 from puffer_core.errors import PufferError
 from puffer_core.tank.errors import BuildError, TankError
 from puffer_core.tank.render import (
@@ -41,23 +41,15 @@ __all__ = ["main", "tank"]
 console = Console(stderr=True, highlight=False)
 
 
-class TankGroup(click.Group):
-    """Errors become one-line messages with the error's exit code (2: no engine)."""
+class TankGroup(MessageGroup):
+    """Errors as messages with the error's exit code (2: no engine) and a build log's tail."""
 
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise
-        except PufferError as exc:
-            if os.environ.get("PUFFER_DEBUG"):
-                raise
-            console.print(f"[bold red]error:[/] {exc}", soft_wrap=True, markup=True)
-            if isinstance(exc, BuildError) and exc.log_tail:
-                console.print("last lines of the build log:", style="dim")
-                for line in exc.log_tail[-15:]:
-                    console.print(f"  {line}", markup=False, style="dim")
-            sys.exit(getattr(exc, "exit_code", 1))
+    def report(self, exc: PufferError) -> None:
+        super().report(exc)
+        if isinstance(exc, BuildError) and exc.log_tail:
+            console.print("last lines of the build log:", style="dim")
+            for line in exc.log_tail[-15:]:
+                console.print(f"  {line}", markup=False, style="dim")
 
 
 def _relative(path: pathlib.Path, root: pathlib.Path) -> str:
