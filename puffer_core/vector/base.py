@@ -531,6 +531,33 @@ class VectorEnv:
     _closed: bool = False
 
     # The async pair and close are backend specific.
+    def _init_workers(self, factory: EnvFactory, envs: int, workers: int, batch: int, counts: list[int]) -> None:
+        """Probe one env for the spaces, then lay its rows out over ``workers`` (MP and Ray)."""
+        driver, spec = probe_env(factory)
+        try:
+            driver.close()  # only its layouts are kept (unflatten_observation)
+        except Exception:
+            pass
+        self.driver_env = driver
+        a = spec["agents_per_env"]
+        self.agents_per_env = a
+        self.possible_agents = spec["possible_agents"]
+        self.single_observation_space = spec["observation_space"]
+        self.single_action_space = spec["action_space"]
+        self._action_shape, self._action_dtype = action_buffer_spec(self.single_action_space)
+        self.num_envs = envs * a
+        self.num_workers = workers
+        self.batch_size = batch * a
+        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
+        self.action_space = batched_space(self.single_action_space, self.batch_size)
+        self._workers_per_batch = workers if batch == envs else batch // counts[0]
+        self._env_counts = counts
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        self._first_env = starts[:-1].tolist()
+        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
+        self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
+        self._all_ids = np.arange(self.num_envs)
+
     def async_reset(self, seed: int | None = None) -> None:
         raise NotImplementedError
 

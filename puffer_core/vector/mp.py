@@ -76,13 +76,10 @@ from puffer_core.vector.base import (
     EnvFault,
     EnvGroup,
     VectorEnv,
-    action_buffer_spec,
     available_cpus,
-    batched_space,
     check_counts,
     check_seed,
     format_infos,
-    probe_env,
 )
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
@@ -473,30 +470,8 @@ class Multiprocessing(VectorEnv):
         except ValueError as exc:
             raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
 
-        driver, spec = probe_env(factory)
-        try:
-            driver.close()  # only its layouts are kept (unflatten_observation)
-        except Exception:
-            pass
-        self.driver_env = driver
-        a = spec["agents_per_env"]
-        self.agents_per_env = a
-        self.possible_agents = spec["possible_agents"]
-        self.single_observation_space = spec["observation_space"]
-        self.single_action_space = spec["action_space"]
-        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
-        self.num_envs = envs * a
-        self.num_workers = workers
-        self.batch_size = batch * a
-        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
-        self.action_space = batched_space(self.single_action_space, self.batch_size)
-        self._workers_per_batch = workers if batch == envs else batch // counts[0]
-        self._env_counts = counts
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
-        self._first_env = starts[:-1].tolist()
-        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
-        self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
-        self._all_ids = np.arange(self.num_envs)
+        self._init_workers(factory, envs, workers, batch, counts)
+        a, action_dtype = self.agents_per_env, self._action_dtype
 
         obs_space = self.single_observation_space
         layout = _Layout(

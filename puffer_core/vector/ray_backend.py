@@ -27,13 +27,10 @@ from puffer_core.vector.base import (
     EnvFault,
     EnvGroup,
     VectorEnv,
-    action_buffer_spec,
     allocate_arrays,
-    batched_space,
     check_counts,
     check_seed,
     format_infos,
-    probe_env,
 )
 
 __all__ = ["Ray", "import_ray"]
@@ -147,30 +144,8 @@ class Ray(VectorEnv):
         self._seed = check_seed(seed)
         self.timeout = float(timeout)
 
-        driver, spec = probe_env(factory)
-        try:
-            driver.close()
-        except Exception:
-            pass
-        self.driver_env = driver
-        a = spec["agents_per_env"]
-        self.agents_per_env = a
-        self.possible_agents = spec["possible_agents"]
-        self.single_observation_space = spec["observation_space"]
-        self.single_action_space = spec["action_space"]
-        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
-        self.num_envs = envs * a
-        self.num_workers = workers
-        self.batch_size = batch * a
-        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
-        self.action_space = batched_space(self.single_action_space, self.batch_size)
-        self._workers_per_batch = workers if batch == envs else batch // counts[0]
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
-        self._first_env = starts[:-1].tolist()
-        self._env_counts = counts
-        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
-        self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
-        self._all_ids = np.arange(self.num_envs)
+        self._init_workers(factory, envs, workers, batch, counts)
+        a, action_dtype = self.agents_per_env, self._action_dtype
         self._arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
 
         if not ray.is_initialized():
