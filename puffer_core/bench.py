@@ -54,8 +54,11 @@ def _random_actions(space: Any, rows: int, count: int, seed: int) -> np.ndarray:
     return flat.reshape(count, rows, *flat.shape[1:])
 
 
-def _time_async(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
-    """Steps/second of a Puffer vector env driven through recv/send."""
+def _time_async(
+    env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int, count_masks: bool = True
+) -> float:
+    """Steps/second of a vector env driven through recv/send (Puffer's, or PufferLib's with
+    ``count_masks=False``: its recv tuple differs, so every row counts)."""
     actions = _random_actions(space, rows, 64, seed)
     env.async_reset(seed)
     n = 0
@@ -69,9 +72,10 @@ def _time_async(env: Any, seconds: float, warmup: float, rows: int, space: Any, 
     end = start + seconds
     while True:
         for _ in range(8):
-            masks = env.recv()[6]
+            out = env.recv()
             env.send(actions[n % 64])
             n += 1
+            masks = out[6] if count_masks else None
             steps += rows if masks is None else int(np.count_nonzero(masks))
         now = time.perf_counter()
         if now >= end:
@@ -324,26 +328,7 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -
 
 
 def _time_pufferlib(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
-    actions = _random_actions(space, rows, 64, seed)
-    env.async_reset(seed)
-    n = 0
-    deadline = time.perf_counter() + warmup
-    while time.perf_counter() < deadline:
-        env.recv()
-        env.send(actions[n % 64])
-        n += 1
-    steps = 0
-    start = time.perf_counter()
-    end = start + seconds
-    while True:
-        for _ in range(8):
-            env.recv()
-            env.send(actions[n % 64])
-            n += 1
-            steps += rows
-        now = time.perf_counter()
-        if now >= end:
-            return steps / (now - start)
+    return _time_async(env, seconds, warmup, rows, space, seed, count_masks=False)
 
 
 # --------------------------------------------------------------------------- the run
