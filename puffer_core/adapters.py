@@ -195,13 +195,13 @@ class LegacyParallelEnv:
         return self._act_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        if seed is not None and callable(getattr(self.env, "seed", None)):
-            self.env.seed(seed)
+        if seed is None:
             result = self.env.reset()
         else:
             try:
-                result = self.env.reset(seed=seed) if seed is not None else self.env.reset()
-            except TypeError:
+                result = self.env.reset(seed=seed)
+            except TypeError:  # before reset(seed=): seed() then reset()
+                self.env.seed(seed)
                 result = self.env.reset()
         if isinstance(result, tuple) and len(result) == 2:
             return result

@@ -69,4 +69,6 @@ def puffer_compat_axes() -> CompatAxes:
         package="gymnasium",
         versions=("0.29.1", "1.0.0", "1.1.1", "1.2.0"),
         python=("3.10", "3.11", "3.12", "3.13"),
+        # gymnasium 0.29 predates numpy 2 (its Acrobot uses np.float_).
+        pins={"0.29.1": {"numpy": "1.26.4"}},
     )

@@ -147,3 +147,21 @@ def test_aec_envs_become_parallel():
     simultaneous = adapt(pistonball_v6.env(n_pistons=3))
     assert simultaneous.possible_agents == ["piston_0", "piston_1", "piston_2"]
     assert adapt(pistonball_v6.parallel_env(n_pistons=3)) is None  # modern parallel: nothing to do
+
+
+class SeedlessParallelEnv(OldParallelEnv):
+    """PettingZoo 1.22 style: reset(seed=) returns observations only; seed() raises."""
+
+    def seed(self, seed=None):
+        raise NotImplementedError("Calling seed externally is deprecated; call reset(seed=seed) instead")
+
+    def reset(self, seed=None):
+        self.reset_seed = seed
+        return super().reset()
+
+
+def test_pettingzoo_122_style_reset_gets_the_seed_and_infos():
+    raw = SeedlessParallelEnv()
+    env = adapt(raw)
+    obs, infos = env.reset(seed=5)
+    assert raw.reset_seed == 5 and set(obs) == {"a", "b"} and infos == {"a": {}, "b": {}}
