@@ -121,6 +121,10 @@ def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
     kwargs: dict[str, Any] = {}
     for pair in pairs:
@@ -189,7 +193,8 @@ def run_cmd(
     console.print(
         f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
         f"[bold green]{result.sps:,.0f} steps/s[/] "
-        f"({result.backend}, {result.num_envs} envs, {result.num_workers} workers, batch {result.batch_size})",
+        f"({result.backend}, {_count(result.num_envs, 'env')}, {_count(result.num_workers, 'worker')}, "
+        f"batch {result.batch_size})",
         highlight=False,
     )
     if result.episodes:
