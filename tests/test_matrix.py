@@ -97,11 +97,19 @@ def test_core_hash_follows_what_runs_in_a_cell(tmp_path):
     root = _fake_core(tmp_path)
     base = core_tree_hash(root)
     (root / "puffer_core" / "matrix" / "render.py").write_text("render = 2\n")  # host-only: same hash
+    (root / "puffer_core" / "cli.py").write_text("cli = 1\n")  # the CLI never runs in a cell
+    (root / "puffer_core" / "tank").mkdir()
+    (root / "puffer_core" / "tank" / "render.py").write_text("tank = 1\n")
     (root / "puffer_core" / "__pycache__").mkdir()
     (root / "puffer_core" / "__pycache__" / "x.pyc").write_bytes(b"junk")
     text = (root / "pyproject.toml").read_text()
     (root / "pyproject.toml").write_text(text.replace("common = []", 'common = ["a"]').replace("120", "100"))
     assert core_tree_hash(root) == base
+    (root / "puffer_core" / "vector").mkdir()
+    (root / "puffer_core" / "vector" / "mp.py").write_text("mp = 1\n")  # a new module that cells run
+    assert core_tree_hash(root) != base
+    (root / "puffer_core" / "vector" / "mp.py").unlink()
+    (root / "puffer_core" / "vector").rmdir()
     (root / "puffer_core" / "matrix" / "smoke.py").write_text("smoke = 2\n")  # runs in the cell
     second = core_tree_hash(root)
     assert second != base

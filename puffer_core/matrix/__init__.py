@@ -16,6 +16,15 @@ Nothing here imports an environment package.
 
 from __future__ import annotations
 
-from puffer_core.matrix.model import DEFAULT_PYTHON, OUTCOMES, Cell, cells_for
+from typing import Any
 
 __all__ = ["DEFAULT_PYTHON", "OUTCOMES", "Cell", "cells_for"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so the in-cell smoke run (puffer_core.matrix.smoke) imports nothing else from here.
+    if name in __all__:
+        from puffer_core.matrix import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'puffer_core.matrix' has no attribute {name!r}")

@@ -6,10 +6,12 @@ packages installed. Built-in plugins (``classic``) come with the core.
 
 Hashing: a tree hash is SHA-256 over the sorted relative paths and contents of the files
 that go into the distribution (tests, caches and build output left out). The core's hash
-also leaves out the matrix machinery except ``smoke.py`` (the part that runs inside a cell),
-and reads only the install-relevant tables of ``pyproject.toml`` (dependencies, Python,
-build system, entry points), so re-rendering code or a new optional extra does not
-invalidate every cell.
+leaves out what a cell never imports: the matrix machinery except ``smoke.py`` and the
+package ``__init__``, and the CLI, benchmark, PufferTank, authoring-kit and torch-helper
+modules (``CORE_HOST_ONLY``); and it reads only the install-relevant tables of
+``pyproject.toml`` (dependencies, Python, build system, entry points, version). So a new
+CLI option, a README edit or a new optional extra does not invalidate every cell, while
+any change to what cells run (emulation, vector, plugins, adapters, …) does.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ SKIP_SUFFIXES = (".pyc", ".pyo", ".so.tmp")
 MATRIX_HOST_ONLY = {
     "model.py", "runner.py", "store.py", "render.py", "common.py", "cli.py", "sources.py", "__main__.py",
 }
+#: Core modules a cell's smoke run never imports (the CLI, benchmarks, PufferTank, the authoring
+#: kit, the torch helper): editing them does not invalidate the matrix. Anything not listed
+#: here, a new module included, is hashed.
+CORE_HOST_ONLY = {
+    "cli.py", "cli_errors.py", "bench.py", "bench_emulation.py", "scaffold.py", "runner.py", "testing.py",
+    "torch_helpers.py",
+}
+CORE_HOST_ONLY_DIRS = {"tank"}
 #: Top-level files of the core that go into its distribution.
 CORE_TOP_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt", "MANIFEST.in", "setup.cfg")
 
@@ -85,14 +95,19 @@ def _core_package_files(root: pathlib.Path) -> list[pathlib.Path]:
     return [pathlib.Path("puffer_core") / rel for rel in tree_files(root / "puffer_core")]
 
 
+def _host_only(rel: pathlib.Path) -> bool:
+    parts = rel.parts  # ("puffer_core", ...)
+    if len(parts) == 2:
+        return parts[1] in CORE_HOST_ONLY
+    if parts[1] in CORE_HOST_ONLY_DIRS:
+        return True
+    return len(parts) == 3 and parts[1] == "matrix" and parts[2] in MATRIX_HOST_ONLY
+
+
 def core_tree_hash(root: pathlib.Path) -> str:
     """Hash of what decides the core's behaviour inside a cell (see the module docstring)."""
     digest = hashlib.sha256(b"core-tree-v1\0")
-    files = [
-        rel
-        for rel in _core_package_files(root)
-        if not (rel.parts[:2] == ("puffer_core", "matrix") and rel.name in MATRIX_HOST_ONLY)
-    ]
+    files = [rel for rel in _core_package_files(root) if not _host_only(rel)]
     _hash_files(root, files, digest)
     project = read_pyproject(root / "pyproject.toml")
     relevant = {
