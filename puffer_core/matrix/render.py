@@ -132,6 +132,11 @@ def _run_line(stats: Mapping[str, Any] | None) -> str:
     if not stats:
         return ""
     rate = stats.get("cells_per_minute") or 0
+    if not stats.get("ran"):
+        return (
+            f"nothing to run: {stats.get('skipped', 0)} unchanged cells skipped and {stats.get('excluded', 0)} "
+            f"excluded in {_seconds(stats.get('seconds'))} (finished {stats.get('finished_at', '?')})"
+        )
     return (
         f"{stats.get('ran', 0)} cells run in {_seconds(stats.get('seconds'))} with {stats.get('jobs', 1)} job(s) = "
         f"**{rate:.1f} cells per minute** ({stats.get('skipped', 0)} unchanged cells skipped, "
