@@ -318,6 +318,13 @@ def check_counts(
     return num_envs, num_workers, batch_size, counts
 
 
+def check_timeout(timeout: Any) -> float:
+    """A worker's silence limit in seconds; APIUsageError for anything but a positive number."""
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return float(timeout)
+
+
 def check_seed(seed: Any) -> int | None:
     if seed is None:
         return None

@@ -79,6 +79,7 @@ from puffer_core.vector.base import (
     available_cpus,
     check_counts,
     check_seed,
+    check_timeout,
     format_infos,
 )
 
@@ -451,10 +452,8 @@ class Multiprocessing(VectorEnv):
         self._closed = True  # until fully started; close() is then a no-op
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
-        self.timeout = float(timeout)
         self._startup_timeout = float(startup_timeout)
         spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
         cpus = available_cpus()

@@ -30,6 +30,7 @@ from puffer_core.vector.base import (
     allocate_arrays,
     check_counts,
     check_seed,
+    check_timeout,
     format_infos,
 )
 
@@ -139,10 +140,8 @@ class Ray(VectorEnv):
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
-        if not (isinstance(timeout, (int, float)) and timeout > 0):
-            raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
-        self.timeout = float(timeout)
 
         self._init_workers(factory, envs, workers, batch, counts)
         a, action_dtype = self.agents_per_env, self._action_dtype
