@@ -176,7 +176,34 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
     return step
 
 
-class GymnasiumEmulator(gymnasium.Env):
+class _LayoutMethods:
+    """What both emulators delegate to their layouts and their env."""
+
+    obs_layout: ObservationLayout
+    action_layout: ActionLayout
+    env: Any
+
+    def unflatten_observation(self, x: Any) -> Any:
+        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
+        return self.obs_layout.unflatten(x)
+
+    def flatten_observation(self, obs: Any) -> np.ndarray:
+        return self.obs_layout.flatten(obs)
+
+    def flatten_action(self, action: Any) -> Any:
+        return self.action_layout.flatten(action)
+
+    def unflatten_action(self, x: Any) -> Any:
+        return self.action_layout.unflatten(x)
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
     """A Gymnasium env with a flat 1-D observation (written into ``buf``) and a flat action space."""
 
     def __init__(self, env: Any, buf: Buffers | None = None):
@@ -260,27 +287,8 @@ class GymnasiumEmulator(gymnasium.Env):
         except Exception as e:
             raise self.obs_layout.diagnose(ob) from e
 
-    def unflatten_observation(self, x: Any) -> Any:
-        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
-        return self.obs_layout.unflatten(x)
 
-    def flatten_observation(self, obs: Any) -> np.ndarray:
-        return self.obs_layout.flatten(obs)
-
-    def flatten_action(self, action: Any) -> Any:
-        return self.action_layout.flatten(action)
-
-    def unflatten_action(self, x: Any) -> Any:
-        return self.action_layout.unflatten(x)
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class PettingZooEmulator:
+class PettingZooEmulator(_LayoutMethods):
     """A PettingZoo Parallel env (AEC envs are converted) as fixed agent rows with a live mask."""
 
     def __init__(self, env: Any, buf: Buffers | None = None):
@@ -450,24 +458,6 @@ class PettingZooEmulator:
         except Exception as e:
             raise self.obs_layouts[i].diagnose(ob) from e
 
-    def unflatten_observation(self, x: Any) -> Any:
-        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
-        return self.obs_layout.unflatten(x)
-
-    def flatten_observation(self, obs: Any) -> np.ndarray:
-        return self.obs_layout.flatten(obs)
-
-    def flatten_action(self, action: Any) -> Any:
-        return self.action_layout.flatten(action)
-
-    def unflatten_action(self, x: Any) -> Any:
-        return self.action_layout.unflatten(x)
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
 
 
 def emulate(env: Any, buf: Buffers | None = None) -> GymnasiumEmulator | PettingZooEmulator:
