@@ -51,17 +51,37 @@ def has_local_torch() -> bool:
     return any(any(pathlib.Path(d).glob("torch-*.whl")) for d in local_wheel_dirs())
 
 
+#: PufferLib 3.0's vectorization, the benchmark's peer. `pufferlib` 3.0.0 itself cannot be
+#: built offline (its build downloads raylib) and pins numpy<2; `pufferlib-core` is a wheel
+#: of the same 3.0 core. Its torch==2.9.0 pin is for the trainer (a multi-GB CUDA build from
+#: the index), so it goes in without dependencies, next to the local CPU torch.
+PUFFERLIB = ("pufferlib-core==3.0.23", "psutil")
+
+
+def install_torch(session: nox.Session) -> bool:
+    """torch==2.13.0 from a local CPU wheel; False (with a warning) where there is none."""
+    if has_local_torch():
+        session.install("torch==2.13.0", env=uv_env())
+        return True
+    session.warn("no local torch wheel found: the torch helper tests and the PufferLib peer are skipped")
+    return False
+
+
+def install_pufferlib(session: nox.Session) -> None:
+    session.install("--no-deps", *PUFFERLIB, env=uv_env())
+
+
 @nox.session(python=DEFAULT_PYTHON)
 def tests(session: nox.Session) -> None:
     """The full test suite: core and every plugin, real packages (docker tests need -m docker)."""
     extras = ["dev", "ray"]
     install_project(session, *extras)
-    if has_local_torch():
-        session.install("torch==2.13.0", env=uv_env())
-    else:
-        session.warn("no local torch wheel found: the torch helper tests will be skipped (torch is optional)")
+    env = {"PYTHONFAULTHANDLER": "1"}
+    if install_torch(session):
+        install_pufferlib(session)
+        env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
-    session.run("python", "-m", "pytest", *args, env={"PYTHONFAULTHANDLER": "1"})
+    session.run("python", "-m", "pytest", *args, env=env)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -80,10 +100,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """The standard benchmark set; writes bench-results/bench.json and bench.md."""
-    # PufferLib is compared only when importable: 3.0.0 cannot be installed here (its build
-    # downloads raylib, and it pins numpy<2 / gymnasium 0.29.1), so this session omits it.
+    """The standard benchmark set, PufferLib 3.0 included; writes bench-results/bench.json and bench.md."""
     install_project(session)
+    if install_torch(session):
+        install_pufferlib(session)
     out = session.posargs[0] if session.posargs else "bench-results"
     session.run("puffer", "bench", "--standard", out)
 

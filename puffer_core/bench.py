@@ -6,7 +6,8 @@
 * emulation overhead (``puffer_core.bench_emulation``) when that module is present;
 * Serial and Multiprocessing at a few worker / batch settings (and Ray on request);
 * peers: gymnasium's ``AsyncVectorEnv`` (shared memory on) and, when ``pufferlib`` is
-  importable, PufferLib's Serial and Multiprocessing at their usual settings.
+  importable (``PUFFERLIB_INSTALL``), PufferLib's Serial and Multiprocessing at their usual
+  settings.
 
 Every row is a dict ``{name, kind, backend, num_envs, num_workers, batch_size, sps,
 ratio_vs_raw, ratio_vs_serial, ratio_vs_async, ratio_vs_pufferlib}``; ratios are this
@@ -35,7 +36,16 @@ import numpy as np
 
 from puffer_core.vector.base import available_cpus
 
-__all__ = ["STANDARD", "mp_settings", "render_markdown", "render_table", "run_bench", "run_standard"]
+__all__ = [
+    "PUFFERLIB_INSTALL",
+    "STANDARD",
+    "mp_settings",
+    "pufferlib_version",
+    "render_markdown",
+    "render_table",
+    "run_bench",
+    "run_standard",
+]
 
 #: The standard set: env id → num_envs.
 STANDARD: dict[str, int] = {"classic/cartpole": 16, "atari/breakout": 8, "nethack/score": 8}
@@ -170,14 +180,23 @@ def mp_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]
     return out
 
 
-def _pufferlib_available() -> bool:
+#: How to get PufferLib 3.0's vectorization here: the ``pufferlib`` 3.0.0 sdist downloads
+#: raylib while it builds (impossible offline) and pins numpy<2; ``pufferlib-core`` is a
+#: wheel of the same 3.0 core (``pufferlib.vector``). Its torch==2.9.0 pin is only for
+#: the trainer, hence ``--no-deps`` (any installed torch satisfies ``import pufferlib``).
+PUFFERLIB_INSTALL = "pip install --no-deps 'pufferlib-core==3.0.23' psutil"
+
+
+def pufferlib_version() -> str | None:
+    """The importable PufferLib's version when ``pufferlib.vector`` imports, else None."""
     try:
-        return (
-            importlib.util.find_spec("pufferlib") is not None
-            and importlib.util.find_spec("pufferlib.vector") is not None
-        )
-    except (ImportError, ValueError):
-        return False
+        if importlib.util.find_spec("pufferlib") is None:
+            return None
+        import pufferlib
+        import pufferlib.vector
+    except Exception:  # an install missing torch or psutil counts as absent, not as a crash
+        return None
+    return str(getattr(pufferlib, "__version__", "?"))
 
 
 class _Case:
@@ -263,8 +282,9 @@ def _cases(
             probe.close()
         if not multi:
             cases.append(_async_vector_case(raw_creator, num_envs, seed))
-            if _pufferlib_available():
-                cases.extend(_pufferlib_cases(raw_creator, num_envs, seed))
+            version = pufferlib_version()
+            if version is not None:
+                cases.extend(_pufferlib_cases(raw_creator, num_envs, seed, version))
     return cases
 
 
@@ -289,7 +309,7 @@ def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int)
     )
 
 
-def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> list[_Case]:
+def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int, version: str) -> list[_Case]:
     cases = []
     cpus = available_cpus()
 
@@ -314,15 +334,24 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int) -
             rows = getattr(env, "agents_per_batch", batch)
             return _time_pufferlib(env, seconds, warmup, rows, env.single_action_space, seed)
 
-        return _Case(name, "peer", f"pufferlib-{backend_name.lower()}", num_envs, workers, batch, build, measure)
+        return _Case(
+            f"PufferLib {version} {name}",
+            "peer",
+            f"pufferlib-{backend_name.lower()}",
+            num_envs,
+            workers,
+            batch,
+            build,
+            measure,
+        )
 
-    cases.append(case("PufferLib Serial", "Serial", 1, num_envs))
+    cases.append(case("Serial", "Serial", 1, num_envs))
     for workers in sorted({1, min(cpus, num_envs)}):
-        cases.append(case(f"PufferLib Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers, num_envs))
+        cases.append(case(f"Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers, num_envs))
     workers = min(cpus, num_envs)
     if workers > 1 and num_envs % workers == 0 and (num_envs // 2) % (num_envs // workers) == 0:
         cases.append(
-            case(f"PufferLib Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2)
+            case(f"Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2)
         )
     return cases
 
@@ -596,11 +625,8 @@ def run_standard(
         results[env_id] = run_bench(
             env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers, progress=progress, rounds=rounds
         )
-    if not _pufferlib_available():
-        notes.append(
-            "PufferLib is not importable here, so its rows are absent (pufferlib 3.0.0's sdist "
-            "downloads raylib at build time and pins numpy<2 / gymnasium 0.29)"
-        )
+    if include_peers and pufferlib_version() is None:
+        notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
     document = {
         "machine": _machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

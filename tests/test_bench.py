@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from rich.console import Console
@@ -68,6 +69,25 @@ def test_run_bench_rows(rows):
     # progress saw every measured configuration, in order, with a stable total
     assert [c[1] for c in calls] == list(range(len(calls)))
     assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
+
+
+def test_pufferlib_rows_run_in_the_same_run():
+    version = bench.pufferlib_version()
+    if version is None:
+        if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
+            pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
+        pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+    result = bench.run_bench(
+        "classic/cartpole", num_envs=2, seconds=0.05, warmup=0.01, settings=[(1, 2)], include_emulation=False
+    )
+    peers = [r for r in result if r["backend"].startswith("pufferlib-")]
+    assert {r["backend"] for r in peers} == {"pufferlib-serial", "pufferlib-multiprocessing"}
+    for row in peers:
+        assert row["name"].startswith(f"PufferLib {version} "), row
+        assert row["error"] is None and row["sps"] > 0, row
+    best = max(r["sps"] for r in peers if r["backend"] == "pufferlib-multiprocessing")
+    ours = next(r for r in result if r["name"] == "Multiprocessing w=1 b=2")
+    assert ours["ratio_vs_pufferlib"] == pytest.approx(ours["sps"] / best, rel=1e-2)
 
 
 def test_failing_configuration_is_reported_not_raised():

@@ -28,14 +28,18 @@ Synchronisation (a short polite spin, then block)
       oldest command first among those.
     * Spinning (``spin_us``, default 100 µs): before sleeping, a side polls its word,
       calling ``sched_yield()`` between looks, for about 1.5× its usual wait (at most
-      ``spin_us``; not at all when waits run longer than twice that), and only where it
-      cannot take a core from one of ours: workers when ``num_workers <= cpus``, the
-      main process when ``num_workers < cpus``. Measured on CartPole, 2 workers, 2
-      cores: 131k steps/s blocking only, 215k with this spin. The yield matters: a
-      spin without it that shares a core with the process it waits for holds that core
-      for its whole budget (about 400 µs per step seen here), which is what made
-      PufferLib's busy-waiting backend crawl at 300 steps/s with 2 workers on 2 cores.
-      With more workers than cores nothing ever spins; ``spin_us=0`` turns it off.
+      ``spin_us``; not at all when waits run longer than twice that). Workers spin only
+      when ``num_workers <= cpus``; the main process always may, since at each look it
+      hands its core to whichever worker shares it. Measured on 2 cores, 2 workers,
+      CartPole 16 envs: 160k steps/s with only the workers spinning, 235k with the main
+      process too (NetHack 4 envs, batch 2: 32k → 37k; Breakout unchanged: its waits are
+      too long to spin). The yield matters: a spin without it that shares a core with the
+      process it waits for holds that core for its whole budget (about 400 µs per step
+      seen here), which is what made PufferLib's busy-waiting backend crawl at 300
+      steps/s with 2 workers on 2 cores. Spinning workers on a core with another of
+      ours slowed synchronous batches (NetHack, 4 workers, batch 8: 21k → 16k steps/s),
+      so with more workers than cores they sleep at once; ``spin_us=0`` turns all
+      spinning off.
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -457,9 +461,9 @@ class Multiprocessing(VectorEnv):
         self._startup_timeout = float(startup_timeout)
         spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
         cpus = available_cpus()
-        # Spinning never takes a core someone else of ours needs: workers spin only when each
-        # can have a core, the main process only when a core is left over for it.
-        self._spin = spin if workers < cpus else 0.0
+        # Workers spin only when each can have a core; the main process's spin yields at
+        # every look, so it costs a worker sharing its core no more than a context switch.
+        self._spin = spin
         self._worker_spin = spin if workers <= cpus else 0.0
 
         if start_method is None:
