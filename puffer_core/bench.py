@@ -350,9 +350,7 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int, v
         cases.append(case(f"Multiprocessing w={workers} b={num_envs}", "Multiprocessing", workers, num_envs))
     workers = min(cpus, num_envs)
     if workers > 1 and num_envs % workers == 0 and (num_envs // 2) % (num_envs // workers) == 0:
-        cases.append(
-            case(f"Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2)
-        )
+        cases.append(case(f"Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2))
     return cases
 
 

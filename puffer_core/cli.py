@@ -226,8 +226,9 @@ def bench_cmd(
     """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
 
     Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings),
-    gymnasium's AsyncVectorEnv and PufferLib's vectorization when importable, plus the
-    emulation overhead of one env. Ratios are against the peers of the same run.
+    gymnasium's AsyncVectorEnv and PufferLib's vectorization when importable (`pip
+    install --no-deps pufferlib-core==3.0.23 psutil`), plus the emulation overhead of one
+    env. Ratios are against the peers of the same run.
     --standard DIR runs the standard set (what `nox -s bench` runs) and writes
     DIR/bench.json and DIR/bench.md.
     """
