@@ -7,7 +7,7 @@ packages installed. Built-in plugins (``classic``) come with the core.
 Hashing: a tree hash is SHA-256 over the sorted relative paths and contents of the files
 that go into the distribution (tests, caches and build output left out). The core's hash
 leaves out what a cell never imports: the matrix machinery except ``smoke.py`` and the
-package ``__init__``, and the CLI, benchmark, PufferTank, authoring-kit and torch-helper
+package ``__init__``, and the CLI, benchmark, PufferTank, authoring-kit, test-isolation and torch-helper
 modules (``CORE_HOST_ONLY``); and it reads only the install-relevant tables of
 ``pyproject.toml`` (dependencies, Python, build system, entry points, version). So a new
 CLI option, a README edit or a new optional extra does not invalidate every cell, while
@@ -52,7 +52,7 @@ MATRIX_HOST_ONLY = {
 #: here, a new module included, is hashed.
 CORE_HOST_ONLY = {
     "cli.py", "cli_errors.py", "bench.py", "bench_emulation.py", "scaffold.py", "runner.py", "testing.py",
-    "torch_helpers.py",
+    "isolation.py", "torch_helpers.py",
 }
 CORE_HOST_ONLY_DIRS = {"tank"}
 #: Top-level files of the core that go into its distribution.

@@ -8,11 +8,11 @@ import os
 
 import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import puffer_plugin_atari
-from atari_helpers import envs_json, run_puffer, run_python
 from packaging.version import Version
 from puffer_plugin_atari import INSTALL_HINT
 from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installed_game_ids
 
+from puffer_core.isolation import envs_json, run_puffer, run_python
 from puffer_core.plugins import load_plugins
 from puffer_core.specs import CompatAxes, DockerLayer
 

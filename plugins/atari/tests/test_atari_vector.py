@@ -7,11 +7,11 @@ import json
 import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
 import pytest
-from atari_helpers import run_puffer
 
 import puffer_core
 from puffer_core import vector
 from puffer_core.environments import make_raw
+from puffer_core.isolation import run_puffer
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"preprocess": False}])

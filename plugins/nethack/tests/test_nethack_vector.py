@@ -6,11 +6,11 @@ import json
 
 import nle  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
-from nethack_helpers import run_puffer
 
 import puffer_core
 from puffer_core import vector
 from puffer_core.environments import make_raw
+from puffer_core.isolation import run_puffer
 
 
 def test_emulation_round_trip_matches_the_raw_observation():

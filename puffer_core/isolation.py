@@ -1,4 +1,11 @@
-"""Helpers for the atari plugin's tests: run Python or `puffer` in a clean subprocess."""
+"""Run Python or ``puffer`` in a fresh interpreter, optionally as if some packages were missing.
+
+For plugin tests: "``puffer envs`` still lists my envs when nle is not installed" needs a
+process whose imports of ``nle`` fail, without uninstalling anything::
+
+    from puffer_core.isolation import envs_json
+    envs = envs_json("--plugin", "nethack", block=("nle",))
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ import os
 import subprocess
 import sys
 import textwrap
+
+__all__ = ["BLOCK_IMPORT", "envs_json", "run_puffer", "run_python"]
 
 #: Python prepended to a subprocess to make ``import <name>`` fail as if it were not
 #: installed: a meta path finder ahead of the real ones refuses the name and its
@@ -32,6 +41,7 @@ BLOCK_IMPORT = textwrap.dedent(
 def run_python(
     code: str, block: tuple[str, ...] = (), timeout: float = 120, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
+    """Run ``code`` (dedented) in a new interpreter where the top-level packages in ``block`` cannot be imported."""
     prelude = BLOCK_IMPORT.replace("NAMES", repr(set(block))) if block else ""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", **(extra_env or {})}
     return subprocess.run(
@@ -46,7 +56,7 @@ def run_python(
 def run_puffer(
     *args: str, block: tuple[str, ...] = (), timeout: float = 120, extra_env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """`puffer ARGS` in a subprocess (through the CLI's main, so imports can be blocked)."""
+    """``puffer ARGS`` in a new interpreter (through the CLI's main, so imports can be blocked)."""
     code = f"""
     import sys
     from puffer_core.cli import main
@@ -57,6 +67,7 @@ def run_puffer(
 
 
 def envs_json(*args: str, block: tuple[str, ...] = (), extra_env: dict[str, str] | None = None) -> dict:
+    """``puffer envs --json ARGS`` parsed; raises AssertionError with its stderr when it fails."""
     result = run_puffer("envs", "--json", *args, block=block, extra_env=extra_env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
