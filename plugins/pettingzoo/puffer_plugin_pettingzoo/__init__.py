@@ -84,5 +84,16 @@ def puffer_compat_axes() -> CompatAxes:
                 when={"pettingzoo": ">=1.24.4,<1.26", "python": ">=3.13"},
                 reason="pettingzoo 1.24.4 and 1.25.0 declare Requires-Python < 3.13",
             ),
+            # Build failures, not metadata: what the matrix logged before these entries.
+            KnownBad(
+                when={"pettingzoo": "<1.24", "python": "==3.11"},
+                reason="its classic extra needs hanabi-learning-environment 0.0.4: no wheel for "
+                "Python 3.11, and its CMake build fails there",
+            ),
+            KnownBad(
+                when={"pettingzoo": ">=1.23,<1.24.4", "python": ">=3.12"},
+                reason="its butterfly extra pins pygame 2.3.0: no wheel for Python >= 3.12, and "
+                "its build fails there",
+            ),
         ),
     )

@@ -53,20 +53,25 @@ def test_docker_layer_is_empty_and_valid():
     assert layer == DockerLayer()
 
 
-def test_compat_axes_are_valid_and_exclude_what_release_metadata_forbids():
+def test_compat_axes_are_valid_and_exclude_what_cannot_install():
     axes = plugin.puffer_compat_axes()
     assert isinstance(axes, CompatAxes)
     axes.validate("pettingzoo")
     assert axes.package == "pettingzoo" and "1.27.0" in axes.versions and "1.22.3" in axes.versions
 
     def bad(**pins):
-        return any(known.matches(pins) for known in axes.known_bad)
+        return " / ".join(known.reason for known in axes.known_bad if known.matches(pins))
 
-    assert bad(pettingzoo="1.27.0", gymnasium="0.29.1", python="3.11")
-    assert bad(pettingzoo="1.22.3", gymnasium="0.29.1", python="3.12")
-    assert bad(pettingzoo="1.25.0", gymnasium="1.2.0", python="3.13")
+    # release metadata: Requires-Python, Requires-Dist
+    assert "gymnasium >= 1.0.0" in bad(pettingzoo="1.27.0", gymnasium="0.29.1", python="3.11")
+    assert "Requires-Python < 3.12" in bad(pettingzoo="1.22.3", gymnasium="0.29.1", python="3.12")
+    assert "Requires-Python < 3.13" in bad(pettingzoo="1.25.0", gymnasium="1.2.0", python="3.13")
+    # builds that fail: hanabi on 3.11 (a wheel exists for 3.10), pygame 2.3.0 on 3.12+
+    assert "hanabi" in bad(pettingzoo="1.23.1", gymnasium="1.2.0", python="3.11")
+    assert not bad(pettingzoo="1.23.1", gymnasium="1.2.0", python="3.10")
+    assert "pygame 2.3.0" in bad(pettingzoo="1.24.3", gymnasium="0.29.1", python="3.12")
+    assert not bad(pettingzoo="1.24.3", gymnasium="0.29.1", python="3.11")
     assert not bad(pettingzoo="1.27.0", gymnasium="1.2.0", python="3.13")
-    assert not bad(pettingzoo="1.24.3", gymnasium="0.29.1", python="3.12")
     assert axes.pins["1.24.3"] == {"numpy": "2.2.6"} and "1.27.0" not in axes.pins
 
 
