@@ -433,8 +433,8 @@ class Multiprocessing(VectorEnv):
     command, default 60; env construction gets ``max(timeout, startup_timeout)``),
     ``start_method`` ("fork" on Linux by default, "spawn" / "forkserver" also work),
     ``info_buffer_bytes`` (per-worker mailbox for infos, default 256 KiB) and ``spin_us``
-    (the longest a waiting side polls before it sleeps, where spinning cannot take a core
-    from another of our processes; default ``DEFAULT_SPIN_US``; 0 never spins).
+    (the longest a waiting side polls before it sleeps: the main process always, workers
+    only when each has a core; default ``DEFAULT_SPIN_US``; 0 never spins).
     """
 
     backend = "multiprocessing"
