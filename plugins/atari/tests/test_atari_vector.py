@@ -66,19 +66,11 @@ def test_life_lost_reaches_users_of_a_vector_env():
         lost = []
         for _ in range(300):
             *_, infos = envs.step(np.ones(envs.num_envs, dtype=np.int64))
-            lost += [info for info in _flat_infos(infos) if info.get("life_lost")]
+            lost += [info for info in infos if info.get("life_lost")]
             if len({info["env_id"] for info in lost}) == 2:
                 break
         assert {info["env_id"] for info in lost} == {0, 1}
         assert all(set(info) <= {"life_lost", "env_id"} for info in lost if "episode_length" not in info)
-
-
-def _flat_infos(infos):
-    if isinstance(infos, dict):
-        yield infos
-    elif isinstance(infos, (list, tuple)):
-        for item in infos:
-            yield from _flat_infos(item)
 
 
 def test_two_worker_multiprocessing_run():
@@ -96,7 +88,7 @@ def test_two_worker_multiprocessing_run():
         episodes = []
         for _ in range(80):
             obs, rewards, terminals, truncations, infos = envs.step(np.ones(envs.num_envs, dtype=np.int64))
-            episodes += [info for info in _flat_infos(infos) if "episode_length" in info]
+            episodes += [info for info in infos if "episode_length" in info]
         assert len(episodes) >= 4
         assert all("lives_lost" in info for info in episodes)
     with vector.make("atari/breakout", num_envs=4, num_workers=2, backend="multiprocessing", seed=3) as envs:

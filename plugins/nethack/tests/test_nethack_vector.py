@@ -56,7 +56,7 @@ def test_two_worker_multiprocessing_run():
         for _ in range(70):
             actions = np.zeros(envs.num_envs, dtype=np.int64)
             obs, rewards, terminals, truncations, infos = envs.step(actions)
-            episodes += [info for info in _flat_infos(infos) if "episode_length" in info]
+            episodes += [info for info in infos if "episode_length" in info]
         assert len(episodes) >= 4
         assert all(info["episode_length"] == 30 and "score" in info and "end_code" in info for info in episodes)
 
@@ -64,14 +64,6 @@ def test_two_worker_multiprocessing_run():
     with vector.make("nethack/score", num_envs=4, num_workers=2, backend="multiprocessing", seed=7) as envs:
         again, _ = envs.reset(seed=7)
         assert np.array_equal(first, again)
-
-
-def _flat_infos(infos):
-    if isinstance(infos, dict):
-        yield infos
-    elif isinstance(infos, (list, tuple)):
-        for item in infos:
-            yield from _flat_infos(item)
 
 
 def test_puffer_run_nethack_score():
