@@ -21,7 +21,7 @@ import numpy as np
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats
 
-__all__ = ["FACTORIES", "emulation_overhead"]
+__all__ = ["FACTORIES", "emulation_overhead", "interleaved"]
 
 
 def _cartpole() -> Any:
@@ -140,6 +140,39 @@ def _run(step: Callable, reset: Callable, actions: list, start: int, count: int)
     return elapsed + clock() - t0
 
 
+Loop = tuple[Callable, Callable, list]  # (step, reset, actions)
+
+
+def interleaved(raw: Loop, emulated: Loop, steps: int, rounds: int = 10) -> dict:
+    """Time ``steps`` steps of each loop in ``rounds`` alternating rounds; returns raw_sps,
+    emulated_sps (totals over all rounds) and ratio (median of the per-round ratios, robust
+    to a round disturbed by noise). Both loops must already be reset."""
+    per_round = max(1, steps // rounds)
+    raw_time = emu_time = 0.0
+    ratios = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection landing in one loop only would bias the ratio
+    try:
+        _run(*raw, 0, min(per_round, 200))  # warm-up both
+        _run(*emulated, 0, min(per_round, 200))
+        for r in range(rounds):
+            # Alternate which loop goes first so neither always follows the other.
+            order = ((True, raw), (False, emulated))
+            if r % 2:
+                order = order[::-1]
+            times = {}
+            for is_raw, loop in order:
+                times[is_raw] = _run(*loop, r * per_round, per_round)
+            raw_time += times[True]
+            emu_time += times[False]
+            ratios.append(times[False] / times[True])
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    total = per_round * rounds
+    return {"raw_sps": total / raw_time, "emulated_sps": total / emu_time, "ratio": statistics.median(ratios)}
+
+
 def emulation_overhead(
     env_factory: Callable[[], Any],
     steps: int,
@@ -166,32 +199,13 @@ def emulation_overhead(
         raw_actions = [int(a) for a in raw_actions]
     raw.reset(seed=seed)
     emulated.reset(seed=seed)
-    per_round = max(1, steps // rounds)
-    raw_time = emu_time = 0.0
-    ratios = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # a collection landing in one loop only would bias the ratio
     try:
-        _run(raw.step, raw.reset, raw_actions, 0, min(per_round, 200))  # warm-up both
-        _run(emulated.step, emulated.reset, flat_actions, 0, min(per_round, 200))
-        for r in range(rounds):
-            # Alternate which loop goes first so neither always follows the other.
-            order = ((raw, raw_actions), (emulated, flat_actions))
-            if r % 2:
-                order = order[::-1]
-            times = {}
-            for env, actions in order:
-                times[env is raw] = _run(env.step, env.reset, actions, r * per_round, per_round)
-            raw_time += times[True]
-            emu_time += times[False]
-            ratios.append(times[False] / times[True])
+        return interleaved(
+            (raw.step, raw.reset, raw_actions), (emulated.step, emulated.reset, flat_actions), steps, rounds
+        )
     finally:
-        if gc_was_enabled:
-            gc.enable()
         raw.close()
         emulated.close()
-    total = per_round * rounds
-    return {"raw_sps": total / raw_time, "emulated_sps": total / emu_time, "ratio": statistics.median(ratios)}
 
 
 def main(argv: list[str] | None = None) -> None:

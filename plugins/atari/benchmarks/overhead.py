@@ -20,7 +20,6 @@ the zero-copy binding refused (the copying path).
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 
@@ -28,7 +27,7 @@ import gymnasium
 import numpy as np
 
 import puffer_core
-from puffer_core.bench_emulation import _run
+from puffer_core.bench_emulation import interleaved
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
@@ -67,28 +66,14 @@ def one_repeat(baseline: str, steps: int, rounds: int, seed: int, copying: bool)
     first, _ = raw.reset(seed=seed)
     emulated.reset(seed=seed)
     assert np.array_equal(np.asarray(first), emulated.unflatten_observation(emulated.buf.observations[0]))
-    per_round = max(1, steps // rounds)
-    ratios, raw_time, emu_time = [], 0.0, 0.0
-    gc.disable()
     try:
-        _run(raw.step, raw.reset, raw_actions, 0, min(per_round, 200))
-        _run(emulated.step, emulated.reset, flat_actions, 0, min(per_round, 200))
-        for r in range(rounds):
-            order = [(raw, raw_actions, True), (emulated, flat_actions, False)]
-            if r % 2:
-                order.reverse()
-            times = {}
-            for env, actions, is_raw in order:
-                times[is_raw] = _run(env.step, env.reset, actions, r * per_round, per_round)
-            raw_time += times[True]
-            emu_time += times[False]
-            ratios.append(times[False] / times[True])
+        result = interleaved(
+            (raw.step, raw.reset, raw_actions), (emulated.step, emulated.reset, flat_actions), steps, rounds
+        )
     finally:
-        gc.enable()
         raw.close()
         emulated.close()
-    total = per_round * rounds
-    return total / raw_time, total / emu_time, statistics.median(ratios)
+    return result["raw_sps"], result["emulated_sps"], result["ratio"]
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ the ratio printed is the median over the repeats of each repeat's median round r
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import time
 
@@ -24,7 +23,7 @@ import numpy as np
 from puffer_plugin_nethack.envs import resolve_observation_keys
 
 import puffer_core
-from puffer_core.bench_emulation import _run
+from puffer_core.bench_emulation import interleaved
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
@@ -68,28 +67,14 @@ def one_repeat(steps: int, rounds: int, seed: int, copying: bool, keys: str) -> 
     # Same games under the same actions: compare a few observations.
     ob = emulated.unflatten_observation(emulated.buf.observations[0])
     assert np.array_equal(ob["glyphs"], raw.unwrapped.last_observation[raw.unwrapped._glyph_index])
-    per_round = max(1, steps // rounds)
-    ratios, raw_time, emu_time = [], 0.0, 0.0
-    gc.disable()
     try:
-        _run(raw.step, raw_reset, raw_actions, 0, min(per_round, 200))
-        _run(emulated.step, emulated.reset, flat_actions, 0, min(per_round, 200))
-        for r in range(rounds):
-            order = [(raw.step, raw_reset, raw_actions, True), (emulated.step, emulated.reset, flat_actions, False)]
-            if r % 2:
-                order.reverse()
-            times = {}
-            for step, reset, actions, is_raw in order:
-                times[is_raw] = _run(step, reset, actions, r * per_round, per_round)
-            raw_time += times[True]
-            emu_time += times[False]
-            ratios.append(times[False] / times[True])
+        result = interleaved(
+            (raw.step, raw_reset, raw_actions), (emulated.step, emulated.reset, flat_actions), steps, rounds
+        )
     finally:
-        gc.enable()
         raw.close()
         emulated.close()
-    total = per_round * rounds
-    return total / raw_time, total / emu_time, statistics.median(ratios)
+    return result["raw_sps"], result["emulated_sps"], result["ratio"]
 
 
 def main() -> None:
