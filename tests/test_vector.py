@@ -13,28 +13,13 @@ import pytest
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
-from puffer_core.vector.testing import CountingEnv, TinyParallelEnv
+from puffer_core.vector.testing import CountingEnv, TinyParallelEnv, rollout
 
 MP = "multiprocessing"
 
 
 def cartpole():
     return gymnasium.make("CartPole-v1")
-
-
-def rollout(env, steps, seed, rng_seed=0):
-    """obs/rewards/terminals/truncations/masks over ``steps`` synchronous steps (copied)."""
-    rng = np.random.default_rng(rng_seed)
-    obs, _ = env.reset(seed=seed)
-    out = {"obs": [obs.copy()], "rew": [], "term": [], "trunc": []}
-    n = env.single_action_space.n
-    for _ in range(steps):
-        o, r, te, tr, _ = env.step(rng.integers(0, n, env.num_envs))
-        out["obs"].append(o.copy())
-        out["rew"].append(r.copy())
-        out["term"].append(te.copy())
-        out["trunc"].append(tr.copy())
-    return {k: np.array(v) for k, v in out.items()}
 
 
 def assert_same(a, b):

@@ -14,7 +14,7 @@ import ray  # the tests session installs the ray extra
 
 from puffer_core import vector
 from puffer_core.errors import MissingDependencyError, WorkerError
-from puffer_core.vector.testing import FaultEnv, TinyParallelEnv
+from puffer_core.vector.testing import FaultEnv, TinyParallelEnv, rollout
 
 
 @pytest.fixture(scope="module")
@@ -34,18 +34,6 @@ def cartpole():
     return gymnasium.make("CartPole-v1")
 
 
-def rollout(env, steps, seed):
-    rng = np.random.default_rng(0)
-    obs, _ = env.reset(seed=seed)
-    log = [obs.copy()]
-    rewards = []
-    for _ in range(steps):
-        obs, rew, term, trunc, _ = env.step(rng.integers(0, 2, env.num_envs))
-        log.append(obs.copy())
-        rewards.append(rew.copy())
-    return np.array(log), np.array(rewards)
-
-
 @pytest.mark.ray
 def test_ray_matches_serial_and_multiprocessing(local_ray):
     with vector.make(cartpole, num_envs=5, backend="serial") as env:
@@ -54,9 +42,9 @@ def test_ray_matches_serial_and_multiprocessing(local_ray):
         got = rollout(env, 200, seed=4)
     with vector.make(cartpole, num_envs=5, num_workers=2, backend="multiprocessing") as env:
         mp = rollout(env, 200, seed=4)
-    for a, b, c in zip(want, got, mp):
-        np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(a, c)
+    for key in want:
+        np.testing.assert_array_equal(want[key], got[key], err_msg=key)
+        np.testing.assert_array_equal(want[key], mp[key], err_msg=key)
 
 
 @pytest.mark.ray

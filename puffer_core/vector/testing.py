@@ -12,6 +12,8 @@ autoreset and fault handling visible.
     ``step``, in the env whose first seed is ``fault_seed`` (or in every env).
 ``TinyParallelEnv``
     A PettingZoo-Parallel-style env with 3 agents that leave one by one.
+``rollout``
+    A vector env's trajectory, for comparing backends, settings or code paths.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CountingEnv", "FaultEnv", "TinyParallelEnv"]
+__all__ = ["CountingEnv", "FaultEnv", "TinyParallelEnv", "rollout"]
 
 
 class CountingEnv(gymnasium.Env):
@@ -159,3 +161,21 @@ class TinyParallelEnv:
 
     def close(self) -> None:
         pass
+
+
+def rollout(envs: Any, steps: int, seed: int, rng_seed: int = 0) -> dict[str, np.ndarray]:
+    """``steps`` synchronous steps of ``envs`` after ``reset(seed)``, with random actions
+    from ``rng_seed`` (``envs.single_action_space`` is Discrete): the observations (the
+    reset's first), rewards, terminals and truncations, copied and stacked under ``obs``,
+    ``rew``, ``term`` and ``trunc``. Equal for two runs means the same trajectory."""
+    rng = np.random.default_rng(rng_seed)
+    obs, _ = envs.reset(seed=seed)
+    out: dict[str, list] = {"obs": [obs.copy()], "rew": [], "term": [], "trunc": []}
+    n = envs.single_action_space.n
+    for _ in range(steps):
+        obs, rewards, terminals, truncations, _ = envs.step(rng.integers(0, n, envs.num_envs))
+        out["obs"].append(obs.copy())
+        out["rew"].append(rewards.copy())
+        out["term"].append(terminals.copy())
+        out["trunc"].append(truncations.copy())
+    return {key: np.array(value) for key, value in out.items()}
