@@ -199,6 +199,25 @@ class _LayoutMethods:
     def render(self) -> Any:
         return self.env.render()
 
+    # An emulator wraps its env the way a gymnasium.Wrapper does: ``unwrapped`` and the RNG
+    # are the base env's (gymnasium's env checker and scripts like ``env.unwrapped.ale``
+    # rely on that).
+    @property
+    def unwrapped(self) -> Any:
+        return getattr(self.env, "unwrapped", self.env)
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        return self.env.np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self.env.np_random = value
+
+    @property
+    def np_random_seed(self) -> int | None:
+        return getattr(self.env, "np_random_seed", None)
+
     def close(self) -> None:
         self.env.close()
 

@@ -166,11 +166,18 @@ class NetHackWrapper(gymnasium.Wrapper):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
-            self._rng = np.random.default_rng(seed)
+            # Seed the base env's own RNG (as gymnasium.Env.reset does) and draw the games
+            # from it: env.unwrapped.np_random is then the generator that picks them, which
+            # is what gymnasium's env checker and users expect of a seeded reset.
+            base = self.unwrapped
+            gymnasium.Env.reset(base, seed=seed)
+            self._rng = base.np_random
         self._seed_game()
         # The inner reset gets no seed: the gym adapter would call nle's seed(seed) with a
         # random disp seed and undo ours; nle 1.x ignores it for the game anyway.
-        obs, info = self.env.reset(options=options)
+        # nle reads options["wizkit_items"] unguarded, so options={} (what gymnasium's env
+        # checker and some vector envs pass) raises KeyError; an empty dict means no options.
+        obs, info = self.env.reset(options=options or None)
         self._remember_blstats()
         return obs, info
 
