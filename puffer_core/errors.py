@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "APIUsageError",
+    "EnvCallError",
     "MissingDependencyError",
     "PluginError",
     "PufferError",
@@ -40,6 +41,16 @@ class WorkerError(PufferError):
         self.worker = worker
         self.env_index = env_index
         self.cause = cause
+
+
+class EnvCallError(PufferError):
+    """A method called on the envs of a vector env (``call``, ``env_method``) raised there.
+
+    The envs stay usable; the message names the env and carries the traceback."""
+
+    def __init__(self, message: str, env_index: int | None = None):
+        super().__init__(message)
+        self.env_index = env_index
 
 
 class APIUsageError(PufferError):

@@ -208,11 +208,24 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _start(tail):
-    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(tail=tail)], stdout=subprocess.PIPE, text=True)
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2, pids
-    return proc, pids
+@pytest.fixture
+def start_script():
+    """Starts a script holding a 2-worker vector env: (process, worker pids). A script a
+    failed test leaves running is killed (its workers die with it)."""
+    procs = []
+
+    def start(tail):
+        proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(tail=tail)], stdout=subprocess.PIPE, text=True)
+        procs.append(proc)
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, pids
+        return proc, pids
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
 
 
 def _wait_gone(pids, seconds=5.0):
@@ -222,16 +235,16 @@ def _wait_gone(pids, seconds=5.0):
     return [pid for pid in pids if _alive(pid)]
 
 
-def test_workers_die_with_a_sigkilled_parent():
-    proc, pids = _start("while True: env.step(np.zeros(4, int))")
+def test_workers_die_with_a_sigkilled_parent(start_script):
+    proc, pids = start_script("while True: env.step(np.zeros(4, int))")
     proc.kill()
     proc.wait(5)
     assert _wait_gone(pids) == []
 
 
-def test_ctrl_c_in_the_parent_leaves_nothing_behind():
+def test_ctrl_c_in_the_parent_leaves_nothing_behind(start_script):
     shm = set(os.listdir("/dev/shm"))
-    proc, pids = _start("while True: env.step(np.zeros(4, int))")
+    proc, pids = start_script("while True: env.step(np.zeros(4, int))")
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(10) != 0  # KeyboardInterrupt traceback, then exit
@@ -239,7 +252,7 @@ def test_ctrl_c_in_the_parent_leaves_nothing_behind():
     assert set(os.listdir("/dev/shm")) == shm
 
 
-def test_forgotten_env_is_cleaned_at_exit():
-    proc, pids = _start("print('bye')")
+def test_forgotten_env_is_cleaned_at_exit(start_script):
+    proc, pids = start_script("print('bye')")
     assert proc.wait(10) == 0
     assert _wait_gone(pids) == []

@@ -56,6 +56,7 @@ def make(
     batch_size: int | None = None,
     backend: Any = "serial",
     seed: int | None = None,
+    autoreset: str = "next_step",
     vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
@@ -68,7 +69,9 @@ def make(
     ``num_envs`` and ``batch_size`` count environments; the returned env's ``num_envs`` and
     ``batch_size`` count agent rows. ``num_workers`` defaults to ``min(num_envs, cpus)``,
     ``batch_size`` to ``num_envs``. ``seed`` seeds the first reset (env ``i`` gets
-    ``seed + i``) unless ``reset`` is given its own. ``vector_kwargs`` go to the backend
+    ``seed + i``) unless ``reset`` is given its own. ``autoreset``: "next_step" (default),
+    "same_step" or "disabled", as in Gymnasium 1.1+ (see :mod:`puffer_core.vector.autoreset`).
+    ``vector_kwargs`` go to the backend
     (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
     Ray: ``timeout``, ``actor_options``).
     """
@@ -80,5 +83,6 @@ def make(
         num_workers=num_workers,
         batch_size=batch_size,
         seed=seed,
+        autoreset=autoreset,
         **(vector_kwargs or {}),
     )

@@ -21,12 +21,15 @@ Infos
     so almost nothing crosses process boundaries.
 
 Autoreset
-    Next-step (Gymnasium 1.x's default): once an env ended (all its agents terminal or
-    truncated) the next ``send`` resets it instead of stepping it; its actions for that
-    step are ignored and its rows come back with the reset observation, reward 0 and
-    terminal / truncation False. ``reset(seed)`` seeds env ``i`` with ``seed + i``; later
-    autoresets are unseeded, so every env's RNG just continues. Same seed and same actions
-    → the same trajectories on every backend.
+    ``autoreset="next_step"`` (default), ``"same_step"`` or ``"disabled"``, as Gymnasium
+    1.1+ names them (see :mod:`puffer_core.vector.autoreset`). ``reset(seed)`` seeds env
+    ``i`` with ``seed + i`` (or takes one seed per env); later autoresets are unseeded, so
+    every env's RNG just continues. Same seed and same actions → the same trajectories on
+    every backend, and the same as Gymnasium's ``SyncVectorEnv`` in the same mode.
+
+Calls
+    ``call`` / ``get_attr`` / ``set_attr`` / ``render`` reach the envs wherever they run
+    (see :mod:`puffer_core.vector.calls`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,17 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.vector.autoreset import (
+    DISABLED,
+    NEXT_STEP,
+    NO_SEED,
+    SAME_STEP,
+    ResetPlan,
+    check_autoreset,
+    check_seed,
+    reset_plan,
+)
+from puffer_core.vector.calls import CallResult, EnvCall, raise_failures, run_call
 
 __all__ = [
     "EnvFactory",
@@ -114,8 +128,8 @@ class _CopyingEmulator:
         done = getattr(self.inner, "done", None)
         return bool((self.buf.terminals | self.buf.truncations).all()) if done is None else done
 
-    def reset(self, seed: int | None = None) -> Any:
-        out = self.inner.reset(seed=seed)
+    def reset(self, seed: int | None = None, options: dict | None = None) -> Any:
+        out = self.inner.reset(seed=seed) if options is None else self.inner.reset(seed=seed, options=options)
         self._copy()
         return out
 
@@ -325,14 +339,6 @@ def check_timeout(timeout: Any) -> float:
     return float(timeout)
 
 
-def check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0 or seed >= 2**62:
-        raise APIUsageError(f"seed must be None or an int in [0, 2**62), got {seed!r}")
-    return int(seed)
-
-
 # --------------------------------------------------------------------------- stepping
 
 
@@ -345,6 +351,15 @@ class EnvFault(Exception):
         self.exc_type = type(exc).__name__
         self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         super().__init__(f"env {env_index} raised {self.exc_type} in {phase}: {exc}")
+
+    def to_dict(self) -> dict:
+        """What crosses a process boundary (the exception object itself may not pickle)."""
+        return {
+            "env_index": self.env_index,
+            "phase": self.phase,
+            "exc_type": self.exc_type,
+            "traceback": self.traceback,
+        }
 
     def to_worker_error(self, worker: int | None, backend: str) -> WorkerError:
         where = f"worker {worker} " if worker is not None else ""
@@ -388,7 +403,8 @@ class EnvGroup:
 
     ``arrays`` holds ``observations, rewards, terminals, truncations, masks, actions`` for
     exactly this group's rows. ``first_env`` is the global index of the group's first env
-    (for seeds and error messages). Exceptions from envs surface as ``EnvFault``.
+    (for error messages and call results). Exceptions from envs surface as ``EnvFault``.
+    ``autoreset`` is one of :data:`puffer_core.vector.autoreset.AUTORESET_MODES`.
     """
 
     def __init__(
@@ -400,38 +416,23 @@ class EnvGroup:
         first_env: int = 0,
         prebuilt: Sequence[Any] = (),
         progress: Any = None,
+        autoreset: str = NEXT_STEP,
     ):
-        from puffer_core.emulation import Buffers
-
         self.num_envs = num_envs
         self.agents_per_env = agents_per_env
         self.first_env = first_env
         self.arrays = arrays
         self.actions = arrays["actions"]
+        self.autoreset = check_autoreset(autoreset)
         #: index (within the group) of the env being stepped or built, for fault reports
         self.current = -1
         self._progress = progress  # optional writable 1-element int32 memoryview (shared memory)
         self.envs: list[Any] = []
         self.done = [False] * num_envs
-        a = agents_per_env
         for i in range(num_envs):
             self._mark(i)
-            rows = slice(i * a, (i + 1) * a)
-            buf = Buffers(
-                observations=arrays["observations"][rows],
-                rewards=arrays["rewards"][rows],
-                terminals=arrays["terminals"][rows],
-                truncations=arrays["truncations"][rows],
-                masks=arrays["masks"][rows],
-            )
             try:
-                env = _attach(prebuilt[i], buf) if i < len(prebuilt) else factory(buf)
-                n = int(getattr(env, "num_agents", 1))
-                if n != a:
-                    raise APIUsageError(
-                        f"env {first_env + i} has {n} agent slots but the first env had {a}; every env of a vector "
-                        "env must have the same possible_agents"
-                    )
+                env = self._build(factory, i, prebuilt[i] if i < len(prebuilt) else None)
             except Exception as exc:
                 self.close()
                 raise EnvFault(first_env + i, "construction", exc) from exc
@@ -439,17 +440,45 @@ class EnvGroup:
         self._mark(-1)
         self._discrete = self.actions.ndim == 1
 
+    def _build(self, factory: Callable[..., Any], i: int, prebuilt: Any) -> Any:
+        from puffer_core.emulation import Buffers
+
+        a, arrays = self.agents_per_env, self.arrays
+        rows = slice(i * a, (i + 1) * a)
+        buf = Buffers(
+            observations=arrays["observations"][rows],
+            rewards=arrays["rewards"][rows],
+            terminals=arrays["terminals"][rows],
+            truncations=arrays["truncations"][rows],
+            masks=arrays["masks"][rows],
+        )
+        env = _attach(prebuilt, buf) if prebuilt is not None else factory(buf)
+        n = int(getattr(env, "num_agents", 1))
+        if n != a:
+            raise APIUsageError(
+                f"env {self.first_env + i} has {n} agent slots but the first env had {a}; every env of a vector "
+                "env must have the same possible_agents"
+            )
+        return env
+
     def _mark(self, i: int) -> None:
         self.current = i
         if self._progress is not None:
             self._progress[0] = i
 
-    def reset(self, seed: int | None = None) -> list:
+    def reset(self, plan: ResetPlan | None = None) -> list:
+        """Reset the envs ``plan`` selects (every env by default) with its seeds and options.
+
+        ``plan`` is in this group's env indices (``ResetPlan.envs`` cuts one out)."""
+        seeds, mask, options = (plan.seeds, plan.mask, plan.options) if plan is not None else (None, None, None)
         infos = []
         for i, env in enumerate(self.envs):
+            if mask is not None and not mask[i]:
+                continue
             self._mark(i)
+            seed = None if seeds is None or seeds[i] == NO_SEED else int(seeds[i])
             try:
-                _, info = env.reset(seed=None if seed is None else seed + self.first_env + i)
+                _, info = env.reset(seed=seed) if options is None else env.reset(seed=seed, options=options)
             except Exception as exc:
                 raise EnvFault(self.first_env + i, "reset", exc) from exc
             self.done[i] = bool(getattr(env, "done", False))
@@ -459,50 +488,105 @@ class EnvGroup:
         return infos
 
     def step(self, lo: int = 0, hi: int | None = None) -> list:
-        """Step envs ``lo:hi`` with their rows of ``arrays['actions']``; autoreset those that ended."""
+        """Step envs ``lo:hi`` with their rows of ``arrays['actions']``, resetting ended envs
+        as the autoreset mode says; returns their non-empty infos as (env index, info)."""
+        hi = self.num_envs if hi is None else hi
+        if self.autoreset == NEXT_STEP:
+            infos = self._step_next_step(lo, hi) if self.agents_per_env == 1 else self._step_next_step_agents(lo, hi)
+        else:
+            infos = self._step_in_mode(lo, hi)
+        if self._progress is not None:
+            self._progress[0] = -1
+        return infos
+
+    def _step_next_step(self, lo: int, hi: int) -> list:
+        """The default mode, single agent: the hot loop, kept free of per-step calls."""
         infos = []
         envs, done, first, progress = self.envs, self.done, self.first_env, self._progress
-        if hi is None:
-            hi = self.num_envs
+        actions = self.actions.tolist() if self._discrete else self.actions
         i = lo
-        if self.agents_per_env == 1:
-            actions = self.actions.tolist() if self._discrete else self.actions
-            try:
-                for i in range(lo, hi):
-                    if progress is not None:
-                        progress[0] = i
-                    if done[i]:
-                        _, info = envs[i].reset()
-                        done[i] = False
-                    else:
-                        _, _, terminal, truncated, info = envs[i].step(actions[i])
-                        done[i] = bool(terminal or truncated)
-                    if info:
-                        infos.append((first + i, info))
-            except Exception as exc:
-                raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
-        else:
-            a = self.agents_per_env
-            actions = self.actions
-            try:
-                for i in range(lo, hi):
-                    if progress is not None:
-                        progress[0] = i
-                    env = envs[i]
-                    if done[i]:
-                        _, info = env.reset()
-                        done[i] = bool(getattr(env, "done", False))
-                    else:
-                        _, _, terminals, truncations, info = env.step(actions[i * a : (i + 1) * a])
-                        flag = getattr(env, "done", None)
-                        done[i] = bool((terminals | truncations).all()) if flag is None else bool(flag)
-                    if info:
-                        infos.append((first + i, info))
-            except Exception as exc:
-                raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
-        if progress is not None:
-            progress[0] = -1
+        try:
+            for i in range(lo, hi):
+                if progress is not None:
+                    progress[0] = i
+                if done[i]:
+                    _, info = envs[i].reset()
+                    done[i] = False
+                else:
+                    _, _, terminal, truncated, info = envs[i].step(actions[i])
+                    done[i] = bool(terminal or truncated)
+                if info:
+                    infos.append((first + i, info))
+        except Exception as exc:
+            raise EnvFault(first + i, "reset" if done[i] else "step", exc) from exc
         return infos
+
+    def _step_next_step_agents(self, lo: int, hi: int) -> list:
+        infos = []
+        i = lo
+        try:
+            for i in range(lo, hi):
+                self._mark(i)
+                if self.done[i]:
+                    _, info = self.envs[i].reset()
+                    self.done[i] = bool(getattr(self.envs[i], "done", False))
+                else:
+                    self.done[i], info = self._step_env(i)
+                if info:
+                    infos.append((self.first_env + i, info))
+        except Exception as exc:
+            raise EnvFault(self.first_env + i, "reset" if self.done[i] else "step", exc) from exc
+        return infos
+
+    def _step_in_mode(self, lo: int, hi: int) -> list:
+        """``same_step`` and ``disabled``: step every env; same-step resets the ones that end."""
+        infos = []
+        same_step = self.autoreset == SAME_STEP
+        i, phase = lo, "step"
+        try:
+            for i in range(lo, hi):
+                self._mark(i)
+                phase = "step"
+                self.done[i], info = self._step_env(i)
+                if same_step and self.done[i]:
+                    phase = "reset"
+                    info = self._reset_within_step(i, info)
+                if info:
+                    infos.append((self.first_env + i, info))
+        except Exception as exc:
+            raise EnvFault(self.first_env + i, phase, exc) from exc
+        return infos
+
+    def _step_env(self, i: int) -> tuple[bool, dict]:
+        """Step env ``i`` with its action rows; (whether its episode ended, its info)."""
+        env, a = self.envs[i], self.agents_per_env
+        if a == 1:
+            action = self.actions[i].item() if self._discrete else self.actions[i]
+            _, _, terminal, truncated, info = env.step(action)
+            return bool(terminal or truncated), info
+        _, _, terminals, truncations, info = env.step(self.actions[i * a : (i + 1) * a])
+        flag = getattr(env, "done", None)
+        return (bool((terminals | truncations).all()) if flag is None else bool(flag)), info
+
+    def _reset_within_step(self, i: int, final_info: dict) -> dict:
+        """Same-step autoreset of env ``i``: keep the final step's reward and flags in its
+        rows, put the reset observation there, and the last observation in the info."""
+        a, arrays = self.agents_per_env, self.arrays
+        rows = slice(i * a, (i + 1) * a)
+        final_obs = arrays["observations"][rows].copy()
+        kept = {name: arrays[name][rows].copy() for name in ("rewards", "terminals", "truncations")}
+        env = self.envs[i]
+        _, reset_info = env.reset()
+        self.done[i] = bool(getattr(env, "done", False))
+        for name, values in kept.items():
+            arrays[name][rows] = values
+        if a == 1:
+            return {**reset_info, "final_observation": final_obs[0], "final_info": final_info}
+        return _final_agent_infos(list(env.possible_agents), final_obs, final_info, reset_info)
+
+    def call(self, indices: Sequence[int], request: EnvCall) -> list[CallResult]:
+        """Run ``request`` on the envs at local ``indices`` (see :mod:`puffer_core.vector.calls`)."""
+        return run_call(self.envs, indices, self.first_env, request)
 
     def close(self) -> None:
         envs, self.envs = self.envs, []
@@ -511,6 +595,21 @@ class EnvGroup:
                 env.close()
             except Exception:
                 pass
+
+
+def _final_agent_infos(agents: list, final_obs: np.ndarray, final_info: dict, reset_info: dict) -> dict:
+    """A multi-agent env's same-step info: every agent's slot gets its final observation and
+    final info beside its reset info; entries not keyed by agent stay at the top."""
+    out = {key: value for key, value in reset_info.items() if key not in agents}
+    loose_final = {key: value for key, value in final_info.items() if key not in agents}
+    if loose_final:
+        out["final_info"] = loose_final
+    for slot, agent in enumerate(agents):
+        entry = dict(reset_info.get(agent) or {})
+        entry["final_observation"] = final_obs[slot]
+        entry["final_info"] = dict(final_info.get(agent) or {})
+        out[agent] = entry
+    return out
 
 
 # --------------------------------------------------------------------------- the API
@@ -534,8 +633,12 @@ class VectorEnv:
     possible_agents: list
     #: an emulator built in the main process for its layouts (``unflatten_observation`` …)
     driver_env: Any = None
+    #: "next_step", "same_step" or "disabled" (see :mod:`puffer_core.vector.autoreset`)
+    autoreset_mode: str = NEXT_STEP
 
     _closed: bool = False
+    _state: str = "new"
+    _seed: int | None = None
 
     # The async pair and close are backend specific.
     def _init_workers(self, factory: EnvFactory, envs: int, workers: int, batch: int, counts: list[int]) -> None:
@@ -565,7 +668,16 @@ class VectorEnv:
         self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
         self._all_ids = np.arange(self.num_envs)
 
-    def async_reset(self, seed: int | None = None) -> None:
+    def _init_autoreset(self, autoreset: Any, batch_size_envs: int, num_envs_envs: int) -> None:
+        self.autoreset_mode = check_autoreset(autoreset)
+        if self.autoreset_mode == DISABLED and batch_size_envs != num_envs_envs:
+            raise APIUsageError(
+                f"autoreset='disabled' needs batch_size == num_envs ({num_envs_envs}), got batch_size "
+                f"{batch_size_envs}: the caller resets ended envs with reset(options={{'reset_mask': mask}}), "
+                "which acts on every env at once; use autoreset='next_step' with async batches"
+            )
+
+    def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         raise NotImplementedError
 
     def send(self, actions: Any) -> None:
@@ -577,6 +689,40 @@ class VectorEnv:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
+        """Run ``request`` on the envs at global env ``indices``; one result per index."""
+        raise NotImplementedError
+
+    @property
+    def _env_count(self) -> int:
+        """Environments (not agent rows)."""
+        return self.num_envs // self.agents_per_env
+
+    def _plan_reset(self, seed: Any, options: Any) -> ResetPlan:
+        """Validate a reset's seed and options; the first reset falls back to make's seed."""
+        if seed is None and self._state == "new":
+            seed = self._seed
+        plan = reset_plan(seed, options, self._env_count, self.agents_per_env)
+        if plan.mask is not None:
+            if self._state == "new":
+                raise APIUsageError("the first reset resets every env; call reset() without a reset_mask first")
+            if self.batch_size != self.num_envs:
+                raise APIUsageError(
+                    f"options['reset_mask'] needs batch_size == num_envs ({self.num_envs}), got {self.batch_size}: "
+                    "with async batches some rows are still in flight"
+                )
+        return plan
+
+    def _check_not_ended(self, terminals: np.ndarray, truncations: np.ndarray) -> None:
+        """``autoreset="disabled"``: refuse to step envs that ended and were not reset."""
+        ended = (terminals | truncations).reshape(-1, self.agents_per_env).all(axis=1)
+        if ended.any():
+            which = np.flatnonzero(ended).tolist()
+            raise APIUsageError(
+                f"autoreset='disabled': env(s) {_fmt_choices(which, limit=6).replace(' or ', ' and ')} ended and "
+                "must be reset before they step again; call reset(options={'reset_mask': terminals | truncations})"
+            )
+
     # The synchronous API on top.
     def _require_full_batch(self, what: str) -> None:
         if self.batch_size != self.num_envs:
@@ -585,9 +731,11 @@ class VectorEnv:
                 f"{self.num_envs} rows; use async_reset()/recv()/send() with batch_size < num_envs"
             )
 
-    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list]:
+    def reset(self, seed: Any = None, options: dict | None = None) -> tuple[np.ndarray, list]:
+        """Reset every env (or those of ``options["reset_mask"]``); ``seed``: None, an int
+        (env ``i`` gets ``seed + i``) or one seed per env. Returns (observations, infos)."""
         self._require_full_batch("reset")
-        self.async_reset(seed)
+        self.async_reset(seed, options)
         obs, _, _, _, infos, _, _ = self.recv()
         return obs, infos
 
@@ -596,6 +744,49 @@ class VectorEnv:
         self.send(actions)
         obs, rewards, terminals, truncations, infos, _, _ = self.recv()
         return obs, rewards, terminals, truncations, infos
+
+    # Reaching into the envs, wherever they run.
+    def call(self, name: Any, *args: Any, env_indices: Any = None, **kwargs: Any) -> tuple:
+        """``name(*args, **kwargs)`` on each env (all, or ``env_indices``): a method's result,
+        or an attribute's value; ``name`` may also be a picklable ``fn(env, *args, **kwargs)``."""
+        request = EnvCall("call", name, args, kwargs)
+        return tuple(raise_failures(self._call(self._indices(env_indices), request), request))
+
+    def get_attr(self, name: str, env_indices: Any = None) -> tuple:
+        """The attribute ``name`` of each env (looked up through its wrappers)."""
+        request = EnvCall("get", name)
+        return tuple(raise_failures(self._call(self._indices(env_indices), request), request))
+
+    def set_attr(self, name: str, values: Any, env_indices: Any = None) -> None:
+        """Set ``name`` on each env: ``values`` is a list with one value per env, or one value for all."""
+        indices = self._indices(env_indices)
+        if not isinstance(values, (list, tuple)):
+            values = [values] * len(indices)
+        if len(values) != len(indices):
+            raise APIUsageError(f"set_attr({name!r}) got {len(values)} values for {len(indices)} envs")
+        request = EnvCall("set", name, values=list(values))
+        raise_failures(self._call(indices, request), request)
+
+    def render(self) -> tuple:
+        """Each env's ``render()`` (frames for ``render_mode="rgb_array"``, text for "ansi")."""
+        return self.call("render")
+
+    def _indices(self, env_indices: Any) -> list[int]:
+        self._check_usable()
+        count = self._env_count
+        if env_indices is None:
+            return list(range(count))
+        if isinstance(env_indices, (int, np.integer)):
+            env_indices = [env_indices]
+        indices = [int(i) for i in env_indices]
+        bad = [i for i in indices if not 0 <= i < count]
+        if bad:
+            raise APIUsageError(f"env index {bad[0]} is out of range: this vector env has envs 0–{count - 1}")
+        return indices
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise APIUsageError(f"this {type(self).__name__} vector env is closed")
 
     @property
     def closed(self) -> bool:

@@ -67,14 +67,15 @@ import struct
 import sys
 import threading
 import time
-import traceback
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
     EnvFault,
@@ -82,10 +83,10 @@ from puffer_core.vector.base import (
     VectorEnv,
     available_cpus,
     check_counts,
-    check_seed,
     check_timeout,
     format_infos,
 )
+from puffer_core.vector.calls import CallResult, EnvCall
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
@@ -95,17 +96,19 @@ DEFAULT_SPIN_US = 100.0
 _MIN_SPIN = 20e-6
 
 # Operations in a command word (main → worker): word = seq << 8 | op.
-_BUILD, _STEP, _RESET, _RESET_SEEDED, _QUIT = 1, 2, 3, 4, 5
+_BUILD, _STEP, _RESET, _CALL, _QUIT = 1, 2, 3, 4, 5
 # Status (worker → main), valid once the done word matches the command word.
 _OK, _INFO_MAILBOX, _INFO_PIPE, _ERROR = 0, 1, 2, 3
 # Slots of the per-worker control blocks (int64, one cache line per worker and side).
-_CMD, _SEED = 0, 1  # written by the main process
+_CMD, _RESET_FLAGS, _ARG_LEN = 0, 1, 2  # written by the main process
+_HAS_SEEDS, _HAS_MASK = 1, 2  # bits of _RESET_FLAGS: reset_seeds / reset_mask hold this reset's plan
 _DONE, _STATUS, _INFO_LEN, _SLEEPING, _PROGRESS = 0, 1, 2, 3, 4  # written by the worker
 _SLOTS = 8
 _WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
 _LEN = struct.Struct("=Q")
 _HINT = b"\0"
 _ALIGN = 64
+_ROW_FIELDS = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
 
 
 def _align(n: int) -> int:
@@ -134,6 +137,8 @@ class _Layout:
         self._add("truncations", (rows,), np.bool_)
         self._add("masks", (rows,), np.bool_)
         self._add("actions", (rows, *act_shape), act_dtype)
+        self._add("reset_seeds", (num_envs,), np.int64)  # a reset's plan, per env (autoreset.ResetPlan)
+        self._add("reset_mask", (num_envs,), np.bool_)
         self._add("to_worker", (num_workers, _SLOTS), np.int64)
         self._add("from_worker", (num_workers, _SLOTS), np.int64)
         self._add("main", (_SLOTS,), np.int64)  # [0]: the main process is sleeping
@@ -215,114 +220,121 @@ def _words(array: np.ndarray) -> memoryview:
     return memoryview(array).cast("B").cast("q")
 
 
-def _worker_main(
-    worker: int,
-    factory: Any,
-    first_env: int,
-    num_envs: int,
-    agents_per_env: int,
-    rows: tuple[int, int],
-    layout: _Layout,
-    memory: Any,
-    cmd_handle: Any,
-    done_handle: Any,
-    data_handle: Any,
-    parent_pid: int,
-    use_pdeathsig: bool,
-    close_fds: list[int],
-    spin: float,
-) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    _die_with_parent(parent_pid, use_pdeathsig)
-    for fd in close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    cmd_fd, done_fd, data_fd = _fd(cmd_handle), _fd(done_handle), _fd(data_handle)
-    if isinstance(factory, _Pickled):
-        factory = factory.obj
-    if isinstance(memory, (_FdHandle, int)):
-        memfd = _fd(memory)
-        buffer = mmap.mmap(memfd, layout.size)
-        os.close(memfd)
-    else:
-        buffer = memory
-    arrays = layout.arrays(buffer)
-    lo, hi = rows
-    mine = {
-        name: arrays[name][lo:hi]
-        for name in ("observations", "rewards", "terminals", "truncations", "masks", "actions")
-    }
-    to_me = _words(arrays["to_worker"][worker])
-    from_me = _words(arrays["from_worker"][worker])
-    main_ctl = _words(arrays["main"])
-    done_words = _words(arrays["from_worker"])  # every worker's done word: v * _SLOTS + _DONE
-    all_workers = range(_DONE, len(done_words), _SLOTS)
-    mailbox = memoryview(arrays["mailbox"][worker])
-    mailbox_size = len(mailbox)
-    progress = from_me[_PROGRESS : _PROGRESS + 1]
-    progress[0] = -1
-    fence = threading.Lock()
-    acquire, release = fence.acquire, fence.release
-    read, write, perf, yield_ = os.read, os.write, time.perf_counter, os.sched_yield
+@dataclass
+class _WorkerSpec:
+    """Everything one worker process needs (picklable, for spawned workers)."""
 
-    def finish(word: int, status: int, payload: bytes | None = None) -> None:
+    worker: int
+    factory: Any  # the EnvFactory, or a _Pickled of it for spawn / forkserver
+    first_env: int
+    num_envs: int
+    agents_per_env: int
+    rows: tuple[int, int]
+    layout: _Layout
+    memory: Any  # the mapping itself (fork) or a _FdHandle of its memfd
+    cmd: Any  # read end of the command-hint pipe
+    done: Any  # write end of the shared completion-hint pipe
+    data: Any  # write end of this worker's data pipe (large infos, errors)
+    parent_pid: int
+    use_pdeathsig: bool
+    close_fds: list[int]  # fork: inherited ends of other workers' pipes
+    spin: float
+    autoreset: str
+
+
+class _Worker:
+    """A worker process's side of the protocol: wait for a command word, run it on the
+    worker's ``EnvGroup``, publish the completion (see the module docstring)."""
+
+    def __init__(self, spec: _WorkerSpec):
+        self.spec = spec
+        self.cmd_fd, self.done_fd, self.data_fd = _fd(spec.cmd), _fd(spec.done), _fd(spec.data)
+        if isinstance(spec.memory, (_FdHandle, int)):
+            memfd = _fd(spec.memory)
+            self.buffer = mmap.mmap(memfd, spec.layout.size)
+            os.close(memfd)
+        else:
+            self.buffer = spec.memory
+        arrays = spec.layout.arrays(self.buffer)
+        lo, hi = spec.rows
+        self.arrays = {name: arrays[name][lo:hi] for name in _ROW_FIELDS}
+        envs = slice(spec.first_env, spec.first_env + spec.num_envs)
+        self.reset_seeds, self.reset_mask = arrays["reset_seeds"][envs], arrays["reset_mask"][envs]
+        self.to_me = _words(arrays["to_worker"][spec.worker])
+        self.from_me = _words(arrays["from_worker"][spec.worker])
+        self.main_ctl = _words(arrays["main"])
+        self.done_words = _words(arrays["from_worker"])  # every worker's done word: v * _SLOTS + _DONE
+        self.mailbox = memoryview(arrays["mailbox"][spec.worker])
+        self.progress = self.from_me[_PROGRESS : _PROGRESS + 1]
+        self.progress[0] = -1
+        self.fence = threading.Lock()
+        self.group: EnvGroup | None = None
+
+    def finish(self, word: int, status: int, payload: bytes | None = None) -> None:
         """Publish completion of ``word``; wake the main process only if it sleeps."""
+        from_me, fence = self.from_me, self.fence
         from_me[_STATUS] = status
         if status == _INFO_MAILBOX:
-            mailbox[: len(payload)] = payload
+            self.mailbox[: len(payload)] = payload
             from_me[_INFO_LEN] = len(payload)
         elif payload is not None:
             from_me[_INFO_LEN] = len(payload)
-        acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
-        release()
+        fence.acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
+        fence.release()
         from_me[_DONE] = word
-        acquire()  # fence: the done word is visible before we look at the flag
-        release()
-        flag = main_ctl[0]  # 0: awake; _WAKE_ANY: sleeping; a word: sleeping until all finish it
-        if flag == _WAKE_ANY or (flag == word and all(done_words[v] == word for v in all_workers)):
+        fence.acquire()  # fence: the done word is visible before we look at the flag
+        fence.release()
+        flag = self.main_ctl[0]  # 0: awake; _WAKE_ANY: sleeping; a word: sleeping until all finish it
+        if flag == _WAKE_ANY or (flag == word and self._all_done(word)):
             try:
-                write(done_fd, _HINT)
+                os.write(self.done_fd, _HINT)
             except BlockingIOError:  # the pipe is full of hints already
                 pass
         if status in (_INFO_PIPE, _ERROR):  # after the done word: the main process reads while we write
-            _write_all(data_fd, _LEN.pack(len(payload)) + payload)
+            _write_all(self.data_fd, _LEN.pack(len(payload)) + payload)
 
-    def report(word: int, infos: list) -> None:
-        data = pickle.dumps(infos, protocol=pickle.HIGHEST_PROTOCOL)
-        finish(word, _INFO_MAILBOX if len(data) <= mailbox_size else _INFO_PIPE, data)
+    def _all_done(self, word: int) -> bool:
+        done_words = self.done_words
+        return all(done_words[v] == word for v in range(_DONE, len(done_words), _SLOTS))
 
-    def report_fault(word: int, fault: dict) -> None:
-        finish(word, _ERROR, pickle.dumps(fault, protocol=pickle.HIGHEST_PROTOCOL))
+    def report(self, word: int, result: Any) -> None:
+        """Finish ``word`` with a picklable result (infos or call results)."""
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        self.finish(word, _INFO_MAILBOX if len(data) <= len(self.mailbox) else _INFO_PIPE, data)
 
-    def fault_dict(fault: EnvFault) -> dict:
-        return {
-            "env_index": fault.env_index,
-            "phase": fault.phase,
-            "exc_type": fault.exc_type,
-            "traceback": fault.traceback,
-        }
+    def report_fault(self, word: int, fault: EnvFault) -> None:
+        self.finish(word, _ERROR, pickle.dumps(fault.to_dict(), protocol=pickle.HIGHEST_PROTOCOL))
 
-    word = _BUILD
-    group = None
-    try:
+    def request(self) -> Any:
+        """The main process's pickled argument in the mailbox (reset options, a call), or None."""
+        n = self.to_me[_ARG_LEN]
+        return pickle.loads(self.mailbox[:n]) if n else None
+
+    def build(self) -> None:
+        spec = self.spec
         try:
-            group = EnvGroup(factory, num_envs, agents_per_env, mine, first_env=first_env, progress=progress)
-        except EnvFault as fault:
-            report_fault(word, fault_dict(fault))
-        except BaseException as exc:  # anything else is reported, never swallowed
-            report_fault(
-                word,
-                {
-                    "env_index": first_env,
-                    "phase": "construction",
-                    "exc_type": type(exc).__name__,
-                    "traceback": traceback.format_exc(),
-                },
+            self.group = EnvGroup(
+                spec.factory,
+                spec.num_envs,
+                spec.agents_per_env,
+                self.arrays,
+                first_env=spec.first_env,
+                progress=self.progress,
+                autoreset=spec.autoreset,
             )
+        except EnvFault as fault:
+            self.report_fault(_BUILD, fault)
+        except BaseException as exc:  # anything else is reported, never swallowed
+            self.report_fault(_BUILD, EnvFault(spec.first_env, "construction", exc))
         else:
-            finish(word, _OK)
+            self.finish(_BUILD, _OK)
+
+    def run(self) -> None:
+        """Serve commands until told to quit, the command pipe closes, or an env faults."""
+        self.build()
+        to_me, from_me, fence, cmd_fd = self.to_me, self.from_me, self.fence, self.cmd_fd
+        read, perf, yield_ = os.read, time.perf_counter, os.sched_yield
+        spin = self.spec.spin
         last = 0  # the command word as the main process left it (nothing sent yet)
         started, idle = perf(), 0.0
         while True:
@@ -337,8 +349,8 @@ def _worker_main(
                     word = to_me[_CMD]
             while word == last:
                 from_me[_SLEEPING] = 1
-                acquire()  # fence: the flag is visible before we re-check the word
-                release()
+                fence.acquire()  # fence: the flag is visible before we re-check the word
+                fence.release()
                 word = to_me[_CMD]
                 if word != last:
                     break
@@ -346,37 +358,79 @@ def _worker_main(
                     return
                 word = to_me[_CMD]
             from_me[_SLEEPING] = 0
-            acquire()  # fence: read the actions / seed only after the word that published them
-            release()
+            fence.acquire()  # fence: read the actions / arguments only after the word that published them
+            fence.release()
             idle = 0.7 * idle + 0.3 * (perf() - started)
             last = word
-            op = word & 0xFF
-            if op == _STEP and group is not None:
-                try:
-                    infos = group.step()
-                except EnvFault as fault:
-                    report_fault(word, fault_dict(fault))
-                    group = None
-                    continue
-            elif op in (_RESET, _RESET_SEEDED) and group is not None:
-                try:
-                    infos = group.reset(to_me[_SEED] if op == _RESET_SEEDED else None)
-                except EnvFault as fault:
-                    report_fault(word, fault_dict(fault))
-                    group = None
-                    continue
-            else:  # _QUIT, or a command after a fault
+            if not self.execute(word):
                 return
-            if infos:
-                report(word, infos)
-            else:
-                finish(word, _OK)
             started = perf()
+
+    def execute(self, word: int) -> bool:
+        """Run one command; False when the worker should stop (quit, or its envs faulted)."""
+        op, group = word & 0xFF, self.group
+        if group is None:  # after a fault the main process only ever closes us
+            return False
+        try:
+            if op == _STEP:
+                infos = group.step()
+            elif op == _RESET:
+                infos = group.reset(self.reset_plan())
+            elif op == _CALL:
+                self.report(word, self.call())
+                return True
+            else:  # _QUIT
+                return False
+        except EnvFault as fault:
+            self.report_fault(word, fault)
+            self.group = None
+            group.close()
+            return True  # stay until the main process, which reads the fault, closes us
+        if infos:
+            self.report(word, infos)
+        else:
+            self.finish(word, _OK)
+        return True
+
+    def reset_plan(self) -> ResetPlan:
+        flags = self.to_me[_RESET_FLAGS]
+        return ResetPlan(
+            self.reset_seeds.copy() if flags & _HAS_SEEDS else None,
+            self.reset_mask.copy() if flags & _HAS_MASK else None,
+            self.request(),
+        )
+
+    def call(self) -> list[CallResult]:
+        indices, request = self.request()
+        results = self.group.call(indices, request)
+        for k, result in enumerate(results):
+            try:
+                pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                why = f"the result cannot be sent to the main process ({type(exc).__name__}: {exc})"
+                results[k] = CallResult(result.env_index, False, error=f"PicklingError: {why}")
+        return results
+
+
+def _worker_main(spec: _WorkerSpec) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    _die_with_parent(spec.parent_pid, spec.use_pdeathsig)
+    for fd in spec.close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if isinstance(spec.factory, _Pickled):
+        spec.factory = spec.factory.obj
+    worker = None
+    try:
+        worker = _Worker(spec)
+        worker.run()
     except BrokenPipeError:
         pass
     finally:
-        if group is not None:
-            group.close()
+        if worker is not None and worker.group is not None:
+            worker.group.close()
         os._exit(0)  # skip atexit handlers and finalizers inherited from the parent
 
 
@@ -432,7 +486,7 @@ class Multiprocessing(VectorEnv):
     Parameters beyond ``make``'s: ``timeout`` (seconds a worker may stay silent on one
     command, default 60; env construction gets ``max(timeout, startup_timeout)``),
     ``start_method`` ("fork" on Linux by default, "spawn" / "forkserver" also work),
-    ``info_buffer_bytes`` (per-worker mailbox for infos, default 256 KiB) and ``spin_us``
+    ``info_buffer_bytes`` (per-worker mailbox for infos and call arguments, default 256 KiB) and ``spin_us``
     (the longest a waiting side polls before it sleeps: the main process always, workers
     only when each has a core; default ``DEFAULT_SPIN_US``; 0 never spins).
     """
@@ -452,10 +506,12 @@ class Multiprocessing(VectorEnv):
         start_method: str | None = None,
         info_buffer_bytes: int = 256 * 1024,
         spin_us: float | None = None,
+        autoreset: str = NEXT_STEP,
     ):
         self._closed = True  # until fully started; close() is then a no-op
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
+        self._init_autoreset(autoreset, batch, envs)
         self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
         self._startup_timeout = float(startup_timeout)
@@ -532,6 +588,7 @@ class Multiprocessing(VectorEnv):
         self._term, self._trunc = arrays["terminals"], arrays["truncations"]
         self._masks, self._actions = arrays["masks"], arrays["actions"]
         self._mailbox = arrays["mailbox"]
+        self._reset_seeds, self._reset_mask = arrays["reset_seeds"], arrays["reset_mask"]
         self._to_w = _words(arrays["to_worker"])  # worker w's slot k: w * _SLOTS + k
         self._from_w = _words(arrays["from_worker"])
         self._main_ctl = _words(arrays["main"])
@@ -577,6 +634,7 @@ class Multiprocessing(VectorEnv):
         self._running: dict[int, None] = dict.fromkeys(range(workers))  # in order of sending
         self._ready: deque[int] = deque()
         self._infos: list[list] = [[] for _ in range(workers)]
+        self._call_results: dict[int, list] = {}
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
@@ -587,28 +645,25 @@ class Multiprocessing(VectorEnv):
         for w in range(workers):
             own = {cmd_r[w], data_w[w], done_w}
             close_fds = [fd for fd in everything if fd not in own] if fork else []
-            proc = ctx.Process(
-                target=_worker_main,
-                name=f"puffer-vector-worker-{w}",
-                args=(
-                    w,
-                    wrapped,
-                    self._first_env[w],
-                    self._env_counts[w],
-                    a,
-                    self._row_bounds[w],
-                    self._layout,
-                    memory,
-                    handle(cmd_r[w]),
-                    handle(done_w),
-                    handle(data_w[w]),
-                    parent_pid,
-                    use_pdeathsig,
-                    close_fds,
-                    self._worker_spin,
-                ),
-                daemon=True,
+            spec = _WorkerSpec(
+                worker=w,
+                factory=wrapped,
+                first_env=self._first_env[w],
+                num_envs=self._env_counts[w],
+                agents_per_env=a,
+                rows=self._row_bounds[w],
+                layout=self._layout,
+                memory=memory,
+                cmd=handle(cmd_r[w]),
+                done=handle(done_w),
+                data=handle(data_w[w]),
+                parent_pid=parent_pid,
+                use_pdeathsig=use_pdeathsig,
+                close_fds=close_fds,
+                spin=self._worker_spin,
+                autoreset=self.autoreset_mode,
             )
+            proc = ctx.Process(target=_worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
             proc.start()
             self._procs.append(proc)
         # The children hold their ends now.
@@ -700,11 +755,15 @@ class Multiprocessing(VectorEnv):
     def _complete(self, w: int) -> None:
         base = w * _SLOTS
         status = self._from_w[base + _STATUS]
-        if status == _INFO_MAILBOX:
-            n = self._from_w[base + _INFO_LEN]
-            self._infos[w].extend(pickle.loads(self._mailbox[w, :n]))
-        elif status == _INFO_PIPE:
-            self._infos[w].extend(pickle.loads(self._read_payload(w)))
+        if status in (_INFO_MAILBOX, _INFO_PIPE):
+            if status == _INFO_MAILBOX:
+                result = pickle.loads(self._mailbox[w, : self._from_w[base + _INFO_LEN]])
+            else:
+                result = pickle.loads(self._read_payload(w))
+            if self._expected[w] & 0xFF == _CALL:
+                self._call_results[w] = result
+            else:
+                self._infos[w].extend(result)
         elif status == _ERROR:
             payload = pickle.loads(self._read_payload(w))
             self._fail(
@@ -797,7 +856,7 @@ class Multiprocessing(VectorEnv):
         raise WorkerError(message, worker=worker, env_index=env_index, cause=cause)
 
     # ---------------------------------------------------------------- async API
-    def _send_command(self, workers: Any, op: int, seed: int | None = None) -> None:
+    def _send_command(self, workers: Any, op: int) -> None:
         self._seq += 1
         word = (self._seq << 8) | op
         # The word every worker is on, when one command went to all of them (else -1).
@@ -816,8 +875,6 @@ class Multiprocessing(VectorEnv):
             expected[w] = word
             sent_at[w] = now
             running[w] = None
-            if seed is not None:
-                to_w[w * _SLOTS + _SEED] = seed
             to_w[w * _SLOTS + _CMD] = word
         self._fence.acquire()  # fence: the words are visible before we look at the flags
         self._fence.release()
@@ -837,19 +894,63 @@ class Multiprocessing(VectorEnv):
                         cause="died",
                     )
 
-    def async_reset(self, seed: int | None = None) -> None:
+    def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         self._check_open()
-        seed = check_seed(seed)
-        if seed is None and self._state == "new":
-            seed = self._seed
+        plan = self._plan_reset(seed, options)
         # Results still in flight belong to the old episode: wait for them and drop them.
         if self._running:
             self._wait(len(self._ready) + len(self._running), self.timeout)
         self._ready.clear()
         self._held = None
         self._infos = [[] for _ in range(self.num_workers)]
-        self._send_command(range(self.num_workers), _RESET if seed is None else _RESET_SEEDED, seed)
+        flags = 0
+        if plan.seeds is not None:
+            self._reset_seeds[...] = plan.seeds
+            flags |= _HAS_SEEDS
+        if plan.mask is not None:
+            self._reset_mask[...] = plan.mask
+            flags |= _HAS_MASK
+        for w in range(self.num_workers):
+            self._to_w[w * _SLOTS + _RESET_FLAGS] = flags
+            self._put_argument(w, plan.options)
+        self._send_command(range(self.num_workers), _RESET)
         self._state = "running"
+
+    def _put_argument(self, w: int, argument: Any) -> None:
+        """Leave a pickled argument for worker ``w``'s next command in its mailbox (None: none)."""
+        if argument is None:
+            self._to_w[w * _SLOTS + _ARG_LEN] = 0
+            return
+        try:
+            import cloudpickle  # gymnasium's dependency; pickles lambdas and local functions too
+
+            data = cloudpickle.dumps(argument)
+        except Exception as exc:
+            raise APIUsageError(f"cannot send {argument!r} to the workers: it does not pickle ({exc})") from None
+        mailbox = self._mailbox[w]
+        if len(data) > len(mailbox):
+            raise APIUsageError(
+                f"an argument of {len(data):,} bytes does not fit the workers' {len(mailbox):,}-byte mailbox; "
+                "raise vector_kwargs={'info_buffer_bytes': …}"
+            )
+        mailbox[: len(data)] = np.frombuffer(data, np.uint8)
+        self._to_w[w * _SLOTS + _ARG_LEN] = len(data)
+
+    def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
+        if self._running:  # finish what is in flight first; its results stay ready for recv
+            self._wait(len(self._ready) + len(self._running), self.timeout)
+        ready, by_worker = list(self._ready), {}
+        for i in indices:
+            w = int(np.searchsorted(self._first_env, i, side="right")) - 1
+            by_worker.setdefault(w, []).append(i - self._first_env[w])
+        self._call_results = {}
+        for w, local in by_worker.items():
+            self._put_argument(w, (local, request))
+        self._send_command(list(by_worker), _CALL)
+        self._wait(len(ready) + len(by_worker), self.timeout)
+        self._ready = deque(ready)  # the call's completions are not batches
+        results = {r.env_index: r for w in by_worker for r in self._call_results.pop(w)}
+        return [results[i] for i in indices]
 
     def recv(self) -> tuple:
         self._check_open()
@@ -908,6 +1009,8 @@ class Multiprocessing(VectorEnv):
                 else "send() called twice without recv(); call recv() to get the next batch first"
             )
         actions = self._check_actions(actions, self.batch_size)
+        if self.autoreset_mode == DISABLED:  # disabled needs full batches
+            self._check_not_ended(self._term, self._trunc)
         if len(batch) == self.num_workers:
             self._actions[...] = actions
         else:
@@ -933,6 +1036,8 @@ class Multiprocessing(VectorEnv):
             "_masks",
             "_actions",
             "_mailbox",
+            "_reset_seeds",
+            "_reset_mask",
             "_to_w",
             "_from_w",
             "_main_ctl",

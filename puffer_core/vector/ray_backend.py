@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, MissingDependencyError, WorkerError
+from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
     EnvFault,
@@ -29,10 +30,10 @@ from puffer_core.vector.base import (
     VectorEnv,
     allocate_arrays,
     check_counts,
-    check_seed,
     check_timeout,
     format_infos,
 )
+from puffer_core.vector.calls import CallResult, EnvCall
 
 __all__ = ["Ray", "import_ray"]
 
@@ -62,6 +63,7 @@ class _EnvActor:
         obs_space: Any,
         action_shape: tuple,
         action_dtype: Any,
+        autoreset: str = NEXT_STEP,
     ):
         self.fault: dict | None = None
         self.progress = np.full(1, -1, np.int32)
@@ -69,11 +71,17 @@ class _EnvActor:
         self.arrays = arrays
         try:
             self.group: EnvGroup | None = EnvGroup(
-                factory, num_envs, agents_per_env, arrays, first_env=first_env, progress=memoryview(self.progress)
+                factory,
+                num_envs,
+                agents_per_env,
+                arrays,
+                first_env=first_env,
+                progress=memoryview(self.progress),
+                autoreset=autoreset,
             )
         except EnvFault as fault:
             self.group = None
-            self.fault = _fault_dict(fault)
+            self.fault = fault.to_dict()
 
     def ready(self) -> dict | None:
         return self.fault
@@ -85,32 +93,26 @@ class _EnvActor:
         arrays = self.arrays
         return ("ok", tuple(arrays[name] for name in _FIELDS), infos)
 
-    def reset(self, seed: int | None) -> tuple:
+    def reset(self, plan: ResetPlan) -> tuple:
         try:
-            return self._result(self.group.reset(seed))
+            return self._result(self.group.reset(plan))
         except EnvFault as fault:
-            return ("error", _fault_dict(fault), None)
+            return ("error", fault.to_dict(), None)
 
     def step(self, actions: np.ndarray) -> tuple:
         self.group.actions[...] = actions
         try:
             return self._result(self.group.step())
         except EnvFault as fault:
-            return ("error", _fault_dict(fault), None)
+            return ("error", fault.to_dict(), None)
+
+    def call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
+        return self.group.call(indices, request)
 
     def close(self) -> None:
         if self.group is not None:
             self.group.close()
             self.group = None
-
-
-def _fault_dict(fault: EnvFault) -> dict:
-    return {
-        "env_index": fault.env_index,
-        "phase": fault.phase,
-        "exc_type": fault.exc_type,
-        "traceback": fault.traceback,
-    }
 
 
 class Ray(VectorEnv):
@@ -134,12 +136,14 @@ class Ray(VectorEnv):
         timeout: float = 60.0,
         startup_timeout: float = 120.0,
         actor_options: dict | None = None,
+        autoreset: str = NEXT_STEP,
     ):
         self._closed = True
         ray = import_ray()
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
+        self._init_autoreset(autoreset, batch, envs)
         self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
 
@@ -170,6 +174,7 @@ class Ray(VectorEnv):
                         self.single_observation_space,
                         self._action_shape,
                         action_dtype,
+                        self.autoreset_mode,
                     )
                 )
             refs = [actor.ready.remote() for actor in self._actors]
@@ -269,19 +274,32 @@ class Ray(VectorEnv):
         )
 
     # ---------------------------------------------------------------- async API
-    def async_reset(self, seed: int | None = None) -> None:
+    def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         self._check_open()
-        seed = check_seed(seed)
-        if seed is None and self._state == "new":
-            seed = self._seed
+        plan = self._plan_reset(seed, options)
         if self._pending:  # results in flight belong to the old episode
             self._wait(len(self._ready) + len(self._pending))
         self._ready.clear()
         self._held = None
         self._infos = [[] for _ in range(self.num_workers)]
         for w, actor in enumerate(self._actors):
-            self._submit(w, actor.reset.remote(seed))
+            first = self._first_env[w]
+            self._submit(w, actor.reset.remote(plan.envs(first, first + self._env_counts[w])))
         self._state = "running"
+
+    def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
+        self._check_open()
+        if self._pending:  # actors run two calls at once: let in-flight steps finish first
+            self._wait(len(self._ready) + len(self._pending))
+        by_worker: dict[int, list[int]] = {}
+        for i in indices:
+            w = int(np.searchsorted(self._first_env, i, side="right")) - 1
+            by_worker.setdefault(w, []).append(i - self._first_env[w])
+        results = {}
+        for w, local in by_worker.items():
+            for result in self._get(self._actors[w].call.remote(local, request), w):
+                results[result.env_index] = result
+        return [results[i] for i in indices]
 
     def recv(self) -> tuple:
         self._check_open()
@@ -332,6 +350,8 @@ class Ray(VectorEnv):
                 else "send() called twice without recv(); call recv() to get the next batch first"
             )
         actions = self._check_actions(actions, self.batch_size)
+        if self.autoreset_mode == DISABLED:  # disabled needs full batches
+            self._check_not_ended(self._arrays["terminals"], self._arrays["truncations"])
         start = 0
         for w in batch:
             lo, hi = self._row_bounds[w]

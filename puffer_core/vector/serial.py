@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError
+from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
     EnvFault,
@@ -16,10 +17,10 @@ from puffer_core.vector.base import (
     allocate_arrays,
     batched_space,
     check_counts,
-    check_seed,
     format_infos,
     probe_env,
 )
+from puffer_core.vector.calls import CallResult, EnvCall
 
 __all__ = ["Serial"]
 
@@ -29,6 +30,7 @@ class Serial(VectorEnv):
 
     With ``batch_size < num_envs`` the envs are stepped in fixed consecutive groups of
     ``batch_size`` envs, round robin: ``recv`` returns group g, ``send`` steps group g.
+    ``autoreset`` is "next_step" (default), "same_step" or "disabled".
     """
 
     backend = "serial"
@@ -41,9 +43,11 @@ class Serial(VectorEnv):
         batch_size: int | None = None,
         seed: int | None = None,
         env_kwargs: dict | None = None,
+        autoreset: str = NEXT_STEP,
     ):
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, _, batch, _ = check_counts(num_envs, num_workers, batch_size, "serial")
+        self._init_autoreset(autoreset, batch, envs)
         self._seed = check_seed(seed)
         first, spec = probe_env(factory)
         a = spec["agents_per_env"]
@@ -60,7 +64,7 @@ class Serial(VectorEnv):
         self.action_space = batched_space(self.single_action_space, self.batch_size)
         self.arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
         try:
-            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=[first])
+            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=[first], autoreset=self.autoreset_mode)
         except EnvFault as fault:
             raise fault.to_worker_error(None, "Serial") from fault
         self.driver_env = self.group.envs[0]
@@ -71,13 +75,11 @@ class Serial(VectorEnv):
         self._closed = False
 
     # ---------------------------------------------------------------- async API
-    def async_reset(self, seed: int | None = None) -> None:
+    def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         self._check_open()
-        seed = check_seed(seed)
-        if seed is None and self._state == "new":
-            seed = self._seed
+        plan = self._plan_reset(seed, options)
         try:
-            infos = self.group.reset(seed)
+            infos = self.group.reset(plan)
         except EnvFault as fault:
             raise fault.to_worker_error(None, "Serial") from fault
         self._pending_infos = [[] for _ in range(self._num_groups)]
@@ -130,6 +132,8 @@ class Serial(VectorEnv):
         actions = self._check_actions(actions, self.batch_size)
         g = self._cursor
         rows = self.batch_size
+        if self.autoreset_mode == DISABLED:  # disabled needs full batches: g is 0
+            self._check_not_ended(self.arrays["terminals"], self.arrays["truncations"])
         self.arrays["actions"][g * rows : (g + 1) * rows] = actions
         try:
             infos = self.group.step(g * self._envs_per_batch, (g + 1) * self._envs_per_batch)
@@ -138,6 +142,9 @@ class Serial(VectorEnv):
         self._pending_infos[g] = infos
         self._cursor = (g + 1) % self._num_groups
         self._state = "ready"
+
+    def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
+        return self.group.call(indices, request)
 
     def close(self) -> None:
         if self._closed:
