@@ -13,14 +13,16 @@ its ``.env`` chain (wrappers, then the raw env), the first layer that has the na
 
 from __future__ import annotations
 
+import bisect
+import pickle
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from puffer_core.errors import EnvCallError
 
-__all__ = ["CallResult", "EnvCall", "is_wrapped", "raise_failures", "run_call"]
+__all__ = ["CallResult", "EnvCall", "is_wrapped", "per_worker", "raise_failures", "run_call", "sendable"]
 
 _MAX_DEPTH = 64
 
@@ -44,6 +46,19 @@ class CallResult:
     value: Any = None
     error: str = ""  # "TypeName: message" when not ok
     traceback: str = ""
+
+
+def per_worker(indices: Sequence[int], request: EnvCall, first_envs: Sequence[int]) -> dict[int, tuple]:
+    """Split a request on global env ``indices`` into {worker: (local indices, its request)};
+    ``first_envs[w]`` is worker ``w``'s first global env index (ascending)."""
+    split: dict[int, tuple[list, list]] = {}
+    for k, i in enumerate(indices):
+        w = bisect.bisect_right(first_envs, i) - 1
+        local, values = split.setdefault(w, ([], []))
+        local.append(i - first_envs[w])
+        if request.kind == "set":
+            values.append(request.values[k])
+    return {w: (local, replace(request, values=values)) for w, (local, values) in split.items()}
 
 
 def _layers(env: Any):
@@ -109,6 +124,20 @@ def run_call(envs: Sequence[Any], indices: Sequence[int], first_env: int, reques
                 CallResult(first_env + i, False, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
             )
     return results
+
+
+def sendable(results: list[CallResult]) -> list[CallResult]:
+    """``results`` with each one that cannot be pickled (to cross to the main process)
+    replaced by a failure saying so."""
+    out = []
+    for result in results:
+        try:
+            pickle.dumps(result.value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:
+            why = f"the result cannot be sent to the main process ({type(exc).__name__}: {exc})"
+            result = CallResult(result.env_index, False, error=f"PicklingError: {why}")
+        out.append(result)
+    return out
 
 
 def describe(request: EnvCall) -> str:

@@ -86,7 +86,7 @@ from puffer_core.vector.base import (
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall
+from puffer_core.vector.calls import CallResult, EnvCall, per_worker, sendable
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
@@ -402,14 +402,7 @@ class _Worker:
 
     def call(self) -> list[CallResult]:
         indices, request = self.request()
-        results = self.group.call(indices, request)
-        for k, result in enumerate(results):
-            try:
-                pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:
-                why = f"the result cannot be sent to the main process ({type(exc).__name__}: {exc})"
-                results[k] = CallResult(result.env_index, False, error=f"PicklingError: {why}")
-        return results
+        return sendable(self.group.call(indices, request))
 
 
 def _worker_main(spec: _WorkerSpec) -> None:
@@ -939,13 +932,10 @@ class Multiprocessing(VectorEnv):
     def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
         if self._running:  # finish what is in flight first; its results stay ready for recv
             self._wait(len(self._ready) + len(self._running), self.timeout)
-        ready, by_worker = list(self._ready), {}
-        for i in indices:
-            w = int(np.searchsorted(self._first_env, i, side="right")) - 1
-            by_worker.setdefault(w, []).append(i - self._first_env[w])
+        ready, by_worker = list(self._ready), per_worker(indices, request, self._first_env)
         self._call_results = {}
-        for w, local in by_worker.items():
-            self._put_argument(w, (local, request))
+        for w, argument in by_worker.items():
+            self._put_argument(w, argument)
         self._send_command(list(by_worker), _CALL)
         self._wait(len(ready) + len(by_worker), self.timeout)
         self._ready = deque(ready)  # the call's completions are not batches

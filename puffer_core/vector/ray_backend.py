@@ -33,7 +33,7 @@ from puffer_core.vector.base import (
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall
+from puffer_core.vector.calls import CallResult, EnvCall, per_worker, sendable
 
 __all__ = ["Ray", "import_ray"]
 
@@ -107,7 +107,7 @@ class _EnvActor:
             return ("error", fault.to_dict(), None)
 
     def call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
-        return self.group.call(indices, request)
+        return sendable(self.group.call(indices, request))
 
     def close(self) -> None:
         if self.group is not None:
@@ -291,13 +291,9 @@ class Ray(VectorEnv):
         self._check_open()
         if self._pending:  # actors run two calls at once: let in-flight steps finish first
             self._wait(len(self._ready) + len(self._pending))
-        by_worker: dict[int, list[int]] = {}
-        for i in indices:
-            w = int(np.searchsorted(self._first_env, i, side="right")) - 1
-            by_worker.setdefault(w, []).append(i - self._first_env[w])
         results = {}
-        for w, local in by_worker.items():
-            for result in self._get(self._actors[w].call.remote(local, request), w):
+        for w, (local, own) in per_worker(indices, request, self._first_env).items():
+            for result in self._get(self._actors[w].call.remote(local, own), w):
                 results[result.env_index] = result
         return [results[i] for i in indices]
 
