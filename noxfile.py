@@ -67,6 +67,13 @@ def install_torch(session: nox.Session) -> bool:
     return False
 
 
+def install_torch_extras(session: nox.Session, *extras: str) -> None:
+    """Extras that depend on torch, resolved against the local torch==2.13.0 (an unpinned torch
+    requirement would otherwise pull a newer multi-GB CUDA build from the index)."""
+    constraints = ["-c", str(COMMON_CONSTRAINTS)] if COMMON_CONSTRAINTS.exists() else []
+    session.install(*constraints, "-e", f".[{','.join(extras)}]", "torch==2.13.0", env=uv_env())
+
+
 def install_pufferlib(session: nox.Session) -> None:
     session.install("--no-deps", *PUFFERLIB, env=uv_env())
 
@@ -79,7 +86,9 @@ def tests(session: nox.Session) -> None:
     env = {"PYTHONFAULTHANDLER": "1"}
     if install_torch(session):
         install_pufferlib(session)
+        install_torch_extras(session, "sb3")
         env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
+        env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
     session.run("python", "-m", "pytest", *args, env=env)
 

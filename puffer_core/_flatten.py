@@ -189,6 +189,8 @@ class ObservationLayout:
             flat = np.dtype(np.uint8)
             low = np.zeros(self.nbytes, np.uint8)
             high = np.full(self.nbytes, 255, np.uint8)
+        #: True when the leaves mix dtypes, so the flat buffer holds raw bytes, not numbers.
+        self.mixed_dtypes = len(leaf_dtypes) > 1
         self.flat_dtype = flat
         self.size = self.nbytes // flat.itemsize
         self.space = spaces.Box(low=low, high=high, shape=(self.size,), dtype=flat)

@@ -7,8 +7,9 @@ import sys
 import numpy as np
 import pytest
 from gymnasium import spaces
+from optional import require
 
-torch = pytest.importorskip("torch")
+torch = require("torch")
 
 from puffer_core.emulation import GymnasiumEmulator, ObservationLayout  # noqa: E402
 from puffer_core.errors import SpaceError  # noqa: E402

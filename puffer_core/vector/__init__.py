@@ -10,10 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from puffer_core.errors import APIUsageError
+from puffer_core.vector.autoreset import AUTORESET_MODES
 from puffer_core.vector.base import EnvFactory, VectorEnv, check_counts
 from puffer_core.vector.serial import Serial
 
-__all__ = ["BACKENDS", "Multiprocessing", "Ray", "Serial", "VectorEnv", "check_counts", "make"]
+__all__ = [
+    "AUTORESET_MODES",
+    "BACKENDS",
+    "Multiprocessing",
+    "Ray",
+    "Serial",
+    "VectorEnv",
+    "check_counts",
+    "make",
+    "to_gymnasium",
+    "to_sb3",
+]
 
 BACKENDS = ("serial", "multiprocessing", "ray")
 
@@ -30,6 +42,20 @@ def __getattr__(name: str) -> Any:
 
         return Ray
     raise AttributeError(f"module 'puffer_core.vector' has no attribute {name!r}")
+
+
+def to_gymnasium(envs: VectorEnv, copy: bool = False) -> Any:
+    """``envs`` as a ``gymnasium.vector.VectorEnv`` (see :mod:`puffer_core.vector.gymnasium_vector`)."""
+    from puffer_core.vector.gymnasium_vector import to_gymnasium as convert  # gymnasium ≥ 1.1 only
+
+    return convert(envs, copy=copy)
+
+
+def to_sb3(envs: VectorEnv) -> Any:
+    """``envs`` as a Stable-Baselines3 ``VecEnv`` (see :mod:`puffer_core.vector.sb3_vec_env`)."""
+    from puffer_core.vector.sb3_vec_env import to_sb3 as convert  # deferred: imports SB3 and torch
+
+    return convert(envs)
 
 
 def _backend_class(backend: Any) -> type:
