@@ -5,6 +5,8 @@
 * a single raw env loop (the env as its plugin makes it, no emulation, no vectorization);
 * emulation overhead (``puffer_core.bench_emulation``) when that module is present;
 * Serial and Multiprocessing at a few worker / batch settings (and Ray on request);
+* the adapters to the ecosystem (``to_gymnasium``, ``to_sb3``) over Multiprocessing, each
+  next to the same vector env stepped directly;
 * peers: gymnasium's ``AsyncVectorEnv`` (shared memory on) and, when ``pufferlib`` is
   importable (``PUFFERLIB_INSTALL``), PufferLib's Serial and Multiprocessing at their usual
   settings.
@@ -95,6 +97,29 @@ def _time_async(
 def _time_gym_vector(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
     actions = _random_actions(space, rows, 64, seed)
     env.reset(seed=seed)
+    n = 0
+    deadline = time.perf_counter() + warmup
+    while time.perf_counter() < deadline:
+        env.step(actions[n % 64])
+        n += 1
+    steps = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while True:
+        for _ in range(8):
+            env.step(actions[n % 64])
+            n += 1
+            steps += rows
+        now = time.perf_counter()
+        if now >= end:
+            return steps / (now - start)
+
+
+def _time_sb3(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:
+    """Steps/second of a Stable-Baselines3 VecEnv driven as SB3 drives it (step_async + step_wait)."""
+    actions = _random_actions(space, rows, 64, seed)
+    env.seed(seed)
+    env.reset()
     n = 0
     deadline = time.perf_counter() + warmup
     while time.perf_counter() < deadline:
@@ -239,6 +264,7 @@ def _cases(
     include_ray: bool,
     seed: int,
     settings: list[tuple[int, int]] | None,
+    include_adapters: bool = True,
 ) -> list[_Case]:
     from puffer_core import vector
     from puffer_core.environments import make_raw
@@ -275,6 +301,8 @@ def _cases(
     if include_ray and importlib.util.find_spec("ray") is not None:
         workers = min(num_envs, available_cpus())
         cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))
+    if include_adapters:
+        cases.extend(_adapter_cases(env_id, num_envs, seed))
     if include_peers:
         probe = raw_creator()
         multi = hasattr(probe, "possible_agents")
@@ -286,6 +314,56 @@ def _cases(
             if version is not None:
                 cases.extend(_pufferlib_cases(raw_creator, num_envs, seed, version))
     return cases
+
+
+def _adapter_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:
+    """``to_gymnasium`` and ``to_sb3`` over Multiprocessing (one worker per core, full batch),
+    each next to the same vector env stepped directly in the same autoreset mode: the pairs
+    measure what the adapters cost."""
+    from puffer_core import vector
+
+    workers = min(available_cpus(), num_envs)
+    setting = f"Multiprocessing w={workers} b={num_envs}"
+
+    def case(name: str, mode: str, adapt: Callable[[Any], Any] | None, timer: Callable[..., float]) -> _Case:
+        def build() -> Any:
+            envs = vector.make(
+                env_id, num_envs=num_envs, num_workers=workers, backend="multiprocessing", seed=seed, autoreset=mode
+            )
+            return envs if adapt is None else adapt(envs)
+
+        def measure(env: Any, seconds: float, warmup: float) -> float:
+            # An SB3 VecEnv's action_space is one env's; the others name it single_action_space.
+            space = getattr(env, "single_action_space", None) or env.action_space
+            return timer(env, seconds, warmup, env.num_envs, space, seed)
+
+        kind = "adapter" if adapt is not None else "adapter-baseline"
+        return _Case(name, kind, "multiprocessing", num_envs, workers, num_envs, build, measure)
+
+    cases = [
+        case(f"{setting}, step()", "next_step", None, _time_gym_vector),
+        case(f"to_gymnasium({setting})", "next_step", vector.to_gymnasium, _time_gym_vector),
+    ]
+    if _sb3_takes(env_id):
+        cases += [
+            case(f"{setting} same_step, step()", "same_step", None, _time_gym_vector),
+            case(f"to_sb3({setting} same_step)", "same_step", vector.to_sb3, _time_sb3),
+        ]
+    return cases
+
+
+def _sb3_takes(env_id: str) -> bool:
+    """SB3 is importable and the env's flat observation holds numbers, not mixed-dtype bytes."""
+    if importlib.util.find_spec("stable_baselines3") is None:
+        return False
+    import puffer_core
+
+    env = puffer_core.make(env_id)
+    try:
+        return not env.obs_layout.mixed_dtypes
+    finally:
+        with contextlib.suppress(Exception):
+            env.close()
 
 
 def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int) -> _Case:
@@ -411,6 +489,12 @@ def _add_ratios(rows: list[dict]) -> list[dict]:
         "ratio_vs_async": best(lambda r: r["backend"] == "gymnasium-async"),
         "ratio_vs_pufferlib": best(lambda r: r["backend"] == "pufferlib-multiprocessing"),
     }
+    backend_sps = None
+    for row in rows:  # each adapter row follows the row of its vector env stepped directly
+        if row["kind"] == "adapter-baseline":
+            backend_sps = row.get("sps")
+        if row["kind"] == "adapter":
+            row["ratio_vs_backend"] = round(row["sps"] / backend_sps, 3) if row.get("sps") and backend_sps else None
     for row in rows:
         for key, base in baselines.items():
             # The emulation row is its own interleaved raw-vs-emulated measurement: its
@@ -435,16 +519,19 @@ def run_bench(
     include_emulation: bool = True,
     settings: list[tuple[int, int]] | None = None,
     seed: int = 0,
+    include_adapters: bool = True,
 ) -> list[dict]:
     """Measure every configuration on ``env_id``; see the module docstring for the rows.
 
     ``seconds`` is the measuring time per configuration and round; ``progress(name, i,
     total)`` is called before each measurement. ``settings`` overrides the
-    Multiprocessing (num_workers, batch_size) pairs. A configuration that fails to build or
+    Multiprocessing (num_workers, batch_size) pairs; ``include_adapters`` adds ``to_gymnasium``
+    and ``to_sb3`` rows, each next to its vector env stepped directly (``ratio_vs_backend``).
+    A configuration that fails to build or
     run gets ``sps=None`` and its ``error`` text instead of stopping the run.
     """
     warmup = min(1.0, seconds / 5) if warmup is None else warmup
-    cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings)
+    cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings, include_adapters)
     total = len(cases) * rounds + (1 if include_emulation else 0)
     done = 0
     for _ in range(rounds):
@@ -492,6 +579,15 @@ def run_bench(
 # --------------------------------------------------------------------------- rendering
 
 
+def _annotation(row: dict, start: str = "", end: str = "") -> str:
+    """What a row's own comparison says: emulation overhead, or an adapter's cost."""
+    if row["kind"] == "emulation" and row.get("overhead"):
+        return f" {start}(step time {row['overhead']:.3f}× raw){end}"
+    if row["kind"] == "adapter" and row.get("ratio_vs_backend"):
+        return f" {start}({row['ratio_vs_backend']:.3f}× the vector env stepped directly){end}"
+    return ""
+
+
 def _fmt_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
@@ -526,9 +622,7 @@ def render_table(rows: list[dict], title: str | None = None) -> Any:
                 "",
             )
             continue
-        name = row["name"]
-        if row["kind"] == "emulation" and row.get("overhead"):
-            name += f" [dim](step time {row['overhead']:.3f}× raw)[/dim]"
+        name = row["name"] + _annotation(row, "[dim]", "[/dim]")
         table.add_row(
             name,
             str(row["num_workers"]),
@@ -565,9 +659,7 @@ def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = No
                     f"{(row.get('error') or '').replace('|', '/')} | | | | |"
                 )
                 continue
-            name = row["name"]
-            if row["kind"] == "emulation" and row.get("overhead"):
-                name += f" (step time {row['overhead']:.3f}× raw)"
+            name = row["name"] + _annotation(row)
             lines.append(
                 f"| {name} | {row['num_workers']} | {row['batch_size']} | {row['sps']:,.0f} | "
                 f"{_fmt_ratio(row.get('ratio_vs_raw'))} | {_fmt_ratio(row.get('ratio_vs_serial'))} | "

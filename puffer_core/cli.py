@@ -211,6 +211,7 @@ def run_cmd(
 @click.option("--rounds", default=1, show_default=True, type=click.IntRange(min=1), help="Interleaved repetitions.")
 @click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
 @click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
+@click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
@@ -220,15 +221,17 @@ def bench_cmd(
     rounds: int,
     no_peers: bool,
     include_ray: bool,
+    no_adapters: bool,
     out_dir: str | None,
     as_json: bool,
 ) -> None:
     """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
 
-    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings),
-    gymnasium's AsyncVectorEnv and PufferLib's vectorization when importable (`pip
-    install --no-deps pufferlib-core==3.0.23 psutil`), plus the emulation overhead of one
-    env. Ratios are against the peers of the same run.
+    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
+    to_gymnasium / to_sb3 adapters next to the vector env they wrap, gymnasium's
+    AsyncVectorEnv and PufferLib's vectorization when importable (`pip install --no-deps
+    pufferlib-core==3.0.23 psutil`), plus the emulation overhead of one env. Ratios are
+    against the peers of the same run.
     --standard DIR runs the standard set (what `nox -s bench` runs) and writes
     DIR/bench.json and DIR/bench.md.
     """
@@ -257,6 +260,7 @@ def bench_cmd(
                 progress=progress,
                 rounds=rounds,
                 include_ray=include_ray,
+                include_adapters=not no_adapters,
             )
     if out_dir is not None:
         if as_json:
@@ -278,8 +282,11 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
     """Conformance checks for a plugin (all its envs) or one env id.
 
     Spaces declared match what the env returns, the reset/step contract, determinism by
-    seed, emulation round trip, a short Multiprocessing run, and the plugin's DockerLayer
-    and CompatAxes. Exits 1 when any check fails. From Python: puffer_core.testing.
+    seed, emulation round trip, the peers' own checkers (gymnasium's check_env on a
+    single-agent env, pettingzoo's parallel_api_test on a multi-agent one; their warnings
+    are shown, not failed), a short Multiprocessing run, and the plugin's DockerLayer and
+    CompatAxes. Envs whose package is missing are skipped. Exits 1 when any check fails.
+    From Python: puffer_core.testing.
     """
     from puffer_core.testing import check, iter_lines
 
