@@ -26,6 +26,22 @@ PROBES = {
     "probe_multiagent": ("ProbeMultiAgentEnv", "probe: 3 agents that leave one by one (Parallel API)", "pettingzoo"),
 }
 
+#: Andy Jones' RL debugging probes (puffer_core.probes.DebugProbeEnv): number -> what it tests
+DEBUG_PROBES = {
+    1: "debug probe 1, value: 1 action, obs 0, reward +1 (V = 1)",
+    2: "debug probe 2, obs-dependent value: 1 action, obs -1 or +1, reward = obs (V(obs) = obs)",
+    3: "debug probe 3, discounting: 1 action, obs 0 then 1, reward +1 at the end (V(0) = gamma, V(1) = 1)",
+    4: "debug probe 4, policy: 2 actions, obs 0, reward +1 for action 1, -1 for action 0 (V = 1)",
+    5: "debug probe 5, obs-dependent policy: 2 actions, obs -1 or +1, reward +1 for action = (obs > 0) else -1 (V = 1)",
+}
+
+#: id suffix -> (class in puffer_core.probes, api, how the variant presents the probe)
+DEBUG_PROBE_VARIANTS = {
+    "": ("DebugProbeEnv", "gymnasium", ""),
+    "_dict": ("DebugProbeDictEnv", "gymnasium", "; obs inside a nested Dict of mixed dtypes"),
+    "_2agents": ("DebugProbeTwoAgentEnv", "pettingzoo", "; 2 staggered agents, dead rows masked (Parallel API)"),
+}
+
 
 def make_gymnasium(gym_id: str, **kwargs: Any) -> Any:
     """Build a gymnasium env; the passive checker is off since emulation validates spaces."""
@@ -59,6 +75,17 @@ def puffer_envs() -> list[EnvSpec]:
             description=description,
         )
         for name, (class_name, description, api) in PROBES.items()
+    ]
+    specs += [
+        EnvSpec(
+            id=f"classic/probe_{number}{suffix}",
+            creator=functools.partial(make_probe, class_name),
+            kwargs={"number": number},
+            api=api,
+            description=description + variant,
+        )
+        for suffix, (class_name, api, variant) in DEBUG_PROBE_VARIANTS.items()
+        for number, description in DEBUG_PROBES.items()
     ]
     return specs
 
