@@ -17,6 +17,12 @@ Agents
     earlier get both flags), so ``emulator.done`` and ``(terminals | truncations).all()``
     agree.
 
+Observations returned
+    ``reset`` and ``step`` return a fresh copy of the flat observation (Gymnasium's contract:
+    a caller may keep it across steps). ``step_in_place`` is the same step without that copy:
+    it returns the buffer itself, which the next step overwrites; the vector backends use it,
+    since they hand out their shared buffers anyway.
+
 Emulators never autoreset: the vector layer resets an env on the step after it ended.
 """
 
@@ -266,11 +272,18 @@ class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
         self.zero_copy = offer_observation_buffer(self.env, self.obs_layout.nest(views))
         self._write = self.obs_layout.writer(self._obs, views, skip_identical=self.zero_copy)
         self._to_env_action = self.action_layout.fast_unflatten()
-        self.step = _compile_step(self)
+        self.step_in_place = step_in_place = _compile_step(self)
+
+        def step(action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
+            ob, reward, terminated, truncated, info = step_in_place(action)
+            return ob.copy(), reward, terminated, truncated, info
+
+        step.__doc__ = GymnasiumEmulator.step.__doc__
+        self.step = step
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for name in ("_obs", "_write", "_to_env_action", "step"):
+        for name in ("_obs", "_write", "_to_env_action", "step", "step_in_place"):
             state.pop(name, None)
         return state
 
@@ -286,12 +299,21 @@ class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
         buf.terminals[0] = False
         buf.truncations[0] = False
         buf.masks[0] = True
-        return self._obs, info
+        return self._obs.copy(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
-        """Step with a flat action; writes obs, reward, terminal and truncation into ``buf``.
+        """Step with a flat action; writes obs, reward, terminal and truncation into ``buf`` and
+        returns a copy of the observation.
 
-        Replaced per instance in ``__init__`` by a compiled closure doing exactly this.
+        Replaced per instance by a compiled closure doing exactly this (see ``_compile``).
+        """
+        ob, reward, terminated, truncated, info = self.step_in_place(action)
+        return ob.copy(), reward, terminated, truncated, info
+
+    def step_in_place(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
+        """``step`` returning the buffer row itself (overwritten by the next step), not a copy.
+
+        Replaced per instance by a compiled closure doing exactly this (see ``_compile``).
         """
         ob, reward, terminated, truncated, info = self.env.step(self._to_env_action(action))
         self._store_obs(ob)
@@ -413,10 +435,16 @@ class PettingZooEmulator(_LayoutMethods):
             buf.masks[i] = True
         self._live = set(obs)
         self.done = not obs
-        return buf.observations, {agent: info for agent, info in (infos or {}).items() if info}
+        return buf.observations.copy(), {agent: info for agent, info in (infos or {}).items() if info}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Step every live agent with its row of ``actions``; rows of dead slots are ignored."""
+        """Step every live agent with its row of ``actions`` (rows of dead slots are ignored);
+        returns copies of the per-slot arrays."""
+        obs, rewards, terminals, truncations, infos = self.step_in_place(actions)
+        return obs.copy(), rewards.copy(), terminals.copy(), truncations.copy(), infos
+
+    def step_in_place(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        """``step`` returning the buffers themselves (overwritten by the next step), not copies."""
         actions = np.asarray(actions)
         if actions.shape[:1] != (self.num_agents,):
             raise APIUsageError(

@@ -1,7 +1,9 @@
 """Conformance checks for plugin authors: ``check_env`` / ``check_plugin`` (and `puffer check`).
 
 Each check runs in isolation and returns a ``CheckResult``; one failing check never
-hides the others. Use from a plugin's own tests::
+hides the others. Besides Puffer's own checks, every env goes through its peer library's
+own checker (``run_peer_checker``): Gymnasium's ``check_env`` for a single-agent env,
+PettingZoo's ``parallel_api_test`` for a multi-agent one. Use from a plugin's own tests::
 
     from puffer_core.testing import check_plugin
 
@@ -12,8 +14,14 @@ hides the others. Use from a plugin's own tests::
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
+import io
+import re
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,9 +32,30 @@ from gymnasium import spaces
 from puffer_core.errors import PufferError, UnknownEnvError
 from puffer_core.plugins import LOADED, PluginSet, get_plugins
 
-__all__ = ["CheckReport", "CheckResult", "assert_trees_equal", "check_env", "check_plugin"]
+__all__ = [
+    "GYMNASIUM_CHECK",
+    "PETTINGZOO_CHECK",
+    "CheckReport",
+    "CheckResult",
+    "assert_trees_equal",
+    "check_env",
+    "check_plugin",
+    "peer_checker_name",
+    "run_peer_checker",
+]
 
 DEFAULT_STEPS = 64
+
+#: Names of the peer-checker check in a report.
+GYMNASIUM_CHECK = "gymnasium check_env"
+PETTINGZOO_CHECK = "pettingzoo parallel_api_test"
+
+# Gymnasium's check_env warns about every emulator whatever its env: an emulator wraps its
+# env (so it is not its own ``unwrapped``) and, not made by gymnasium.make, has no spec.
+# They say nothing about the env under test, so they are left out of the report.
+_EMULATOR_WARNINGS = ("is different from the unwrapped version", "due to the environment not having a spec")
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+_MAX_WARNING_CHARS = 160
 
 
 @dataclass
@@ -258,6 +287,97 @@ def _vector(env_id: str, steps: int) -> str:
     return f"{steps} steps on 2 workers"
 
 
+def peer_checker_name(env: Any) -> str:
+    """The peer checker that applies to an emulated env: PettingZoo's for a multi-agent one, else Gymnasium's."""
+    from puffer_core.emulation import PettingZooEmulator
+
+    return PETTINGZOO_CHECK if isinstance(env, PettingZooEmulator) else GYMNASIUM_CHECK
+
+
+def _checker_function(name: str, cycles: int | None) -> Callable[[Any], None]:
+    """The checker function itself, applied to what it expects: the emulator, or a PettingZoo emulator's env."""
+    if name == PETTINGZOO_CHECK:
+        from pettingzoo.test import parallel_api_test
+
+        num_cycles = {} if cycles is None else {"num_cycles": cycles}
+        return lambda env: parallel_api_test(env.env, **num_cycles)
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    return gymnasium_check_env
+
+
+def run_peer_checker(env: Any, cycles: int | None = None) -> list[str]:
+    """Run the peer library's own API checker on an emulated env; return its warnings, short and deduplicated.
+
+    ``gymnasium.utils.env_checker.check_env`` on a ``GymnasiumEmulator``;
+    ``pettingzoo.test.parallel_api_test`` on a ``PettingZooEmulator``'s adapted Parallel env
+    (``env.env``), ``cycles`` steps per episode (the checker's default when None). A failure
+    raises ``AssertionError`` with the checker's message.
+    """
+    name = peer_checker_name(env)
+    checker = _checker_function(name, cycles)  # imported before recording: import-time warnings are not its verdict
+    # The checkers print (parallel_api_test: "Passed Parallel API test"), which would corrupt `puffer check --json`.
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("always")  # every warning, also those Python would show only once per place
+        try:
+            checker(env)
+        except AssertionError as exc:
+            seen = _short_warnings(caught)
+            suffix = f" (warnings: {'; '.join(seen)})" if seen else ""
+            raise AssertionError(f"{_assertion_message(exc)}{suffix}") from exc
+    return _short_warnings(caught)
+
+
+def _assertion_message(exc: AssertionError) -> str:
+    """The assertion's message, or its source line when it has none (many of the checkers' asserts have none)."""
+    if str(exc):
+        return str(exc)
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"`{frame.line}` ({frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})"
+
+
+def _short_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    """Warning texts without colour codes or gymnasium's ``WARN:`` prefix, truncated, each once, in order."""
+    texts: list[str] = []
+    for record in caught:
+        text = " ".join(_ANSI_ESCAPE.sub("", str(record.message)).split()).removeprefix("WARN: ")
+        if any(marker in text for marker in _EMULATOR_WARNINGS):
+            continue
+        if len(text) > _MAX_WARNING_CHARS:
+            text = text[: _MAX_WARNING_CHARS - 1] + "…"
+        if text not in texts:
+            texts.append(text)
+    return texts
+
+
+def _check_with_peer_checker(checks: _Checks, env_id: str, steps: int) -> None:
+    """Run the peer checker on a fresh emulated env, as a check named after that checker."""
+    import puffer_core
+
+    try:
+        env = puffer_core.make(env_id)
+    except Exception as exc:  # which checker applies is unknown until the env is made
+        checks.run(f"{GYMNASIUM_CHECK} / {PETTINGZOO_CHECK}", functools.partial(_reraise, exc))
+        return
+    try:
+        name = peer_checker_name(env)
+        if name == PETTINGZOO_CHECK and importlib.util.find_spec("pettingzoo") is None:
+            hint = "not run: needs pettingzoo (pip install pettingzoo)"
+            checks.report.results.append(CheckResult(env_id, name, True, hint, skipped=True))
+            return
+        checks.run(name, lambda: _warnings_detail(run_peer_checker(env, cycles=steps)))
+    finally:
+        env.close()
+
+
+def _warnings_detail(texts: list[str]) -> str:
+    return f"{len(texts)} warning{'s' if len(texts) != 1 else ''}: {'; '.join(texts)}" if texts else "no warnings"
+
+
+def _reraise(exc: BaseException) -> str:
+    raise exc
+
+
 def _envs_for(target: str, plugins: PluginSet) -> list[str]:
     return [env_id for env_id in plugins.env_ids() if plugins.env_owner[env_id] == target]
 
@@ -281,6 +401,7 @@ def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None
     checks.run("reset/step contract and spaces", lambda: _contract(env_id, plugins, steps))
     checks.run("determinism by seed", lambda: _determinism(env_id, plugins, steps))
     checks.run("emulation round trip", lambda: _emulation(env_id))
+    _check_with_peer_checker(checks, env_id, steps)
     checks.run("multiprocessing run", lambda: _vector(env_id, 16))
     return checks.report
 

@@ -112,7 +112,8 @@ def test_cartpole_matches_the_raw_env_step_for_step():
         np.testing.assert_array_equal(obs, raw_obs)
         assert (rew, term, trunc) == (raw_rew, raw_term, raw_trunc)
         assert emu.buf.rewards[0] == rew and emu.buf.terminals[0] == term and emu.buf.truncations[0] == trunc
-        assert np.shares_memory(obs, emu.buf.observations)
+        np.testing.assert_array_equal(emu.buf.observations[0], obs)  # written in place,
+        assert not np.shares_memory(obs, emu.buf.observations)  # returned as a copy the caller may keep
         if term or trunc:
             ended = True
             break
@@ -125,14 +126,15 @@ def test_nested_observations_unflatten_to_zero_copy_views_of_what_the_env_return
     # Mixed dtypes: the flat space is bytes, as long as the structured dtype.
     assert emu.observation_space.dtype == np.uint8
     assert emu.observation_space.shape == (emu.obs_dtype.itemsize,)
-    obs, info = emu.reset(seed=1)
+    _, info = emu.reset(seed=1)
     assert info == {"reset": True}
+    obs = emu.buf.observations[0]
     for _ in range(2):
         view = emu.unflatten_observation(obs)
         assert_tree_equal(view, emu.env.last_obs)
         for leaf in leaves(view):
             assert np.shares_memory(leaf, emu.buf.observations)
-        obs, *_ = emu.step(emu.action_space.sample())
+        obs, *_ = emu.step_in_place(emu.action_space.sample())
 
 
 def test_structured_dtype_is_aligned_so_every_leaf_can_be_viewed_in_place():
@@ -205,11 +207,11 @@ def test_a_caller_provided_buffer_is_written_in_place_and_never_rebound():
     buf = Buffers(shared_obs[1:2], shared_rew[1:2], shared_term[1:2], shared_trunc[1:2], shared_mask[1:2])
     arrays = (buf.observations, buf.rewards, buf.terminals, buf.truncations, buf.masks)
     emu = GymnasiumEmulator(NestedEnv(episode_length=2), buf=buf)
-    obs, _ = emu.reset(seed=5)
-    assert np.shares_memory(obs, shared_obs) and shared_mask[1]
+    emu.reset(seed=5)
+    assert shared_mask[1]
     np.testing.assert_array_equal(shared_obs[1], probe.flatten_observation(emu.env.last_obs))
-    obs, rew, term, _, _ = emu.step(emu.action_space.sample())
-    obs, rew, term, _, _ = emu.step(emu.action_space.sample())
+    obs, rew, term, _, _ = emu.step_in_place(emu.action_space.sample())
+    obs, rew, term, _, _ = emu.step_in_place(emu.action_space.sample())
     assert np.shares_memory(obs, shared_obs)
     np.testing.assert_array_equal(shared_obs[1], probe.flatten_observation(emu.env.last_obs))
     assert shared_rew[1] == rew == 2.0 and shared_term[1] and term
@@ -225,7 +227,7 @@ def test_a_single_box_buffer_is_written_in_place_for_cartpole_too():
     buf = Buffers(shared[1:], np.zeros(1, np.float32), np.zeros(1, bool), np.zeros(1, bool), np.zeros(1, bool))
     emu = GymnasiumEmulator(gymnasium.make("CartPole-v1"), buf=buf)
     obs, _ = emu.reset(seed=0)
-    obs, *_ = emu.step(1)
+    obs, *_ = emu.step_in_place(1)
     assert np.shares_memory(obs, shared) and shared[1].any() and not shared[0].any()
     np.testing.assert_array_equal(shared[1], obs)
 
@@ -417,7 +419,7 @@ def test_connect_four_aec_env_is_converted_and_plays_to_the_end():
     assert isinstance(emu, PettingZooEmulator) and emu.num_agents == 2
     assert isinstance(emu.action_space, spaces.Discrete) and emu.action_space.n == 7
     obs, _ = emu.reset(seed=0)
-    views = emu.unflatten_observation(obs)
+    views = emu.unflatten_observation(emu.buf.observations)
     assert views["action_mask"].shape == (2, 7) and views["observation"].shape == (2, 6, 7, 2)
     assert np.shares_memory(views["action_mask"], emu.buf.observations)
     moves = 0
@@ -535,8 +537,8 @@ def test_pettingzoo_writes_into_a_given_buffer():
     shared = np.zeros((5, 2), np.float32)
     buf = Buffers(shared[1:4], np.zeros(3, np.float32), np.zeros(3, bool), np.zeros(3, bool), np.zeros(3, bool))
     emu = PettingZooEmulator(DyingEnv(), buf=buf)
-    obs, _ = emu.reset()
-    emu.step(np.array([1, 1, 1]))
+    emu.reset()
+    obs, *_ = emu.step_in_place(np.array([1, 1, 1]))
     assert obs is buf.observations and np.shares_memory(obs, shared)
     np.testing.assert_array_equal(shared[1:3], [[1, 1], [1, 2]])
     assert not shared[0].any() and not shared[4].any()
@@ -558,7 +560,7 @@ def test_emulators_survive_pickling():
     emu = GymnasiumEmulator(NestedEnv())
     emu.reset(seed=2)
     clone = pickle.loads(pickle.dumps(emu))
-    obs, *_ = clone.step(clone.action_space.sample())
+    obs, *_ = clone.step_in_place(clone.action_space.sample())
     assert np.shares_memory(obs, clone.buf.observations)
     assert_tree_equal(clone.unflatten_observation(obs), clone.env.last_obs)
 
@@ -664,7 +666,7 @@ def test_attach_moves_an_emulator_onto_new_buffers(multi):
     np.testing.assert_array_equal(new.masks, old.masks)
     before = old.observations.copy()
     actions = np.zeros((3,), np.int64) if multi else emu.action_space.sample()
-    obs, *_ = emu.step(actions)
+    obs, *_ = emu.step_in_place(actions)
     assert np.shares_memory(obs, new.observations)
     np.testing.assert_array_equal(old.observations, before)  # the old buffer is left alone
     assert not np.array_equal(new.observations, before)
@@ -688,3 +690,18 @@ def test_ale_zero_copy_reference_binder_matches_the_copying_path():
         b, *_ = copied.step(action)
         np.testing.assert_array_equal(a, b)
     assert a.any() and np.shares_memory(bound.env.unwrapped._get_obs(), bound.buf.observations)
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_reset_and_step_return_observations_the_caller_may_keep(multi):
+    """Gymnasium's contract (gymnasium 1.4's env checker tests it): a returned observation is
+    not overwritten by the next step; step_in_place is the buffer-returning variant."""
+    emu = PettingZooEmulator(DyingEnv()) if multi else GymnasiumEmulator(NestedEnv())
+    actions = np.zeros((3,), np.int64) if multi else emu.action_space.sample()
+    first, _ = emu.reset(seed=0)
+    kept = first.copy()
+    second, *_ = emu.step(actions)
+    np.testing.assert_array_equal(first, kept)
+    assert not np.shares_memory(second, emu.buf.observations)
+    third, *_ = emu.step_in_place(actions) if not multi or not emu.done else (emu.buf.observations,)
+    assert np.shares_memory(third, emu.buf.observations)

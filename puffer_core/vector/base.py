@@ -116,12 +116,7 @@ class _CopyingEmulator:
             setattr(self, name, getattr(inner, name))
 
     def _copy(self) -> None:
-        src, dst = self.inner.buf, self.buf
-        dst.observations[...] = src.observations
-        dst.rewards[...] = src.rewards
-        dst.terminals[...] = src.terminals
-        dst.truncations[...] = src.truncations
-        dst.masks[...] = src.masks
+        self.inner.buf.copy_into(self.buf)
 
     @property
     def done(self) -> bool:
@@ -134,9 +129,11 @@ class _CopyingEmulator:
         return out
 
     def step(self, action: Any) -> Any:
-        out = self.inner.step(action)
+        out = getattr(self.inner, "step_in_place", self.inner.step)(action)
         self._copy()
         return out
+
+    step_in_place = step  # what EnvGroup calls: it must reach our copy, not the inner buffer
 
     def close(self) -> None:
         self.inner.close()
@@ -439,6 +436,8 @@ class EnvGroup:
             self.envs.append(env)
         self._mark(-1)
         self._discrete = self.actions.ndim == 1
+        # The rows are our buffer: step the emulators without copying their observation out.
+        self._steps = [getattr(env, "step_in_place", env.step) for env in self.envs]
 
     def _build(self, factory: Callable[..., Any], i: int, prebuilt: Any) -> Any:
         from puffer_core.emulation import Buffers
@@ -502,7 +501,7 @@ class EnvGroup:
     def _step_next_step(self, lo: int, hi: int) -> list:
         """The default mode, single agent: the hot loop, kept free of per-step calls."""
         infos = []
-        envs, done, first, progress = self.envs, self.done, self.first_env, self._progress
+        envs, steps, done, first, progress = self.envs, self._steps, self.done, self.first_env, self._progress
         actions = self.actions.tolist() if self._discrete else self.actions
         i = lo
         try:
@@ -513,7 +512,7 @@ class EnvGroup:
                     _, info = envs[i].reset()
                     done[i] = False
                 else:
-                    _, _, terminal, truncated, info = envs[i].step(actions[i])
+                    _, _, terminal, truncated, info = steps[i](actions[i])
                     done[i] = bool(terminal or truncated)
                 if info:
                     infos.append((first + i, info))
@@ -559,12 +558,12 @@ class EnvGroup:
 
     def _step_env(self, i: int) -> tuple[bool, dict]:
         """Step env ``i`` with its action rows; (whether its episode ended, its info)."""
-        env, a = self.envs[i], self.agents_per_env
+        env, step, a = self.envs[i], self._steps[i], self.agents_per_env
         if a == 1:
             action = self.actions[i].item() if self._discrete else self.actions[i]
-            _, _, terminal, truncated, info = env.step(action)
+            _, _, terminal, truncated, info = step(action)
             return bool(terminal or truncated), info
-        _, _, terminals, truncations, info = env.step(self.actions[i * a : (i + 1) * a])
+        _, _, terminals, truncations, info = step(self.actions[i * a : (i + 1) * a])
         flag = getattr(env, "done", None)
         return (bool((terminals | truncations).all()) if flag is None else bool(flag)), info
 

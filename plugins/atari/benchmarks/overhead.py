@@ -68,7 +68,7 @@ def one_repeat(baseline: str, steps: int, rounds: int, seed: int, copying: bool)
     assert np.array_equal(np.asarray(first), emulated.unflatten_observation(emulated.buf.observations[0]))
     try:
         result = interleaved(
-            (raw.step, raw.reset, raw_actions), (emulated.step, emulated.reset, flat_actions), steps, rounds
+            (raw.step, raw.reset, raw_actions), (emulated.step_in_place, emulated.reset, flat_actions), steps, rounds
         )
     finally:
         raw.close()

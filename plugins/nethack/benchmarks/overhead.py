@@ -69,7 +69,7 @@ def one_repeat(steps: int, rounds: int, seed: int, copying: bool, keys: str) -> 
     assert np.array_equal(ob["glyphs"], raw.unwrapped.last_observation[raw.unwrapped._glyph_index])
     try:
         result = interleaved(
-            (raw.step, raw_reset, raw_actions), (emulated.step, emulated.reset, flat_actions), steps, rounds
+            (raw.step, raw_reset, raw_actions), (emulated.step_in_place, emulated.reset, flat_actions), steps, rounds
         )
     finally:
         raw.close()

@@ -61,6 +61,14 @@ NLE_DEFAULT = "nle"
 LEAN = "lean"
 _HIDDEN_KEYS = ("internal",)
 
+#: The observation keys nle's ``render()`` reads in each render mode (``nle.env.base.NLE.render``).
+RENDER_MODE_KEYS: dict[str, tuple[str, ...]] = {
+    "human": ("tty_chars", "tty_colors", "tty_cursor"),
+    "full": ("message", "chars", "colors"),
+    "ansi": ("chars",),
+    "string": ("chars",),
+}
+
 
 def installed_nle_version() -> str | None:
     """The installed nle version, read from its metadata (nle itself is not imported)."""
@@ -146,12 +154,30 @@ def _accepts(cls: type, name: str) -> bool:
         return False
 
 
+def _check_render_keys(render_mode: str | None, keys: tuple[str, ...] | None) -> None:
+    """Refuse a render mode whose observation keys are not observed: nle's render() would fail on each call."""
+    if keys is None:  # nle's own default keys, which every render mode can use
+        return
+    missing = [key for key in RENDER_MODE_KEYS.get(render_mode or "", ()) if key not in keys]
+    if missing:
+        raise ValueError(
+            f"render_mode={render_mode!r} renders from the observation keys {', '.join(missing)}, which "
+            f"observation_keys={keys!r} leaves out; add them to observation_keys (or pass observation_keys='all'), "
+            "or use render_mode='pixel' or None"
+        )
+
+
 def make_nethack(task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, **kwargs: Any) -> Any:
     """Build the raw nle env for ``task``; every other kwarg goes to the nle constructor."""
     cls = _task_class(task)
     keys = resolve_observation_keys(observation_keys)
     if keys is not None:
         kwargs["observation_keys"] = keys
+    # nle >= 1.0 renders in "human" mode unless told otherwise, from tty_* keys the lean
+    # default leaves out, so its render() fails; no render mode is Gymnasium's default.
+    if "render_mode" not in kwargs and _accepts(cls, "render_mode"):
+        kwargs["render_mode"] = None
+    _check_render_keys(kwargs.get("render_mode"), keys)
     # nle >= 1.3: with seeds set, derive moon phase / Friday 13th / night from the seed
     # instead of the wall clock, so a seed gives the same game on any day.
     if "fix_moon_phase" not in kwargs and _accepts(cls, "fix_moon_phase"):

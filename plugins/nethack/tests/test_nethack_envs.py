@@ -153,6 +153,25 @@ def test_kwargs_pass_through_to_nle():
         make_raw("nethack/score", no_such_option=1)
 
 
+# -- rendering ------------------------------------------------------------------------------
+
+
+def test_no_render_mode_by_default_and_a_chosen_mode_renders():
+    env = make_raw("nethack/score")
+    assert env.render_mode is None  # nle's own default, "human", reads tty_* keys the lean default leaves out
+    env.close()
+    env = make_raw("nethack/score", render_mode="ansi", observation_keys="all")
+    env.reset(seed=0)
+    assert env.render_mode == "ansi" and "@" in env.render()
+    env.close()
+
+
+def test_render_mode_without_its_observation_keys_says_which_to_add():
+    message = r"render_mode='human' renders from the observation keys tty_chars, tty_colors, tty_cursor, which"
+    with pytest.raises(ValueError, match=message + r".*add them to observation_keys"):
+        make_raw("nethack/score", render_mode="human")
+
+
 # -- seeding --------------------------------------------------------------------------------
 
 
