@@ -86,7 +86,7 @@ def tests(session: nox.Session) -> None:
     env = {"PYTHONFAULTHANDLER": "1"}
     if install_torch(session):
         install_pufferlib(session)
-        install_torch_extras(session, "sb3")
+        install_torch_extras(session, "sb3", "train")
         env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]

@@ -326,9 +326,12 @@ def _register_subcommands() -> None:
     # Command groups that live beside the code they drive.
     from puffer_core.matrix.cli import matrix
     from puffer_core.tank.cli import tank
+    from puffer_core.train.cli import eval_cmd, train_cmd  # torch is imported only when they run
 
     cli.add_command(matrix)
     cli.add_command(tank)
+    cli.add_command(train_cmd)
+    cli.add_command(eval_cmd)
 
 
 _register_subcommands()

@@ -1,0 +1,168 @@
+"""`puffer train` and `puffer eval`: the command-line side of :mod:`puffer_core.train`.
+
+torch is imported only when a command runs, so `puffer --help` stays fast and works
+without the ``train`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from puffer_core.cli_errors import err_console, fail
+
+__all__ = ["eval_cmd", "train_cmd"]
+
+
+def _pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
+    """KEY=VALUE pairs, VALUE parsed as JSON when it is JSON (so 0.5, true, null, [1, 2])."""
+    out: dict[str, Any] = {}
+    for pair in values:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def _default_out(env_id: str) -> Path:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", env_id)
+    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _import_train() -> Any:
+    try:
+        from puffer_core import train
+    except ImportError as exc:  # MissingDependencyError is an ImportError too
+        fail(str(exc) if "puffer" in str(exc) else f"puffer train needs the train extra: {exc}")
+    return train
+
+
+def _progress(total: int, label: str) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("steps · {task.fields[sps]} steps/s · mean return {task.fields[mean_return]}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,  # a log or a pipe gets the summary line only
+    )
+
+
+@click.command("train")
+@click.argument("env_id", required=False)
+@click.option("--steps", type=click.IntRange(min=1), help="Environment steps in the whole run.  [default: 200000]")
+@click.option("--num-envs", type=click.IntRange(min=1), help="Envs to step at once.  [default: 32]")
+@click.option("--num-workers", type=click.IntRange(min=1), help="Worker processes (multiprocessing, ray).")
+@click.option(
+    "--backend", type=click.Choice(["serial", "multiprocessing", "ray"]), help="Vector backend.  [default: serial]"
+)
+@click.option("--seed", type=click.IntRange(min=0), help="Seed of the envs and the policy.  [default: 0]")
+@click.option("--device", help="cpu, cuda or cuda:N.  [default: cuda when available, else cpu]")
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory.  [default: runs/ENV-TIME]"
+)
+@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), help="Continue the run in this directory.")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
+@click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
+def train_cmd(
+    env_id: str | None,
+    steps: int | None,
+    num_envs: int | None,
+    num_workers: int | None,
+    backend: str | None,
+    seed: int | None,
+    device: str | None,
+    out: Path | None,
+    resume: Path | None,
+    settings: tuple[str, ...],
+    kwargs: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Train PPO on ENV_ID; write OUT/policy.pt, OUT/curve.csv and OUT/curve.png.
+
+    Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
+    --resume OUT` continues (ENV_ID may then be left out). `puffer eval OUT` plays the
+    policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
+    gae_lambda, num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef,
+    vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
+    Needs the train extra: pip install 'puffer-core[train]'.
+    """
+    train = _import_train()
+    options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
+    options.update(seed=seed, device=device)
+    chosen = {key: value for key, value in options.items() if value is not None}
+    chosen.update(_pairs(settings, "--set"))
+    if resume is None and env_id is None:
+        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
+    if resume is None and out is None:
+        out = _default_out(env_id)
+    env_kwargs = _pairs(kwargs, "--kwarg") or None
+    total = chosen.get("steps") or train.PPOConfig().steps
+    started = time.perf_counter()
+    if as_json:
+        curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, **chosen)
+    else:
+        with _progress(total, env_id or str(resume)) as bar:
+            task = bar.add_task("train", total=total, sps="–", mean_return="–")
+
+            def show(row: dict[str, Any]) -> None:
+                mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
+                bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
+
+            curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
+    _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json)
+
+
+def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, as_json: bool) -> None:
+    last = curve.rows[-1] if curve.rows else {}
+    summary = {
+        "env": env_id,
+        "steps": last.get("step", 0),
+        "seconds": round(seconds, 2),
+        "episodes": len(curve.episodes),
+        "mean_return": curve.mean_return(),
+        "out": str(out),
+        "files": [str(Path(out) / name) for name in ("policy.pt", "curve.csv", "curve.png")],
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    mean = "no episode finished" if summary["mean_return"] is None else f"mean return {summary['mean_return']:.2f}"
+    click.echo(
+        f"{summary['steps']:,} steps in {seconds:.1f} s, {summary['episodes']:,} episodes, {mean} "
+        f"(last 20); wrote {out}/policy.pt, curve.csv, curve.png"
+    )
+
+
+@click.command("eval")
+@click.argument("run", metavar="DIR", type=click.Path(path_type=Path))
+@click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1), help="Episodes to play.")
+@click.option("--seed", default=12345, show_default=True, type=click.IntRange(min=0), help="Seed of the env.")
+@click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
+def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, as_json: bool) -> None:
+    """Play the policy that `puffer train` saved in DIR; report its episode returns."""
+    train = _import_train()
+    result = train.evaluate(run, episodes, seed=seed, greedy=not sample)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    data = result.to_json()
+    click.echo(
+        f"{result.env}: {data['episodes']} episodes, mean return {data['mean_return']:.2f} "
+        f"(min {data['min_return']:.2f}, max {data['max_return']:.2f}), mean length {data['mean_length']:.1f}"
+    )

@@ -1,0 +1,97 @@
+"""``puffer eval DIR``: play a saved policy and report its episode returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError
+from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.config import PPOConfig
+from puffer_core.train.policy import Policy
+from puffer_core.train.ppo import pick_device, spaces_of
+
+__all__ = ["EvalResult", "evaluate"]
+
+#: a policy that never ends an episode must not hang `puffer eval`
+DEFAULT_MAX_STEPS = 1_000_000
+
+
+@dataclass
+class EvalResult:
+    env: str
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+    @property
+    def mean_return(self) -> float:
+        return float(np.mean(self.returns)) if self.returns else float("nan")
+
+    def to_json(self) -> dict[str, Any]:
+        returns = np.array(self.returns, dtype=float)
+        return {
+            "env": self.env,
+            "episodes": len(self.returns),
+            "mean_return": self.mean_return,
+            "std_return": float(returns.std()) if len(returns) else None,
+            "min_return": float(returns.min()) if len(returns) else None,
+            "max_return": float(returns.max()) if len(returns) else None,
+            "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
+            "returns": self.returns,
+            "lengths": self.lengths,
+        }
+
+
+def evaluate(
+    run: str | Path,
+    episodes: int = 10,
+    *,
+    seed: int = 12345,
+    greedy: bool = True,
+    env: Any = None,
+    device: str | None = "cpu",
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> EvalResult:
+    """Play ``episodes`` episodes of the policy saved in ``run`` (a ``puffer train`` out dir),
+    greedy by default (``greedy=False`` samples); ``env`` replaces the saved env id (needed for
+    runs trained on a creator). Every finished agent episode counts, one env at a time."""
+    if not isinstance(episodes, int) or episodes < 1:
+        raise APIUsageError(f"episodes must be a positive int, got {episodes!r}")
+    saved = checkpoints.load(run)
+    config = PPOConfig(**saved.config)
+    envs = vector.make(saved.env if env is None else env, num_envs=1, seed=seed, **saved.env_kwargs)
+    with envs:
+        if spaces_of(envs) != saved.spaces:
+            raise APIUsageError(f"{saved.env} no longer has the spaces the policy was trained on ({saved.spaces})")
+        policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size)
+        policy.load_state_dict(saved.policy)
+        policy.to(pick_device(device)).eval()
+        return _play(envs, policy, episodes, greedy, max_steps, saved.env)
+
+
+def _play(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int, name: str) -> EvalResult:
+    result = EvalResult(name)
+    device = next(policy.parameters()).device
+    obs, _ = envs.reset()
+    for _ in range(max_steps):
+        with torch.no_grad():
+            distribution, _ = policy(torch.from_numpy(obs).to(device))
+            action = distribution.mode() if greedy else distribution.sample()
+        actions = action.cpu().numpy()
+        low, high = getattr(envs.single_action_space, "low", None), getattr(envs.single_action_space, "high", None)
+        if low is not None and np.issubdtype(actions.dtype, np.floating):
+            actions = np.clip(actions, low, high)
+        obs, _, _, _, infos = envs.step(actions)
+        for info in infos:
+            if "episode_return" in info:
+                result.returns.append(float(info["episode_return"]))
+                result.lengths.append(int(info["episode_length"]))
+        if len(result.returns) >= episodes:
+            del result.returns[episodes:], result.lengths[episodes:]
+            return result
+    raise APIUsageError(f"{name}: only {len(result.returns)} of {episodes} episodes ended within {max_steps:,} steps")

@@ -1,0 +1,387 @@
+"""PPO through ``puffer_core.vector``, in the CleanRL tradition: one readable loop.
+
+``ppo(env, steps=…, out=…)`` builds the vector env, a ``Policy`` for its flat spaces and an
+Adam optimizer, then alternates rollouts (``Rollout``: next-step autoreset handled, agent
+masks respected) and clipped-surrogate updates, keeping a ``Curve``. With ``out`` it keeps
+``policy.pt``, ``curve.csv`` and ``curve.png`` there, refreshed every
+``checkpoint_seconds`` and at the end. Ctrl-C or SIGTERM stops it at the next step and
+leaves a loadable checkpoint (``TrainingInterrupted``); ``resume=DIR`` continues a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError, PufferError
+from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.config import PPOConfig
+from puffer_core.train.curve import Curve
+from puffer_core.train.policy import Policy
+from puffer_core.train.rollout import Rollout, advantages
+
+__all__ = ["TrainingInterrupted", "UpdateReport", "ppo"]
+
+
+class TrainingInterrupted(PufferError):
+    """Ctrl-C or SIGTERM stopped training; the checkpoint (when there is an ``out``) is saved."""
+
+    def __init__(self, message: str, curve: Curve, signal_number: int):
+        super().__init__(message)
+        self.curve = curve
+        self.signal_number = signal_number
+        self.exit_code = 128 + signal_number  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
+
+
+UpdateReport = Callable[[dict[str, Any]], None]
+
+
+def pick_device(device: str | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise APIUsageError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if chosen.type == "cuda" and not torch.cuda.is_available():
+        raise APIUsageError(f"device {device!r} asked for, but torch sees no CUDA device here; use --device cpu")
+    return chosen
+
+
+def env_name(env: Any) -> str:
+    if isinstance(env, str):
+        return env
+    return getattr(env, "__qualname__", None) or getattr(env, "__name__", None) or repr(env)
+
+
+def spaces_of(envs: vector.VectorEnv) -> dict[str, str]:
+    return {"observation": repr(envs.single_observation_space), "action": repr(envs.single_action_space)}
+
+
+class _StopRequests:
+    """Turns SIGINT / SIGTERM into a flag the loop checks between steps (a second Ctrl-C
+    still interrupts at once). Installed only in the main thread, where signals arrive."""
+
+    def __init__(self) -> None:
+        self.signal_number = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, number: int, frame: Any) -> None:
+        if number == signal.SIGINT and self.signal_number:
+            raise KeyboardInterrupt
+        self.signal_number = number
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_StopRequests]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        for number in (signal.SIGINT, signal.SIGTERM):
+            self._previous[number] = signal.signal(number, self._handle)
+        try:
+            yield self
+        finally:
+            for number, handler in self._previous.items():
+                signal.signal(number, handler)
+
+    def __bool__(self) -> bool:
+        return bool(self.signal_number)
+
+
+class Trainer:
+    """The state of one run: envs, policy, optimizer, counters and curve."""
+
+    def __init__(self, envs: vector.VectorEnv, config: PPOConfig, device: torch.device, stop: _StopRequests):
+        self.envs, self.config, self.device, self.stop = envs, config, device, stop
+        layout = getattr(envs.driver_env, "obs_layout", None)
+        if layout is None:
+            raise APIUsageError(f"{env_name(envs)}: the trainer needs an emulated env (one with an obs_layout)")
+        self.policy = Policy(layout, envs.single_action_space, config.hidden_size).to(device)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5, foreach=True)
+        self.curve = Curve()
+        self.step = 0
+        self.seconds = 0.0
+        space = envs.single_action_space
+        box = isinstance(space, spaces.Box)
+        self._action_low = space.low if box else None
+        self._action_high = space.high if box else None
+        self.rollout = Rollout(
+            config.rollout_steps,
+            envs.num_envs,
+            envs.single_observation_space.shape,
+            envs.single_observation_space.dtype,
+            () if isinstance(space, spaces.Discrete) else space.shape,
+            torch.float32 if box else torch.int64,
+            device,
+        )
+
+    # ---------------------------------------------------------------- state
+    def restore(self, saved: checkpoints.Checkpoint) -> None:
+        self.policy.load_state_dict(saved.policy)
+        if saved.optimizer is not None:
+            self.optimizer.load_state_dict(saved.optimizer)
+        self.step, self.seconds = saved.step, saved.seconds
+        self.curve = Curve.from_state(saved.curve)
+
+    def checkpoint(self, env: Any, env_kwargs: dict[str, Any]) -> checkpoints.Checkpoint:
+        return checkpoints.Checkpoint(
+            env=env_name(env),
+            env_kwargs=env_kwargs,
+            config=self.config.to_dict(),
+            policy=self.policy.state_dict(),
+            optimizer=self.optimizer.state_dict(),
+            step=self.step,
+            seconds=self.seconds,
+            curve=self.curve.to_state(),
+            spaces=spaces_of(self.envs),
+        )
+
+    # ---------------------------------------------------------------- the loop
+    def train(self, on_update: UpdateReport | None, save: Callable[[], None] | None) -> None:
+        envs, config = self.envs, self.config
+        envs.async_reset(config.seed + self.step)  # a resumed run plays new episodes
+        obs, _, _, _, _, _, masks = envs.recv()
+        state = (obs, masks, torch.zeros(envs.num_envs, dtype=torch.bool, device=self.device))
+        last_save = time.perf_counter()
+        while self.step < config.steps and not self.stop:
+            started = time.perf_counter()
+            state = self.collect(state)
+            if self.stop:
+                break
+            stats = self.update()
+            elapsed = time.perf_counter() - started
+            self.seconds += elapsed
+            row = self.curve.add_row(
+                step=self.step,
+                seconds=round(self.seconds, 3),
+                steps_per_second=round(self.rollout.steps * envs.num_envs / elapsed, 1),
+                learning_rate=self.optimizer.param_groups[0]["lr"],
+                **stats,
+            )
+            if on_update is not None:
+                on_update(row)
+            if save is not None and time.perf_counter() - last_save >= config.checkpoint_seconds:
+                save()
+                last_save = time.perf_counter()
+
+    def collect(self, state: tuple) -> tuple:
+        """Fill the rollout with ``rollout_steps`` vector steps; returns the state to go on from."""
+        obs, masks, ended = state
+        r, envs, policy, device = self.rollout, self.envs, self.policy, self.device
+        for t in range(r.steps):
+            r.obs[t].copy_(torch.from_numpy(obs))  # copied before send: obs is the backend's buffer
+            r.valid[t] = torch.from_numpy(masks).to(device) & ~ended
+            with torch.no_grad():
+                distribution, value = policy(r.obs[t])
+                action = distribution.sample()
+            r.actions[t], r.logprobs[t], r.values[t] = action, distribution.log_prob(action), value
+            envs.send(self._env_actions(action))
+            obs, rewards, terminals, truncations, infos, _, masks = envs.recv()
+            r.rewards[t] = torch.from_numpy(rewards).to(device)
+            r.terminals[t] = torch.from_numpy(terminals).to(device)
+            ended = torch.from_numpy(terminals | truncations).to(device)
+            r.ended[t] = ended
+            self.step += envs.num_envs
+            for info in infos:
+                if "episode_return" in info:
+                    self.curve.episodes.append((self.step, float(info["episode_return"]), int(info["episode_length"])))
+            if self.stop:
+                break
+        self.next_obs = obs
+        return obs, masks, ended
+
+    def _env_actions(self, action: torch.Tensor) -> np.ndarray:
+        actions = action.cpu().numpy()
+        if self._action_low is not None:  # the Gaussian's samples may leave the Box
+            actions = np.clip(actions, self._action_low, self._action_high)
+        return actions
+
+    def update(self) -> dict[str, float]:
+        """One PPO update on the rollout (valid steps only); returns its statistics."""
+        config, r, policy = self.config, self.rollout, self.policy
+        if config.anneal_lr:
+            fraction = max(0.0, 1.0 - self.step / config.steps)
+            self.optimizer.param_groups[0]["lr"] = config.learning_rate * max(fraction, 0.02)
+        with torch.no_grad():
+            next_value = policy.value(torch.from_numpy(self.next_obs).to(self.device))
+        adv, returns = advantages(r, next_value, config.gamma, config.gae_lambda)
+        keep = r.valid.reshape(-1).nonzero().squeeze(1)
+        batch = {
+            "obs": r.obs.reshape(-1, *r.obs.shape[2:])[keep],
+            "actions": r.actions.reshape(-1, *r.actions.shape[2:])[keep],
+            "logprobs": r.logprobs.reshape(-1)[keep],
+            "advantages": adv.reshape(-1)[keep],
+            "returns": returns.reshape(-1)[keep],
+            "values": r.values.reshape(-1)[keep],
+        }
+        return self._optimise(batch)
+
+    def _optimise(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        config = self.config
+        size = len(batch["obs"])
+        if size == 0:
+            return {}
+        minibatch = max(1, size // config.num_minibatches)
+        totals: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": []}
+        clipped = []
+        for _ in range(config.update_epochs):
+            order = torch.randperm(size, device=self.device)
+            for start in range(0, size, minibatch):
+                losses, clip_fraction = self._minibatch(
+                    {k: v[order[start : start + minibatch]] for k, v in batch.items()}
+                )
+                for key, value in losses.items():
+                    totals[key].append(value)
+                clipped.append(clip_fraction)
+                if self.stop:
+                    break
+            if self.stop or (config.target_kl is not None and totals["approx_kl"][-1] > config.target_kl):
+                break
+        values, returns = batch["values"].cpu().numpy(), batch["returns"].cpu().numpy()
+        variance = np.var(returns)
+        explained = float("nan") if variance == 0 else float(1 - np.var(returns - values) / variance)
+        stats = {key: float(np.mean(items)) for key, items in totals.items()}
+        return {**stats, "clip_fraction": float(np.mean(clipped)), "explained_variance": explained}
+
+    def _minibatch(self, mb: dict[str, torch.Tensor]) -> tuple[dict[str, float], float]:
+        config = self.config
+        distribution, value = self.policy(mb["obs"])
+        logratio = distribution.log_prob(mb["actions"]) - mb["logprobs"]
+        ratio = logratio.exp()
+        with torch.no_grad():
+            approx_kl = ((ratio - 1) - logratio).mean().item()
+            clip_fraction = ((ratio - 1.0).abs() > config.clip_coef).float().mean().item()
+        adv = mb["advantages"]
+        if config.norm_adv and len(adv) > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        policy_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)).mean()
+        if config.clip_vloss:
+            clipped = mb["values"] + (value - mb["values"]).clamp(-config.clip_coef, config.clip_coef)
+            value_loss = 0.5 * torch.max((value - mb["returns"]) ** 2, (clipped - mb["returns"]) ** 2).mean()
+        else:
+            value_loss = 0.5 * ((value - mb["returns"]) ** 2).mean()
+        entropy = distribution.entropy().mean()
+        loss = policy_loss - config.ent_coef * entropy + config.vf_coef * value_loss
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
+        self.optimizer.step()
+        losses = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
+        return {**losses, "approx_kl": approx_kl}, clip_fraction
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any]) -> tuple[Any, PPOConfig]:
+    if env is not None and env_name(env) != saved.env:
+        raise APIUsageError(
+            f"the run to resume was trained on {saved.env}, not {env_name(env)}; drop the env or pick its run"
+        )
+    config = PPOConfig(**saved.config).replace(**settings)
+    if config.steps <= saved.step and "steps" not in settings:
+        raise APIUsageError(
+            f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
+        )
+    return (saved.env if env is None else env), config
+
+
+def _prepare_out(out: Any, resume: Any) -> Path | None:
+    if out is None:
+        return None
+    directory = Path(out)
+    if resume is None and (directory / checkpoints.FILENAME).exists():
+        raise APIUsageError(
+            f"{directory} already holds a run (policy.pt); resume it or choose another output directory"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def ppo(
+    env: Any = None,
+    steps: int | None = None,
+    *,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    on_update: UpdateReport | None = None,
+    **settings: Any,
+) -> Curve:
+    """Train PPO on ``env`` (an env id or a zero-argument creator) and return the curve.
+
+    ``steps`` and ``settings`` are ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``,
+    ``gamma``, …). ``out``: a directory for ``policy.pt``, ``curve.csv`` and ``curve.png``.
+    ``resume``: a run's directory to continue (its env and settings, ``settings`` on top;
+    ``out`` defaults to it). ``on_update(row)`` is called after every update with the
+    curve's new row.
+    """
+    if steps is not None:
+        settings["steps"] = steps
+    saved = checkpoints.load(resume) if resume is not None else None
+    if saved is not None:
+        env, config = _resume_config(saved, env, settings)
+        env_kwargs = saved.env_kwargs if env_kwargs is None else env_kwargs
+        out = resume if out is None else out
+    else:
+        if env is None:
+            raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
+        config = PPOConfig().replace(**settings)
+    config.validate()
+    env_kwargs = dict(env_kwargs or {})
+    device = pick_device(config.device)
+    directory = _prepare_out(out, resume)
+    torch.manual_seed(config.seed)
+    torch.set_num_threads(config.torch_threads)
+    stop = _StopRequests()
+    envs = vector.make(
+        env,
+        num_envs=config.num_envs,
+        num_workers=config.num_workers,
+        backend=config.backend,
+        seed=config.seed,
+        **env_kwargs,
+    )
+    with envs, stop.installed():
+        trainer = Trainer(envs, config, device, stop)
+        if saved is not None:
+            _check_spaces(saved, envs)
+            trainer.restore(saved)
+        title = f"{env_name(env)}: PPO, seed {config.seed}"
+
+        def save() -> None:
+            if directory is not None:
+                checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
+                trainer.curve.write(directory, title)
+
+        try:
+            trainer.train(on_update, save)
+        finally:
+            save()
+    if stop:
+        where = f"; checkpoint in {directory} (continue with `puffer train --resume {directory}`)" if directory else ""
+        name = signal.Signals(stop.signal_number).name
+        raise TrainingInterrupted(
+            f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
+        )
+    return trainer.curve
+
+
+def _check_spaces(saved: checkpoints.Checkpoint, envs: vector.VectorEnv) -> None:
+    now = spaces_of(envs)
+    for key in ("observation", "action"):
+        if saved.spaces.get(key) != now[key]:
+            raise APIUsageError(
+                f"the run to resume was trained with flat {key} space {saved.spaces.get(key)}, but {saved.env} now "
+                f"gives {now[key]}; its policy does not fit (did the env's version or kwargs change?)"
+            )
