@@ -67,6 +67,7 @@ class _Leaf(nn.Module):
     def __init__(self, path: tuple, space: spaces.Space):
         super().__init__()
         self.path = path
+        self.shape = tuple(space.shape)
         self.kind, self.size = "float", int(np.prod(space.shape, dtype=np.int64))
         self.scale = 1.0
         if isinstance(space, spaces.Discrete):
@@ -112,7 +113,8 @@ class _Leaf(nn.Module):
             out = torch.zeros(batch, self.size, device=x.device)
             return out.scatter_(1, index.clamp(max=self.size - 1), 1.0)
         if self.kind == "image":
-            pictures = x.permute(0, 3, 1, 2) if self.channels_last else x
+            pictures = x.reshape(batch, *self.shape)  # a bare image arrives as flat rows
+            pictures = pictures.permute(0, 3, 1, 2) if self.channels_last else pictures
             return self.cnn(pictures.float() / 255.0)
         if self.kind == "integer":
             return _symlog(x.reshape(batch, -1).float())

@@ -29,6 +29,7 @@ from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
+from puffer_core.vector.base import available_cpus
 
 __all__ = ["TrainingInterrupted", "UpdateReport", "ppo"]
 
@@ -342,7 +343,6 @@ def ppo(
     device = pick_device(config.device)
     directory = _prepare_out(out, resume)
     torch.manual_seed(config.seed)
-    torch.set_num_threads(config.torch_threads)
     stop = _StopRequests()
     envs = vector.make(
         env,
@@ -354,6 +354,8 @@ def ppo(
     )
     with envs, stop.installed():
         trainer = Trainer(envs, config, device, stop)
+        threads = config.torch_threads or (available_cpus() if trainer.policy.encoder.has_image else 1)
+        torch.set_num_threads(threads)
         if saved is not None:
             _check_spaces(saved, envs)
             trainer.restore(saved)
