@@ -113,6 +113,7 @@ def bench(session: nox.Session) -> None:
     install_project(session)
     if install_torch(session):
         install_pufferlib(session)
+        install_torch_extras(session, "sb3", "train")  # the training section: puffer train vs SB3
     out = session.posargs[0] if session.posargs else "bench-results"
     session.run("puffer", "bench", "--standard", out)
 

@@ -697,11 +697,13 @@ def run_standard(
     progress: Progress | None = None,
     envs: dict[str, int] | None = None,
     include_peers: bool = True,
+    include_training: bool = True,
 ) -> dict:
     """Run the standard set; write ``bench.json`` and ``bench.md`` into ``out_dir``.
 
     Returns the JSON document. Envs whose plugin or package is missing are listed under
-    ``skipped`` rather than failing the run.
+    ``skipped`` rather than failing the run. ``include_training`` adds the training section
+    (``puffer_core.bench_training``) when torch, matplotlib and Stable-Baselines3 import.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -717,16 +719,31 @@ def run_standard(
         )
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
+    training = None
+    if include_training:
+        missing = [m for m in ("torch", "matplotlib", "stable_baselines3") if importlib.util.find_spec(m) is None]
+        if missing:
+            notes.append(f"training section skipped: needs {', '.join(missing)} (pip install 'puffer-core[train,sb3]')")
+        else:
+            from puffer_core import bench_training
+
+            training = bench_training.run_training(progress=progress)
     document = {
         "machine": _machine(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": seconds,
         "rounds": rounds,
         "results": results,
+        "training": training,
         "skipped": notes,
     }
     tmp = out / "bench.json.tmp"
     tmp.write_text(json.dumps(document, indent=2) + "\n")
     tmp.replace(out / "bench.json")
-    (out / "bench.md").write_text(render_markdown(results, notes))
+    markdown = render_markdown(results, notes)
+    if training is not None:
+        from puffer_core.bench_training import render_markdown as render_training
+
+        markdown += "\n" + render_training(training)
+    (out / "bench.md").write_text(markdown)
     return document

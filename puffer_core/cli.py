@@ -212,6 +212,8 @@ def run_cmd(
 @click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
 @click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
 @click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
+@click.option("--training", "training_only", is_flag=True, help="Only the training section (see below).")
+@click.option("--no-training", is_flag=True, help="--standard without the training section.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
@@ -222,6 +224,8 @@ def bench_cmd(
     no_peers: bool,
     include_ray: bool,
     no_adapters: bool,
+    training_only: bool,
+    no_training: bool,
     out_dir: str | None,
     as_json: bool,
 ) -> None:
@@ -233,14 +237,20 @@ def bench_cmd(
     pufferlib-core==3.0.23 psutil`), plus the emulation overhead of one env. Ratios are
     against the peers of the same run.
     --standard DIR runs the standard set (what `nox -s bench` runs) and writes
-    DIR/bench.json and DIR/bench.md.
+    DIR/bench.json and DIR/bench.md, with a training section: seconds to solve CartPole
+    with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
+    steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
+    extras). --training runs that section alone.
     """
     from rich.progress import Progress
 
     from puffer_core import bench
 
+    if training_only:
+        _bench_training(as_json)
+        return
     if out_dir is None and env_id is None:
-        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --standard DIR")
+        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
     with Progress(console=err_console, transient=True, disable=as_json) as bar:
         task = bar.add_task("bench", total=None)
 
@@ -249,7 +259,12 @@ def bench_cmd(
 
         if out_dir is not None:
             results = bench.run_standard(
-                out_dir, seconds=seconds, rounds=rounds, progress=progress, include_peers=not no_peers
+                out_dir,
+                seconds=seconds,
+                rounds=rounds,
+                progress=progress,
+                include_peers=not no_peers,
+                include_training=not no_training,
             )
         else:
             rows = bench.run_bench(
@@ -272,6 +287,23 @@ def bench_cmd(
         print_json(rows)
     else:
         console.print(bench.render_table(rows))
+
+
+def _bench_training(as_json: bool) -> None:
+    from rich.markdown import Markdown
+    from rich.progress import Progress
+
+    from puffer_core import bench_training
+
+    with Progress(console=err_console, transient=True, disable=as_json) as bar:
+        task = bar.add_task("training", total=None)
+        document = bench_training.run_training(
+            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+        )
+    if as_json:
+        print_json(document)
+    else:
+        console.print(Markdown(bench_training.render_markdown(document)))
 
 
 @cli.command("check")

@@ -66,6 +66,9 @@ def test_run_bench_rows(rows):
     assert (mp["num_workers"], mp["batch_size"], mp["num_envs"]) == (2, 1, 2)
     emulation = [r for r in result if r["kind"] == "emulation"]
     assert len(emulation) == 1 and emulation[0]["overhead"] > 0
+    adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
+    assert set(adapters) == {"to_gymnasium(Multiprocessing w=2 b=2)", "to_sb3(Multiprocessing w=2 b=2 same_step)"}
+    assert all(r["ratio_vs_backend"] > 0 for r in adapters.values())
     # progress saw every measured configuration, in order, with a stable total
     assert [c[1] for c in calls] == list(range(len(calls)))
     assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
@@ -118,7 +121,12 @@ def test_render_table(rows):
 
 def test_run_standard_writes_json_and_markdown(tmp_path):
     document = bench.run_standard(
-        tmp_path, seconds=0.02, rounds=1, envs={"classic/cartpole": 2, "nope/missing": 2}, include_peers=False
+        tmp_path,
+        seconds=0.02,
+        rounds=1,
+        envs={"classic/cartpole": 2, "nope/missing": 2},
+        include_peers=False,
+        include_training=False,
     )
     data = json.loads((tmp_path / "bench.json").read_text())
     assert data == json.loads(json.dumps(document))
@@ -130,3 +138,32 @@ def test_run_standard_writes_json_and_markdown(tmp_path):
     assert "| configuration | workers | batch | steps/s |" in markdown
     assert "nope/missing" in markdown
     assert not (tmp_path / "bench.json.tmp").exists()
+
+
+def test_training_throughput_sets_training_against_env_only_stepping():
+    from puffer_core import bench_training
+
+    row = bench_training.training_throughput("classic/cartpole", num_envs=2, workers=2, updates=1)
+    assert row["training_sps"] > 0 and row["env_only_sps"] > 0
+    assert row["ratio"] == round(row["training_sps"] / row["env_only_sps"], 3)
+
+
+def test_time_to_solve_takes_medians_and_reports_failed_trials(monkeypatch):
+    from puffer_core import bench_training
+
+    failed = bench_training._spawn_trial("no-such-trainer", 0, timeout=120)
+    assert not failed["solved"] and "invalid choice" in failed["error"]
+    seconds = {("puffer", 0): 10.0, ("puffer", 1): 12.0, ("puffer", 2): 11.0, ("sb3", 0): 40.0, ("sb3", 1): 44.0}
+
+    def trial(trainer, seed, timeout):
+        if (trainer, seed) not in seconds:
+            return {"trainer": trainer, "seed": seed, "solved": False, "error": "not solved"}
+        return {"trainer": trainer, "seed": seed, "solved": True, "step": 1, "seconds": seconds[trainer, seed]}
+
+    monkeypatch.setattr(bench_training, "_spawn_trial", trial)
+    result = bench_training.time_to_solve(seeds=(0, 1))
+    assert result["puffer_median_seconds"] == 11.0 and result["sb3_median_seconds"] == 42.0
+    assert result["ratio"] == round(11.0 / 42.0, 3)
+    assert bench_training.time_to_solve(seeds=(0, 1, 2))["ratio"] is None  # SB3 failed seed 2: no median
+    markdown = bench_training.render_markdown({"cartpole": result, "throughput": [], "skipped": ["x: skipped"]})
+    assert "| sb3 | 1 | 1 | 44.0 |" in markdown and "0.26×" in markdown and "- x: skipped" in markdown
