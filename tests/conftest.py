@@ -20,6 +20,23 @@ def site(tmp_path, monkeypatch):
             del sys.modules[name]
 
 
+@pytest.fixture(scope="module")
+def local_ray(request):
+    """A local Ray instance (2 CPUs, no dashboard) for a test module's Ray-backend tests.
+
+    The module's own creators travel to the actors by value: Ray workers cannot import test
+    modules. Ray is shut down after the module only if this fixture started it."""
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(request.module)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
 @pytest.fixture(autouse=True)
 def fresh_plugin_cache():
     """Each test sees plugins loaded anew (env variables may differ between tests)."""

@@ -120,7 +120,9 @@ def test_resume_continues_the_curve_and_refuses_another_env(tmp_path):
 
 def test_bad_input_is_one_line(tmp_path, site):
     write_plugin(site, "texty", TEXT_PLUGIN)
+    train.ppo("classic/probe_1", 256, out=tmp_path / "probe_1", num_envs=8)
     cases = [
+        (("train", "classic/probe_2", "--resume", str(tmp_path / "probe_1")), "trained on classic/probe_1, not"),
         (("train", "classic/cartpol"), "Did you mean: classic/cartpole?"),
         (("train", "texty/words", "--steps", "64"), "Text"),
         (("train", "classic/probe_1", "--set", "gamma=2"), "gamma must be in [0, 1], got 2"),

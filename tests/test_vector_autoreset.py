@@ -9,7 +9,6 @@ final observations.
 from __future__ import annotations
 
 import functools
-import sys
 
 import gymnasium
 import numpy as np
@@ -115,19 +114,6 @@ def assert_same_trajectory(want: dict, got: dict) -> None:
         assert sorted(a) == sorted(b), f"step {t}: final observations for envs {sorted(a)} vs {sorted(b)}"
         for i in a:
             np.testing.assert_array_equal(a[i], b[i], err_msg=f"step {t} env {i} final observation")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors cannot import test modules
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -3,7 +3,6 @@ leaves the vector env usable."""
 
 from __future__ import annotations
 
-import sys
 import threading
 
 import gymnasium
@@ -43,19 +42,6 @@ class CallableEnv(CountingEnv):
 
 def creator():
     return gymnasium.wrappers.TimeLimit(CallableEnv(), max_episode_steps=50)
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    import ray
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # actors cannot import test modules
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -155,3 +155,26 @@ def test_async_batches_are_refused_with_what_works():
             vector.to_gymnasium(puffer)
     with pytest.raises(APIUsageError, match=r"takes a Puffer vector env"):
         vector.to_gymnasium(gymnasium.make("CartPole-v1"))
+
+
+def test_infos_convert_exactly_as_gymnasiums_own_add_info_does():
+    envs = vector.to_gymnasium(vector.make(CountingEnv, num_envs=4))
+    entries = [
+        {"env_id": 1, "episode_return": 3.5, "episode_length": 7, "won": True, "nested": {"depth": 2}},
+        {"env_id": 3, "episode_return": 1.0, "episode_length": 2, "won": False, "frame": np.ones(3, np.uint8)},
+        {"env_id": 0, "final_observation": np.zeros(5), "final_info": {"episode_return": 2.0}, "label": "x"},
+    ]
+    want: dict = {}
+    for entry in entries:
+        renamed = {("final_obs" if k == "final_observation" else k): v for k, v in entry.items() if k != "env_id"}
+        envs._add_info(want, renamed, entry["env_id"])
+    got = envs._infos(entries, np.ones(4, bool))
+    assert sorted(got) == sorted(want)
+
+    def same(a, b):
+        if isinstance(a, dict):
+            return sorted(a) == sorted(b) and all(same(a[k], b[k]) for k in a)
+        return a.dtype == b.dtype and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+    assert same(got, want)
+    envs.close()

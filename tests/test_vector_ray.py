@@ -10,24 +10,10 @@ import time
 import gymnasium
 import numpy as np
 import pytest
-import ray  # the tests session installs the ray extra
 
 from puffer_core import vector
 from puffer_core.errors import MissingDependencyError, WorkerError
 from puffer_core.vector.testing import FaultEnv, TinyParallelEnv, rollout
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    # Creators defined in this test module travel to the actors by value (the Ray workers
-    # cannot import test modules).
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
 
 
 def cartpole():

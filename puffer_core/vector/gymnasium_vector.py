@@ -28,6 +28,8 @@ __all__ = ["GymnasiumVectorEnv", "to_gymnasium"]
 
 #: Puffer's info key → Gymnasium's name for it
 _RENAMED = {"final_observation": "final_obs"}
+#: value types whose infos become plain arrays of that type (as Gymnasium's _add_info makes them)
+_NUMBERS = {int, float, bool}
 
 
 def _autoreset_mode(name: str) -> Any:
@@ -83,13 +85,29 @@ class GymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         return obs, rewards, terminals, truncations, self._infos(infos, masks)
 
     def _infos(self, infos: list[dict], masks: np.ndarray) -> dict:
-        """Puffer's list of tagged dicts → Gymnasium's dict of arrays with ``_key`` masks."""
+        """Puffer's list of tagged dicts → Gymnasium's dict of arrays with ``_key`` masks.
+
+        Numbers (what episode statistics are) take a fast path; anything else (nested
+        dicts, arrays, the final observation) goes through Gymnasium's own ``_add_info``."""
         out: dict = {}
+        n = self.num_envs
         for entry in infos:
-            renamed = {_RENAMED.get(key, key): value for key, value in entry.items() if key != "env_id"}
-            self._add_info(out, renamed, entry["env_id"])
+            row = entry["env_id"]
+            for key, value in entry.items():
+                kind = type(value)
+                if key == "env_id":
+                    continue
+                if kind in _NUMBERS:
+                    array = out.get(key)
+                    if array is None:
+                        array = out[key] = np.zeros(n, kind)
+                        out["_" + key] = np.zeros(n, bool)
+                    array[row] = value
+                    out["_" + key][row] = True
+                else:
+                    self._add_info(out, {_RENAMED.get(key, key): value}, row)
         if self._multiagent:
-            out["mask"], out["_mask"] = masks.copy(), np.ones(self.num_envs, bool)
+            out["mask"], out["_mask"] = masks.copy(), np.ones(n, bool)
         return out
 
     def render(self) -> tuple | None:

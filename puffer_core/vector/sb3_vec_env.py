@@ -107,11 +107,13 @@ class SB3VecEnv(VecEnv):
 
     def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
         obs, rewards, terminals, truncations, infos = self.envs.step(self._actions)
-        dones = terminals | truncations
-        out = [{"TimeLimit.truncated": flag} for flag in (truncations & ~terminals).tolist()]
+        out = [{"TimeLimit.truncated": False} for _ in range(self.num_envs)]
+        if truncations.any():  # rare: only then find the rows truncated but not terminated
+            for row in np.flatnonzero(truncations & ~terminals).tolist():
+                out[row]["TimeLimit.truncated"] = True
         for entry in infos:
             self._merge_info(out, entry)
-        return obs.copy(), rewards.copy(), dones, out
+        return obs.copy(), rewards.copy(), terminals | truncations, out
 
     def _merge_info(self, out: list[dict], entry: dict) -> None:
         """One Puffer info → the row's SB3 info (final step) and ``reset_infos`` (the reset's part)."""
