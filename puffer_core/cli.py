@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli_errors import MessageGroup, err_console, fail
@@ -62,11 +63,11 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
     console.print(table)
     for info in plugins.plugins.values():
         if info.status == "failed":
-            console.print(f"[red]✗ {info.name}[/]: {info.error}", highlight=False, soft_wrap=True)
+            console.print(f"[red]✗ {info.name}[/]: {escape(str(info.error))}", highlight=False, soft_wrap=True)
             if show_tb and info.traceback:
                 console.print(info.traceback, highlight=False, markup=False)
     for warning in plugins.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 @cli.command("envs")
@@ -116,9 +117,11 @@ def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
     console.print(table)
     failed = [info for info in plugins.plugins.values() if info.status == "failed"]
     for info in failed:
-        console.print(f"[red]✗ plugin {info.name} failed[/]: {info.error}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[red]✗ plugin {info.name} failed[/]: {escape(str(info.error))}", highlight=False, soft_wrap=True
+        )
     for warning in plugins.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
 
 
 def _count(n: int, noun: str) -> str:

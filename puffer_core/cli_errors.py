@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from puffer_core.errors import PufferError
 
@@ -25,7 +26,9 @@ err_console = Console(stderr=True)
 
 def fail(message: str, code: int = 1) -> None:
     """Print ``error: message`` to stderr and exit with ``code``."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # escape: messages quote things like pip extras ("puffer-core[train]") that rich would
+    # otherwise take for markup and drop.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -40,7 +43,7 @@ class MessageGroup(click.Group):
 
     def report(self, exc: PufferError) -> None:
         """Print the message for ``exc``; subclasses add details (e.g. a build log's tail)."""
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -43,3 +43,13 @@ def test_pip_installed_plugin_is_listed(tmp_path):
     by_name = {p["name"]: p for p in json.loads(plugins.stdout)["plugins"]}
     assert by_name["minimal"]["distribution"] == "puffer-plugin-minimal"
     assert by_name["minimal"]["version"] == "0.0.1"
+    # Without the train extra, `puffer train` says what to install, in one line.
+    train = subprocess.run(
+        [str(venv / "bin" / "puffer"), "train", "minimal/cartpole"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert train.returncode == 1 and "pip install 'puffer-core[train]'" in train.stderr, train.stderr
+    assert len(train.stderr.strip().splitlines()) == 1, train.stderr

@@ -4,26 +4,12 @@ Needs the ``train`` extra (``pip install 'puffer-core[train]'``: torch and matpl
 ``import puffer_core`` never imports this package.
 
 ``ppo(env, steps, out=DIR, **settings)`` trains and returns the ``Curve``;
-``evaluate(DIR, episodes)`` plays a saved policy. See :mod:`puffer_core.train.ppo`.
+``evaluate(DIR, episodes)`` plays a saved policy. See :mod:`puffer_core.train.trainer`.
 """
 
 from __future__ import annotations
 
-from puffer_core.errors import MissingDependencyError
-
-try:
-    import torch  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised only where torch is absent
-    raise MissingDependencyError(
-        "puffer train needs torch; install the extra with `pip install 'puffer-core[train]'`"
-    ) from exc
-
-from puffer_core.train.checkpoint import Checkpoint, load
-from puffer_core.train.config import PPOConfig
-from puffer_core.train.curve import Curve
-from puffer_core.train.evaluate import EvalResult, evaluate
-from puffer_core.train.policy import Policy
-from puffer_core.train.ppo import TrainingInterrupted, ppo
+from typing import Any
 
 __all__ = [
     "Checkpoint",
@@ -36,3 +22,34 @@ __all__ = [
     "load",
     "ppo",
 ]
+
+#: public name → the module that defines it; imported on first use, so that importing this
+#: package (the CLI does, for `puffer train`'s --help) never needs torch.
+_HOMES = {
+    "Checkpoint": "checkpoint",
+    "load": "checkpoint",
+    "PPOConfig": "config",
+    "Curve": "curve",
+    "EvalResult": "evaluation",
+    "evaluate": "evaluation",
+    "Policy": "policy",
+    "TrainingInterrupted": "trainer",
+    "ppo": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'puffer_core.train' has no attribute {name!r}")
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        from puffer_core.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "puffer train needs torch; install the extra with `pip install 'puffer-core[train]'`"
+        ) from exc
+    import importlib
+
+    return getattr(importlib.import_module(f"puffer_core.train.{home}"), name)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from puffer_core.cli_errors import err_console, fail
+from puffer_core.cli_errors import err_console
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -39,10 +39,12 @@ def _default_out(env_id: str) -> Path:
 
 
 def _import_train() -> Any:
-    try:
-        from puffer_core import train
-    except ImportError as exc:  # MissingDependencyError is an ImportError too
-        fail(str(exc) if "puffer" in str(exc) else f"puffer train needs the train extra: {exc}")
+    """``puffer_core.train``, or a one-line MissingDependencyError naming the extra to install."""
+    from puffer_core import train
+    from puffer_core.train.curve import require_matplotlib
+
+    train.ppo  # noqa: B018  (imports torch: the package defers it to first use)
+    require_matplotlib()
     return train
 
 

@@ -4,6 +4,7 @@ files someone looks at (``curve.csv``, ``curve.png``), each written atomically."
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import os
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Curve", "write_atomically"]
+__all__ = ["Curve", "require_matplotlib", "write_atomically"]
 
 #: episodes the "mean return" of a curve row averages over
 WINDOW = 20
@@ -32,6 +33,16 @@ COLUMNS = (
     "explained_variance",
     "learning_rate",
 )
+
+
+def require_matplotlib() -> None:
+    """Fail before training, not at its end, when curve.png cannot be drawn."""
+    if importlib.util.find_spec("matplotlib") is None:
+        from puffer_core.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "puffer train draws curve.png with matplotlib, which is missing; pip install 'puffer-core[train]'"
+        )
 
 
 def write_atomically(path: Path, data: bytes) -> None:

@@ -263,7 +263,8 @@ class Lab:
         for name in self.observation_names:
             spec = specs[name]
             if spec["dtype"] is str:
-                out[name] = f"instruction {self.seed % 7} of episode {self.episode}"
+                # Like the real levels' instructions, a function of the seed: a seeded reset replays it.
+                out[name] = f"instruction {self.seed % 7} for seed {self.seed}"
             else:
                 shape = tuple(spec["shape"])
                 value = (self.seed + self.frames) % 256

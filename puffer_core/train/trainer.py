@@ -26,7 +26,7 @@ from puffer_core import vector
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import PPOConfig
-from puffer_core.train.curve import Curve
+from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.vector.base import available_cpus
@@ -341,6 +341,8 @@ def ppo(
     config.validate()
     env_kwargs = dict(env_kwargs or {})
     device = pick_device(config.device)
+    if out is not None:
+        require_matplotlib()
     directory = _prepare_out(out, resume)
     torch.manual_seed(config.seed)
     stop = _StopRequests()

@@ -14,7 +14,7 @@ from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.policy import Policy
-from puffer_core.train.ppo import pick_device, spaces_of
+from puffer_core.train.trainer import pick_device, spaces_of
 
 __all__ = ["EvalResult", "evaluate"]
 
