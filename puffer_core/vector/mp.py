@@ -56,375 +56,63 @@ Faults
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import multiprocessing
 import os
 import pickle
 import select
 import signal
-import struct
 import sys
 import threading
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
+from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
-    EnvFault,
-    EnvGroup,
     VectorEnv,
     available_cpus,
     check_counts,
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall, per_worker, sendable
+from puffer_core.vector.calls import CallResult, EnvCall, per_worker
+from puffer_core.vector.mp_worker import (
+    ARG_LEN,
+    BUILD,
+    CALL,
+    CMD,
+    DEFAULT_SPIN_US,
+    DONE,
+    ERROR,
+    HAS_MASK,
+    HAS_SEEDS,
+    HINT,
+    INFO_LEN,
+    INFO_MAILBOX,
+    INFO_PIPE,
+    LEN,
+    MIN_SPIN,
+    PROGRESS,
+    QUIT,
+    RESET,
+    RESET_FLAGS,
+    SLEEPING,
+    STATUS,
+    STEP,
+    WAKE_ANY,
+    Pickled,
+    WorkerSpec,
+    worker_main,
+)
+from puffer_core.vector.shared_memory import SLOTS, FdHandle, Layout, words
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
-
-#: The longest a waiting side polls (yielding its core) before it sleeps; each side adapts
-#: within it to how long its waits usually last (see the module docstring).
-DEFAULT_SPIN_US = 100.0
-_MIN_SPIN = 20e-6
-
-# Operations in a command word (main → worker): word = seq << 8 | op.
-_BUILD, _STEP, _RESET, _CALL, _QUIT = 1, 2, 3, 4, 5
-# Status (worker → main), valid once the done word matches the command word.
-_OK, _INFO_MAILBOX, _INFO_PIPE, _ERROR = 0, 1, 2, 3
-# Slots of the per-worker control blocks (int64, one cache line per worker and side).
-_CMD, _RESET_FLAGS, _ARG_LEN = 0, 1, 2  # written by the main process
-_HAS_SEEDS, _HAS_MASK = 1, 2  # bits of _RESET_FLAGS: reset_seeds / reset_mask hold this reset's plan
-_DONE, _STATUS, _INFO_LEN, _SLEEPING, _PROGRESS = 0, 1, 2, 3, 4  # written by the worker
-_SLOTS = 8
-_WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
-_LEN = struct.Struct("=Q")
-_HINT = b"\0"
-_ALIGN = 64
-_ROW_FIELDS = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
-
-
-def _align(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-class _Layout:
-    """Offsets of every array in the shared mapping (picklable; rebuilt in spawned workers)."""
-
-    def __init__(
-        self,
-        rows: int,
-        num_envs: int,
-        num_workers: int,
-        obs_shape: tuple,
-        obs_dtype: Any,
-        act_shape: tuple,
-        act_dtype: Any,
-        mailbox_bytes: int,
-    ):
-        self.fields: dict[str, tuple[int, tuple, str]] = {}
-        self.size = 0
-        self._add("observations", (rows, *obs_shape), obs_dtype)
-        self._add("rewards", (rows,), np.float32)
-        self._add("terminals", (rows,), np.bool_)
-        self._add("truncations", (rows,), np.bool_)
-        self._add("masks", (rows,), np.bool_)
-        self._add("actions", (rows, *act_shape), act_dtype)
-        self._add("reset_seeds", (num_envs,), np.int64)  # a reset's plan, per env (autoreset.ResetPlan)
-        self._add("reset_mask", (num_envs,), np.bool_)
-        self._add("to_worker", (num_workers, _SLOTS), np.int64)
-        self._add("from_worker", (num_workers, _SLOTS), np.int64)
-        self._add("main", (_SLOTS,), np.int64)  # [0]: the main process is sleeping
-        self._add("mailbox", (num_workers, max(mailbox_bytes, 64)), np.uint8)
-        self.size = max(self.size, 1)
-
-    def _add(self, name: str, shape: tuple, dtype: Any) -> None:
-        dtype = np.dtype(dtype)
-        self.fields[name] = (self.size, tuple(shape), dtype.str if dtype.fields is None else dtype.descr)
-        self.size = _align(self.size + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
-
-    def arrays(self, buffer: Any) -> dict[str, np.ndarray]:
-        out = {}
-        for name, (offset, shape, dtype) in self.fields.items():
-            dtype = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64))
-            out[name] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
-        return out
-
-
-class _FdHandle:
-    """A file descriptor that survives pickling into a spawned / forkserver child."""
-
-    def __init__(self, fd: int):
-        self.fd = fd
-
-    def __reduce__(self) -> Any:
-        from multiprocessing import reduction
-
-        return (_rebuild_fd, (reduction.DupFd(self.fd),))
-
-
-def _rebuild_fd(dup: Any) -> int:
-    return dup.detach()
-
-
-def _fd(handle: Any) -> int:
-    return handle.fd if isinstance(handle, _FdHandle) else handle
-
-
-class _Pickled:
-    """cloudpickle for the env factory when spawning (creators are often lambdas)."""
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-    def __getstate__(self) -> bytes:
-        try:
-            import cloudpickle
-
-            return cloudpickle.dumps(self.obj)
-        except ImportError:  # pragma: no cover - gymnasium depends on cloudpickle
-            return pickle.dumps(self.obj)
-
-    def __setstate__(self, state: bytes) -> None:
-        self.obj = pickle.loads(state)
-
-
-def _die_with_parent(parent_pid: int, use_pdeathsig: bool) -> None:
-    if use_pdeathsig and sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except Exception:
-            pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _words(array: np.ndarray) -> memoryview:
-    """A flat int64 memoryview: item access costs a third of numpy's on the hot path."""
-    return memoryview(array).cast("B").cast("q")
-
-
-@dataclass
-class _WorkerSpec:
-    """Everything one worker process needs (picklable, for spawned workers)."""
-
-    worker: int
-    factory: Any  # the EnvFactory, or a _Pickled of it for spawn / forkserver
-    first_env: int
-    num_envs: int
-    agents_per_env: int
-    rows: tuple[int, int]
-    layout: _Layout
-    memory: Any  # the mapping itself (fork) or a _FdHandle of its memfd
-    cmd: Any  # read end of the command-hint pipe
-    done: Any  # write end of the shared completion-hint pipe
-    data: Any  # write end of this worker's data pipe (large infos, errors)
-    parent_pid: int
-    use_pdeathsig: bool
-    close_fds: list[int]  # fork: inherited ends of other workers' pipes
-    spin: float
-    autoreset: str
-
-
-class _Worker:
-    """A worker process's side of the protocol: wait for a command word, run it on the
-    worker's ``EnvGroup``, publish the completion (see the module docstring)."""
-
-    def __init__(self, spec: _WorkerSpec):
-        self.spec = spec
-        self.cmd_fd, self.done_fd, self.data_fd = _fd(spec.cmd), _fd(spec.done), _fd(spec.data)
-        if isinstance(spec.memory, (_FdHandle, int)):
-            memfd = _fd(spec.memory)
-            self.buffer = mmap.mmap(memfd, spec.layout.size)
-            os.close(memfd)
-        else:
-            self.buffer = spec.memory
-        arrays = spec.layout.arrays(self.buffer)
-        lo, hi = spec.rows
-        self.arrays = {name: arrays[name][lo:hi] for name in _ROW_FIELDS}
-        envs = slice(spec.first_env, spec.first_env + spec.num_envs)
-        self.reset_seeds, self.reset_mask = arrays["reset_seeds"][envs], arrays["reset_mask"][envs]
-        self.to_me = _words(arrays["to_worker"][spec.worker])
-        self.from_me = _words(arrays["from_worker"][spec.worker])
-        self.main_ctl = _words(arrays["main"])
-        self.done_words = _words(arrays["from_worker"])  # every worker's done word: v * _SLOTS + _DONE
-        self.mailbox = memoryview(arrays["mailbox"][spec.worker])
-        self.progress = self.from_me[_PROGRESS : _PROGRESS + 1]
-        self.progress[0] = -1
-        self.fence = threading.Lock()
-        self.group: EnvGroup | None = None
-
-    def finish(self, word: int, status: int, payload: bytes | None = None) -> None:
-        """Publish completion of ``word``; wake the main process only if it sleeps."""
-        from_me, fence = self.from_me, self.fence
-        from_me[_STATUS] = status
-        if status == _INFO_MAILBOX:
-            self.mailbox[: len(payload)] = payload
-            from_me[_INFO_LEN] = len(payload)
-        elif payload is not None:
-            from_me[_INFO_LEN] = len(payload)
-        fence.acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
-        fence.release()
-        from_me[_DONE] = word
-        fence.acquire()  # fence: the done word is visible before we look at the flag
-        fence.release()
-        flag = self.main_ctl[0]  # 0: awake; _WAKE_ANY: sleeping; a word: sleeping until all finish it
-        if flag == _WAKE_ANY or (flag == word and self._all_done(word)):
-            try:
-                os.write(self.done_fd, _HINT)
-            except BlockingIOError:  # the pipe is full of hints already
-                pass
-        if status in (_INFO_PIPE, _ERROR):  # after the done word: the main process reads while we write
-            _write_all(self.data_fd, _LEN.pack(len(payload)) + payload)
-
-    def _all_done(self, word: int) -> bool:
-        done_words = self.done_words
-        return all(done_words[v] == word for v in range(_DONE, len(done_words), _SLOTS))
-
-    def report(self, word: int, result: Any) -> None:
-        """Finish ``word`` with a picklable result (infos or call results)."""
-        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
-        self.finish(word, _INFO_MAILBOX if len(data) <= len(self.mailbox) else _INFO_PIPE, data)
-
-    def report_fault(self, word: int, fault: EnvFault) -> None:
-        self.finish(word, _ERROR, pickle.dumps(fault.to_dict(), protocol=pickle.HIGHEST_PROTOCOL))
-
-    def request(self) -> Any:
-        """The main process's pickled argument in the mailbox (reset options, a call), or None."""
-        n = self.to_me[_ARG_LEN]
-        return pickle.loads(self.mailbox[:n]) if n else None
-
-    def build(self) -> None:
-        spec = self.spec
-        try:
-            self.group = EnvGroup(
-                spec.factory,
-                spec.num_envs,
-                spec.agents_per_env,
-                self.arrays,
-                first_env=spec.first_env,
-                progress=self.progress,
-                autoreset=spec.autoreset,
-            )
-        except EnvFault as fault:
-            self.report_fault(_BUILD, fault)
-        except BaseException as exc:  # anything else is reported, never swallowed
-            self.report_fault(_BUILD, EnvFault(spec.first_env, "construction", exc))
-        else:
-            self.finish(_BUILD, _OK)
-
-    def run(self) -> None:
-        """Serve commands until told to quit, the command pipe closes, or an env faults."""
-        self.build()
-        to_me, from_me, fence, cmd_fd = self.to_me, self.from_me, self.fence, self.cmd_fd
-        read, perf, yield_ = os.read, time.perf_counter, os.sched_yield
-        spin = self.spec.spin
-        last = 0  # the command word as the main process left it (nothing sent yet)
-        started, idle = perf(), 0.0
-        while True:
-            # Wait for the next command word: spin politely, then sleep on the pipe.
-            word = to_me[_CMD]
-            # Adaptive: spin about as long as the main process usually takes to answer; not
-            # at all when it thinks for long (a trainer's forward pass gets sleeping workers).
-            if word == last and spin and idle <= 2 * spin:
-                end = started + min(spin, max(_MIN_SPIN, 1.5 * idle))
-                while word == last and perf() < end:
-                    yield_()
-                    word = to_me[_CMD]
-            while word == last:
-                from_me[_SLEEPING] = 1
-                fence.acquire()  # fence: the flag is visible before we re-check the word
-                fence.release()
-                word = to_me[_CMD]
-                if word != last:
-                    break
-                if not read(cmd_fd, 64):  # EOF: the main process closed us or died
-                    return
-                word = to_me[_CMD]
-            from_me[_SLEEPING] = 0
-            fence.acquire()  # fence: read the actions / arguments only after the word that published them
-            fence.release()
-            idle = 0.7 * idle + 0.3 * (perf() - started)
-            last = word
-            if not self.execute(word):
-                return
-            started = perf()
-
-    def execute(self, word: int) -> bool:
-        """Run one command; False when the worker should stop (quit, or its envs faulted)."""
-        op, group = word & 0xFF, self.group
-        if group is None:  # after a fault the main process only ever closes us
-            return False
-        try:
-            if op == _STEP:
-                infos = group.step()
-            elif op == _RESET:
-                infos = group.reset(self.reset_plan())
-            elif op == _CALL:
-                self.report(word, self.call())
-                return True
-            else:  # _QUIT
-                return False
-        except EnvFault as fault:
-            self.report_fault(word, fault)
-            self.group = None
-            group.close()
-            return True  # stay until the main process, which reads the fault, closes us
-        if infos:
-            self.report(word, infos)
-        else:
-            self.finish(word, _OK)
-        return True
-
-    def reset_plan(self) -> ResetPlan:
-        flags = self.to_me[_RESET_FLAGS]
-        return ResetPlan(
-            self.reset_seeds.copy() if flags & _HAS_SEEDS else None,
-            self.reset_mask.copy() if flags & _HAS_MASK else None,
-            self.request(),
-        )
-
-    def call(self) -> list[CallResult]:
-        indices, request = self.request()
-        return sendable(self.group.call(indices, request))
-
-
-def _worker_main(spec: _WorkerSpec) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    _die_with_parent(spec.parent_pid, spec.use_pdeathsig)
-    for fd in spec.close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    if isinstance(spec.factory, _Pickled):
-        spec.factory = spec.factory.obj
-    worker = None
-    try:
-        worker = _Worker(spec)
-        worker.run()
-    except BrokenPipeError:
-        pass
-    finally:
-        if worker is not None and worker.group is not None:
-            worker.group.close()
-        os._exit(0)  # skip atexit handlers and finalizers inherited from the parent
 
 
 def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, grace: float) -> None:
@@ -432,13 +120,13 @@ def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, 
     if buffer is not None and not buffer.closed and procs:
         try:
             words = layout.arrays(buffer)["to_worker"]
-            words[:, _CMD] = (1 << 62) | _QUIT
+            words[:, CMD] = (1 << 62) | QUIT
             del words
         except (ValueError, TypeError):
             pass
     for fd in fds[0]:  # command pipes: wake sleepers (then EOF below)
         try:
-            os.write(fd, _HINT)
+            os.write(fd, HINT)
         except OSError:
             pass
     for group in fds:
@@ -526,7 +214,7 @@ class Multiprocessing(VectorEnv):
         a, action_dtype = self.agents_per_env, self._action_dtype
 
         obs_space = self.single_observation_space
-        layout = _Layout(
+        layout = Layout(
             self.num_envs,
             envs,
             workers,
@@ -582,9 +270,9 @@ class Multiprocessing(VectorEnv):
         self._masks, self._actions = arrays["masks"], arrays["actions"]
         self._mailbox = arrays["mailbox"]
         self._reset_seeds, self._reset_mask = arrays["reset_seeds"], arrays["reset_mask"]
-        self._to_w = _words(arrays["to_worker"])  # worker w's slot k: w * _SLOTS + k
-        self._from_w = _words(arrays["from_worker"])
-        self._main_ctl = _words(arrays["main"])
+        self._to_w = words(arrays["to_worker"])  # worker w's slot k: w * SLOTS + k
+        self._from_w = words(arrays["from_worker"])
+        self._main_ctl = words(arrays["main"])
         del arrays  # no local views: a failing start-up's traceback must not pin the mapping
 
         workers = self.num_workers
@@ -613,16 +301,16 @@ class Multiprocessing(VectorEnv):
         self._cmd_w = cmd_w
 
         fork = start_method == "fork"
-        memory: Any = self._buffer if fork else _FdHandle(memfd_box[0])
-        wrapped = factory if fork else _Pickled(factory)
+        memory: Any = self._buffer if fork else FdHandle(memfd_box[0])
+        wrapped = factory if fork else Pickled(factory)
         use_pdeathsig = threading.current_thread() is threading.main_thread()
         everything = cmd_r + cmd_w + data_r + data_w + [done_r, done_w] + memfd_box
         parent_pid = os.getpid()
 
         def handle(fd: int) -> Any:
-            return fd if fork else _FdHandle(fd)
+            return fd if fork else FdHandle(fd)
 
-        self._expected = [_BUILD] * workers  # the command word each worker is working on
+        self._expected = [BUILD] * workers  # the command word each worker is working on
         self._sent_at = [time.monotonic()] * workers
         self._running: dict[int, None] = dict.fromkeys(range(workers))  # in order of sending
         self._ready: deque[int] = deque()
@@ -631,14 +319,14 @@ class Multiprocessing(VectorEnv):
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
-        self._uniform_word = _BUILD
+        self._uniform_word = BUILD
         #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
         self.lost_wakeups = 0
         self._fence = threading.Lock()
         for w in range(workers):
             own = {cmd_r[w], data_w[w], done_w}
             close_fds = [fd for fd in everything if fd not in own] if fork else []
-            spec = _WorkerSpec(
+            spec = WorkerSpec(
                 worker=w,
                 factory=wrapped,
                 first_env=self._first_env[w],
@@ -656,7 +344,7 @@ class Multiprocessing(VectorEnv):
                 spin=self._worker_spin,
                 autoreset=self.autoreset_mode,
             )
-            proc = ctx.Process(target=_worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
+            proc = ctx.Process(target=worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
             proc.start()
             self._procs.append(proc)
         # The children hold their ends now.
@@ -677,7 +365,7 @@ class Multiprocessing(VectorEnv):
     def _scan(self) -> None:
         """Move every running worker whose done word matches its command to ``_ready``."""
         from_w, expected = self._from_w, self._expected
-        finished = [w for w in self._running if from_w[w * _SLOTS + _DONE] == expected[w]]
+        finished = [w for w in self._running if from_w[w * SLOTS + DONE] == expected[w]]
         if finished:
             self._fence.acquire()  # fence: read results only after the done words (weak CPUs)
             self._fence.release()
@@ -697,7 +385,7 @@ class Multiprocessing(VectorEnv):
         expected = self._expected_wait
         if self._spin and expected <= 2 * self._spin:
             scan, ready, yield_ = self._scan, self._ready, os.sched_yield
-            end = start + min(self._spin, max(_MIN_SPIN, 1.5 * expected))
+            end = start + min(self._spin, max(MIN_SPIN, 1.5 * expected))
             while perf() < end:
                 yield_()
                 scan()
@@ -721,7 +409,7 @@ class Multiprocessing(VectorEnv):
             # (workers store their done word, fence, then check all of them: at least one
             # of two simultaneous finishers sees the other's word). Otherwise anyone does.
             every = needed == len(running) == self.num_workers and self._uniform_word >= 0
-            main_ctl[0] = self._uniform_word if every else _WAKE_ANY
+            main_ctl[0] = self._uniform_word if every else WAKE_ANY
             acquire()  # fence: the flag is visible before we re-check the done words
             release()
             self._scan()
@@ -746,18 +434,18 @@ class Multiprocessing(VectorEnv):
             pass
 
     def _complete(self, w: int) -> None:
-        base = w * _SLOTS
-        status = self._from_w[base + _STATUS]
-        if status in (_INFO_MAILBOX, _INFO_PIPE):
-            if status == _INFO_MAILBOX:
-                result = pickle.loads(self._mailbox[w, : self._from_w[base + _INFO_LEN]])
+        base = w * SLOTS
+        status = self._from_w[base + STATUS]
+        if status in (INFO_MAILBOX, INFO_PIPE):
+            if status == INFO_MAILBOX:
+                result = pickle.loads(self._mailbox[w, : self._from_w[base + INFO_LEN]])
             else:
                 result = pickle.loads(self._read_payload(w))
-            if self._expected[w] & 0xFF == _CALL:
+            if self._expected[w] & 0xFF == CALL:
                 self._call_results[w] = result
             else:
                 self._infos[w].extend(result)
-        elif status == _ERROR:
+        elif status == ERROR:
             payload = pickle.loads(self._read_payload(w))
             self._fail(
                 f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {payload['env_index']} raised "
@@ -770,8 +458,8 @@ class Multiprocessing(VectorEnv):
 
     def _read_payload(self, w: int) -> bytes:
         fd = self._data_r[w]
-        header = self._read_exact(fd, _LEN.size, w)
-        return self._read_exact(fd, _LEN.unpack(header)[0], w)
+        header = self._read_exact(fd, LEN.size, w)
+        return self._read_exact(fd, LEN.unpack(header)[0], w)
 
     def _read_exact(self, fd: int, n: int, w: int) -> bytes:
         chunks, got = [], 0
@@ -795,7 +483,7 @@ class Multiprocessing(VectorEnv):
         return b"".join(chunks)
 
     def _where(self, w: int) -> int | None:
-        env = self._from_w[w * _SLOTS + _PROGRESS]
+        env = self._from_w[w * SLOTS + PROGRESS]
         return self._first_env[w] + env if env >= 0 else None
 
     def _check_deaths(self, events: list) -> None:
@@ -868,13 +556,13 @@ class Multiprocessing(VectorEnv):
             expected[w] = word
             sent_at[w] = now
             running[w] = None
-            to_w[w * _SLOTS + _CMD] = word
+            to_w[w * SLOTS + CMD] = word
         self._fence.acquire()  # fence: the words are visible before we look at the flags
         self._fence.release()
         for w in workers:
-            if from_w[w * _SLOTS + _SLEEPING]:
+            if from_w[w * SLOTS + SLEEPING]:
                 try:
-                    os.write(self._cmd_w[w], _HINT)
+                    os.write(self._cmd_w[w], HINT)
                 except BlockingIOError:  # full of hints: it will wake
                     pass
                 except BrokenPipeError:
@@ -899,20 +587,20 @@ class Multiprocessing(VectorEnv):
         flags = 0
         if plan.seeds is not None:
             self._reset_seeds[...] = plan.seeds
-            flags |= _HAS_SEEDS
+            flags |= HAS_SEEDS
         if plan.mask is not None:
             self._reset_mask[...] = plan.mask
-            flags |= _HAS_MASK
+            flags |= HAS_MASK
         for w in range(self.num_workers):
-            self._to_w[w * _SLOTS + _RESET_FLAGS] = flags
+            self._to_w[w * SLOTS + RESET_FLAGS] = flags
             self._put_argument(w, plan.options)
-        self._send_command(range(self.num_workers), _RESET)
+        self._send_command(range(self.num_workers), RESET)
         self._state = "running"
 
     def _put_argument(self, w: int, argument: Any) -> None:
         """Leave a pickled argument for worker ``w``'s next command in its mailbox (None: none)."""
         if argument is None:
-            self._to_w[w * _SLOTS + _ARG_LEN] = 0
+            self._to_w[w * SLOTS + ARG_LEN] = 0
             return
         try:
             import cloudpickle  # gymnasium's dependency; pickles lambdas and local functions too
@@ -927,7 +615,7 @@ class Multiprocessing(VectorEnv):
                 "raise vector_kwargs={'info_buffer_bytes': …}"
             )
         mailbox[: len(data)] = np.frombuffer(data, np.uint8)
-        self._to_w[w * _SLOTS + _ARG_LEN] = len(data)
+        self._to_w[w * SLOTS + ARG_LEN] = len(data)
 
     def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
         if self._running:  # finish what is in flight first; its results stay ready for recv
@@ -936,7 +624,7 @@ class Multiprocessing(VectorEnv):
         self._call_results = {}
         for w, argument in by_worker.items():
             self._put_argument(w, argument)
-        self._send_command(list(by_worker), _CALL)
+        self._send_command(list(by_worker), CALL)
         self._wait(len(ready) + len(by_worker), self.timeout)
         self._ready = deque(ready)  # the call's completions are not batches
         results = {r.env_index: r for w in by_worker for r in self._call_results.pop(w)}
@@ -1010,7 +698,7 @@ class Multiprocessing(VectorEnv):
                 self._actions[lo:hi] = actions[start : start + hi - lo]
                 start += hi - lo
         self._held = None
-        self._send_command(batch, _STEP)
+        self._send_command(batch, STEP)
 
     def close(self) -> None:
         if self._closed:

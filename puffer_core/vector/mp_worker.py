@@ -1,0 +1,285 @@
+"""A Multiprocessing worker process: it waits for a command word in shared memory, runs it on
+its ``EnvGroup`` (the Serial engine) over its rows of the shared mapping, and publishes the
+completion. The protocol (words, fences, polite spinning, sleeping on a pipe) is described
+in :mod:`puffer_core.vector.mp`, the main process's side."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from puffer_core.vector.autoreset import ResetPlan
+from puffer_core.vector.base import EnvFault, EnvGroup
+from puffer_core.vector.calls import CallResult, sendable
+from puffer_core.vector.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
+
+__all__ = ["DEFAULT_SPIN_US", "Pickled", "Worker", "WorkerSpec", "worker_main"]
+
+#: The longest a waiting side polls (yielding its core) before it sleeps; each side adapts
+#: within it to how long its waits usually last (see the module docstring).
+DEFAULT_SPIN_US = 100.0
+MIN_SPIN = 20e-6
+
+# Operations in a command word (main → worker): word = seq << 8 | op.
+BUILD, STEP, RESET, CALL, QUIT = 1, 2, 3, 4, 5
+# Status (worker → main), valid once the done word matches the command word.
+OK, INFO_MAILBOX, INFO_PIPE, ERROR = 0, 1, 2, 3
+# Slots of the per-worker control blocks (shared_memory.SLOTS int64 words per worker and side).
+CMD, RESET_FLAGS, ARG_LEN = 0, 1, 2  # written by the main process
+HAS_SEEDS, HAS_MASK = 1, 2  # bits of RESET_FLAGS: reset_seeds / reset_mask hold this reset's plan
+DONE, STATUS, INFO_LEN, SLEEPING, PROGRESS = 0, 1, 2, 3, 4  # written by the worker
+WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
+LEN = struct.Struct("=Q")
+HINT = b"\0"
+
+
+class Pickled:
+    """cloudpickle for the env factory when spawning (creators are often lambdas)."""
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __getstate__(self) -> bytes:
+        try:
+            import cloudpickle
+
+            return cloudpickle.dumps(self.obj)
+        except ImportError:  # pragma: no cover - gymnasium depends on cloudpickle
+            return pickle.dumps(self.obj)
+
+    def __setstate__(self, state: bytes) -> None:
+        self.obj = pickle.loads(state)
+
+
+def die_with_parent(parent_pid: int, use_pdeathsig: bool) -> None:
+    if use_pdeathsig and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except Exception:
+            pass
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+@dataclass
+class WorkerSpec:
+    """Everything one worker process needs (picklable, for spawned workers)."""
+
+    worker: int
+    factory: Any  # the EnvFactory, or a Pickled of it for spawn / forkserver
+    first_env: int
+    num_envs: int
+    agents_per_env: int
+    rows: tuple[int, int]
+    layout: Layout
+    memory: Any  # the mapping itself (fork) or a FdHandle of its memfd
+    cmd: Any  # read end of the command-hint pipe
+    done: Any  # write end of the shared completion-hint pipe
+    data: Any  # write end of this worker's data pipe (large infos, errors)
+    parent_pid: int
+    use_pdeathsig: bool
+    close_fds: list[int]  # fork: inherited ends of other workers' pipes
+    spin: float
+    autoreset: str
+
+
+class Worker:
+    """A worker process's side of the protocol: wait for a command word, run it on the
+    worker's ``EnvGroup``, publish the completion (see the module docstring)."""
+
+    def __init__(self, spec: WorkerSpec):
+        self.spec = spec
+        self.cmd_fd, self.done_fd, self.data_fd = fd_of(spec.cmd), fd_of(spec.done), fd_of(spec.data)
+        if isinstance(spec.memory, (FdHandle, int)):
+            memfd = fd_of(spec.memory)
+            self.buffer = mmap.mmap(memfd, spec.layout.size)
+            os.close(memfd)
+        else:
+            self.buffer = spec.memory
+        arrays = spec.layout.arrays(self.buffer)
+        lo, hi = spec.rows
+        self.arrays = {name: arrays[name][lo:hi] for name in ROW_FIELDS}
+        envs = slice(spec.first_env, spec.first_env + spec.num_envs)
+        self.reset_seeds, self.reset_mask = arrays["reset_seeds"][envs], arrays["reset_mask"][envs]
+        self.to_me = words(arrays["to_worker"][spec.worker])
+        self.from_me = words(arrays["from_worker"][spec.worker])
+        self.main_ctl = words(arrays["main"])
+        self.done_words = words(arrays["from_worker"])  # every worker's done word: v * SLOTS + DONE
+        self.mailbox = memoryview(arrays["mailbox"][spec.worker])
+        self.progress = self.from_me[PROGRESS : PROGRESS + 1]
+        self.progress[0] = -1
+        self.fence = threading.Lock()
+        self.group: EnvGroup | None = None
+
+    def finish(self, word: int, status: int, payload: bytes | None = None) -> None:
+        """Publish completion of ``word``; wake the main process only if it sleeps."""
+        from_me, fence = self.from_me, self.fence
+        from_me[STATUS] = status
+        if status == INFO_MAILBOX:
+            self.mailbox[: len(payload)] = payload
+            from_me[INFO_LEN] = len(payload)
+        elif payload is not None:
+            from_me[INFO_LEN] = len(payload)
+        fence.acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
+        fence.release()
+        from_me[DONE] = word
+        fence.acquire()  # fence: the done word is visible before we look at the flag
+        fence.release()
+        flag = self.main_ctl[0]  # 0: awake; WAKE_ANY: sleeping; a word: sleeping until all finish it
+        if flag == WAKE_ANY or (flag == word and self._all_done(word)):
+            try:
+                os.write(self.done_fd, HINT)
+            except BlockingIOError:  # the pipe is full of hints already
+                pass
+        if status in (INFO_PIPE, ERROR):  # after the done word: the main process reads while we write
+            write_all(self.data_fd, LEN.pack(len(payload)) + payload)
+
+    def _all_done(self, word: int) -> bool:
+        done_words = self.done_words
+        return all(done_words[v] == word for v in range(DONE, len(done_words), SLOTS))
+
+    def report(self, word: int, result: Any) -> None:
+        """Finish ``word`` with a picklable result (infos or call results)."""
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        self.finish(word, INFO_MAILBOX if len(data) <= len(self.mailbox) else INFO_PIPE, data)
+
+    def report_fault(self, word: int, fault: EnvFault) -> None:
+        self.finish(word, ERROR, pickle.dumps(fault.to_dict(), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def request(self) -> Any:
+        """The main process's pickled argument in the mailbox (reset options, a call), or None."""
+        n = self.to_me[ARG_LEN]
+        return pickle.loads(self.mailbox[:n]) if n else None
+
+    def build(self) -> None:
+        spec = self.spec
+        try:
+            self.group = EnvGroup(
+                spec.factory,
+                spec.num_envs,
+                spec.agents_per_env,
+                self.arrays,
+                first_env=spec.first_env,
+                progress=self.progress,
+                autoreset=spec.autoreset,
+            )
+        except EnvFault as fault:
+            self.report_fault(BUILD, fault)
+        except BaseException as exc:  # anything else is reported, never swallowed
+            self.report_fault(BUILD, EnvFault(spec.first_env, "construction", exc))
+        else:
+            self.finish(BUILD, OK)
+
+    def run(self) -> None:
+        """Serve commands until told to quit, the command pipe closes, or an env faults."""
+        self.build()
+        to_me, from_me, fence, cmd_fd = self.to_me, self.from_me, self.fence, self.cmd_fd
+        read, perf, yield_ = os.read, time.perf_counter, os.sched_yield
+        spin = self.spec.spin
+        last = 0  # the command word as the main process left it (nothing sent yet)
+        started, idle = perf(), 0.0
+        while True:
+            # Wait for the next command word: spin politely, then sleep on the pipe.
+            word = to_me[CMD]
+            # Adaptive: spin about as long as the main process usually takes to answer; not
+            # at all when it thinks for long (a trainer's forward pass gets sleeping workers).
+            if word == last and spin and idle <= 2 * spin:
+                end = started + min(spin, max(MIN_SPIN, 1.5 * idle))
+                while word == last and perf() < end:
+                    yield_()
+                    word = to_me[CMD]
+            while word == last:
+                from_me[SLEEPING] = 1
+                fence.acquire()  # fence: the flag is visible before we re-check the word
+                fence.release()
+                word = to_me[CMD]
+                if word != last:
+                    break
+                if not read(cmd_fd, 64):  # EOF: the main process closed us or died
+                    return
+                word = to_me[CMD]
+            from_me[SLEEPING] = 0
+            fence.acquire()  # fence: read the actions / arguments only after the word that published them
+            fence.release()
+            idle = 0.7 * idle + 0.3 * (perf() - started)
+            last = word
+            if not self.execute(word):
+                return
+            started = perf()
+
+    def execute(self, word: int) -> bool:
+        """Run one command; False when the worker should stop (quit, or its envs faulted)."""
+        op, group = word & 0xFF, self.group
+        if group is None:  # after a fault the main process only ever closes us
+            return False
+        try:
+            if op == STEP:
+                infos = group.step()
+            elif op == RESET:
+                infos = group.reset(self.reset_plan())
+            elif op == CALL:
+                self.report(word, self.call())
+                return True
+            else:  # QUIT
+                return False
+        except EnvFault as fault:
+            self.report_fault(word, fault)
+            self.group = None
+            group.close()
+            return True  # stay until the main process, which reads the fault, closes us
+        if infos:
+            self.report(word, infos)
+        else:
+            self.finish(word, OK)
+        return True
+
+    def reset_plan(self) -> ResetPlan:
+        flags = self.to_me[RESET_FLAGS]
+        return ResetPlan(
+            self.reset_seeds.copy() if flags & HAS_SEEDS else None,
+            self.reset_mask.copy() if flags & HAS_MASK else None,
+            self.request(),
+        )
+
+    def call(self) -> list[CallResult]:
+        indices, request = self.request()
+        return sendable(self.group.call(indices, request))
+
+
+def worker_main(spec: WorkerSpec) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
+    die_with_parent(spec.parent_pid, spec.use_pdeathsig)
+    for fd in spec.close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if isinstance(spec.factory, Pickled):
+        spec.factory = spec.factory.obj
+    worker = None
+    try:
+        worker = Worker(spec)
+        worker.run()
+    except BrokenPipeError:
+        pass
+    finally:
+        if worker is not None and worker.group is not None:
+            worker.group.close()
+        os._exit(0)  # skip atexit handlers and finalizers inherited from the parent
