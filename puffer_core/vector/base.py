@@ -791,6 +791,13 @@ class VectorEnv:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def stats(self) -> dict:
+        """Faults and restarts so far; backends that restart workers (``on_fault="restart"``) count them."""
+        from puffer_core.vector.faults import FaultLog  # faults imports this module's neighbours
+
+        return FaultLog().as_dict()
+
     def unflatten_observation(self, x: Any) -> Any:
         """Nested zero-copy views of flat observations (see the emulator's method)."""
         return self.driver_env.unflatten_observation(x)

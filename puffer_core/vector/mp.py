@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
@@ -81,7 +81,16 @@ from puffer_core.vector.base import (
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall, per_worker
+from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
+from puffer_core.vector.faults import (
+    DEFAULT_MAX_RESTARTS,
+    Fault,
+    FaultLog,
+    check_max_restarts,
+    check_on_fault,
+    fault_info,
+    restart_seeds,
+)
 from puffer_core.vector.mp_worker import (
     ARG_LEN,
     BUILD,
@@ -113,6 +122,30 @@ from puffer_core.vector.mp_worker import (
 from puffer_core.vector.shared_memory import SLOTS, FdHandle, Layout, words
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
+
+
+#: a command running longer than this while other workers fill the batches gets its worker's
+#: sentinel checked (a dead worker would otherwise go unnoticed until everyone else waits)
+_LATE = 0.005
+
+
+class _WorkerGone(Exception):
+    """A worker's data pipe broke or stalled mid-message; ``cause`` is "died" or "timeout"."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
+def _how_it_ended(proc: Any) -> str:
+    proc.join(0.5)
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, grace: float) -> None:
@@ -188,11 +221,17 @@ class Multiprocessing(VectorEnv):
         info_buffer_bytes: int = 256 * 1024,
         spin_us: float | None = None,
         autoreset: str = NEXT_STEP,
+        on_fault: str = "raise",
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
     ):
         self._closed = True  # until fully started; close() is then a no-op
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
         self._init_autoreset(autoreset, batch, envs)
+        self._on_fault = check_on_fault(on_fault, "multiprocessing")
+        self._fault_log = FaultLog(check_max_restarts(max_restarts))
+        self._pending_faults: dict[int, Fault] = {}
+        self._started = False
         self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
         self._startup_timeout = float(startup_timeout)
@@ -211,7 +250,7 @@ class Multiprocessing(VectorEnv):
             raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
 
         self._init_workers(factory, envs, workers, batch, counts)
-        a, action_dtype = self.agents_per_env, self._action_dtype
+        action_dtype = self._action_dtype
 
         obs_space = self.single_observation_space
         layout = Layout(
@@ -227,43 +266,38 @@ class Multiprocessing(VectorEnv):
         self._layout = layout
 
         # Resources, all owned by the finalizer from here on.
-        self._procs: list = []
-        cmd_w: list[int] = []
-        parent_fds: list[int] = []  # read ends of the completion/data pipes
-        self._fd_groups = [cmd_w, parent_fds]
-        memfd_box: list[int] = []
-        if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
-            self._buffer = mmap.mmap(-1, layout.size, flags=mmap.MAP_SHARED)
-        elif hasattr(os, "memfd_create"):  # an fd the spawned children map (never in /dev/shm)
-            memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
-            memfd_box.append(memfd)
-            os.ftruncate(memfd, layout.size)
-            self._buffer = mmap.mmap(memfd, layout.size)
-        else:  # pragma: no cover - non-Linux without fork
-            raise APIUsageError(f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'")
+        self._procs: list = [None] * workers
+        self._cmd_w: list[int] = [-1] * workers  # main's end of each worker's command-hint pipe
+        self._data_r: list[int] = [-1] * workers  # main's end of each worker's data pipe
+        self._shared_fds: list[int] = []  # the completion-hint pipe (both ends: replacements need it)
+        self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
+        self._memfd_box: list[int] = []
+        self._buffer = self._map_memory(start_method, layout.size)
         self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, memfd_box, 1.0
+            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, 1.0
         )
         self._closed = False
         self._state = "new"
         try:
-            self._start(ctx, start_method, factory, memfd_box, cmd_w, parent_fds, envs, a)
+            self._start(ctx, start_method, factory)
         except BaseException:
             self.close()
             raise
 
     # ---------------------------------------------------------------- start-up
-    def _start(
-        self,
-        ctx: Any,
-        start_method: str,
-        factory: Any,
-        memfd_box: list,
-        cmd_w: list,
-        parent_fds: list,
-        envs: int,
-        a: int,
-    ) -> None:
+    def _map_memory(self, start_method: str, size: int) -> mmap.mmap:
+        if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
+            return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+        if hasattr(os, "memfd_create"):  # an fd the spawned children map (never in /dev/shm)
+            memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
+            self._memfd_box.append(memfd)
+            os.ftruncate(memfd, size)
+            return mmap.mmap(memfd, size)
+        raise APIUsageError(  # pragma: no cover - non-Linux without fork
+            f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'"
+        )
+
+    def _map_arrays(self) -> None:
         self._arrays = arrays = self._layout.arrays(self._buffer)
         self._obs, self._rew = arrays["observations"], arrays["rewards"]
         self._term, self._trunc = arrays["terminals"], arrays["truncations"]
@@ -273,49 +307,15 @@ class Multiprocessing(VectorEnv):
         self._to_w = words(arrays["to_worker"])  # worker w's slot k: w * SLOTS + k
         self._from_w = words(arrays["from_worker"])
         self._main_ctl = words(arrays["main"])
-        del arrays  # no local views: a failing start-up's traceback must not pin the mapping
 
-        workers = self.num_workers
-        child_fds: list[int] = []
-        cmd_r = []
-        data_r, data_w = [], []
-        for _ in range(workers):
-            r, w = os.pipe()
-            cmd_r.append(r)
-            cmd_w.append(w)
-            child_fds.append(r)
-            os.set_blocking(w, False)
-            r, w = os.pipe()
-            data_r.append(r)
-            data_w.append(w)
-            parent_fds.append(r)
-            child_fds.append(w)
-        done_r, done_w = os.pipe()
-        parent_fds.append(done_r)
-        child_fds.append(done_w)
-        os.set_blocking(done_r, False)
-        os.set_blocking(done_w, False)  # hints only: a full pipe just drops them
-        self._fd_groups.append(child_fds)  # closed by the finalizer if start-up fails midway
-        self._done_r = done_r
-        self._data_r = data_r
-        self._cmd_w = cmd_w
-
-        fork = start_method == "fork"
-        memory: Any = self._buffer if fork else FdHandle(memfd_box[0])
-        wrapped = factory if fork else Pickled(factory)
-        use_pdeathsig = threading.current_thread() is threading.main_thread()
-        everything = cmd_r + cmd_w + data_r + data_w + [done_r, done_w] + memfd_box
-        parent_pid = os.getpid()
-
-        def handle(fd: int) -> Any:
-            return fd if fork else FdHandle(fd)
-
+    def _init_state(self, workers: int) -> None:
         self._expected = [BUILD] * workers  # the command word each worker is working on
         self._sent_at = [time.monotonic()] * workers
-        self._running: dict[int, None] = dict.fromkeys(range(workers))  # in order of sending
+        self._allowed = [max(self.timeout, self._startup_timeout)] * workers  # seconds the command may take
+        self._running: dict[int, None] = {}  # in order of sending
         self._ready: deque[int] = deque()
         self._infos: list[list] = [[] for _ in range(workers)]
-        self._call_results: dict[int, list] = {}
+        self._call_results: dict[int, Any] = {}
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
@@ -323,43 +323,75 @@ class Multiprocessing(VectorEnv):
         #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
         self.lost_wakeups = 0
         self._fence = threading.Lock()
-        for w in range(workers):
-            own = {cmd_r[w], data_w[w], done_w}
-            close_fds = [fd for fd in everything if fd not in own] if fork else []
-            spec = WorkerSpec(
-                worker=w,
-                factory=wrapped,
-                first_env=self._first_env[w],
-                num_envs=self._env_counts[w],
-                agents_per_env=a,
-                rows=self._row_bounds[w],
-                layout=self._layout,
-                memory=memory,
-                cmd=handle(cmd_r[w]),
-                done=handle(done_w),
-                data=handle(data_w[w]),
-                parent_pid=parent_pid,
-                use_pdeathsig=use_pdeathsig,
-                close_fds=close_fds,
-                spin=self._worker_spin,
-                autoreset=self.autoreset_mode,
-            )
-            proc = ctx.Process(target=worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
-            proc.start()
-            self._procs.append(proc)
-        # The children hold their ends now.
-        for fd in child_fds:
-            os.close(fd)
-        child_fds.clear()
-        self._sentinels = {proc.sentinel: w for w, proc in enumerate(self._procs)}
+        self._sentinels: dict[int, int] = {}
         self._poller = select.poll()
+
+    def _start(self, ctx: Any, start_method: str, factory: Any) -> None:
+        self._map_arrays()
+        self._init_state(self.num_workers)
+        done_r, done_w = os.pipe()
+        self._shared_fds += [done_r, done_w]
+        os.set_blocking(done_r, False)
+        os.set_blocking(done_w, False)  # hints only: a full pipe just drops them
+        self._done_r, self._done_w = done_r, done_w
         self._poller.register(done_r, select.POLLIN)
-        for sentinel in self._sentinels:
-            self._poller.register(sentinel, select.POLLIN)
-        # Wait for every worker to have built its envs.
-        self._wait(workers, max(self.timeout, self._startup_timeout), "building")
+        fork = start_method == "fork"
+        self._ctx, self._fork = ctx, fork
+        self._factory = factory if fork else Pickled(factory)
+        for w in range(self.num_workers):
+            self._spawn(w)
+        self._wait(self.num_workers, "building")
         self._ready.clear()
-        self._infos = [[] for _ in range(workers)]
+        self._infos = [[] for _ in range(self.num_workers)]
+        self._started = True  # from now on a fault may restart a worker
+
+    def _spawn(self, w: int, restart_seeds: Any = None, reset_after_build: bool = False) -> None:
+        """Start worker ``w`` (again): its pipes, its process; it reports in with the BUILD word."""
+        cmd_r, cmd_w = os.pipe()
+        data_r, data_w = os.pipe()
+        os.set_blocking(cmd_w, False)
+        self._cmd_w[w], self._data_r[w] = cmd_w, data_r
+        for slot in (CMD, RESET_FLAGS, ARG_LEN):  # a replacement must not replay its predecessor's command
+            self._to_w[w * SLOTS + slot] = 0
+        self._from_w[w * SLOTS + DONE] = 0
+        ours = [fd for fd in (*self._cmd_w, *self._data_r, self._done_r, *self._memfd_box) if fd >= 0]
+
+        def handle(fd: int) -> Any:
+            return fd if self._fork else FdHandle(fd)
+
+        spec = WorkerSpec(
+            worker=w,
+            factory=self._factory,
+            first_env=self._first_env[w],
+            num_envs=self._env_counts[w],
+            agents_per_env=self.agents_per_env,
+            rows=self._row_bounds[w],
+            layout=self._layout,
+            memory=self._buffer if self._fork else FdHandle(self._memfd_box[0]),
+            cmd=handle(cmd_r),
+            done=handle(self._done_w),
+            data=handle(data_w),
+            parent_pid=os.getpid(),
+            use_pdeathsig=threading.current_thread() is threading.main_thread(),
+            close_fds=ours if self._fork else [],  # fork: the child drops the main process's ends
+            spin=self._worker_spin,
+            autoreset=self.autoreset_mode,
+            reset_after_build=reset_after_build,
+            restart_seeds=restart_seeds,
+        )
+        proc = self._ctx.Process(target=worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
+        try:
+            proc.start()
+        finally:
+            os.close(cmd_r)  # the child holds its ends now
+            os.close(data_w)
+        self._procs[w] = proc
+        self._sentinels[proc.sentinel] = w
+        self._poller.register(proc.sentinel, select.POLLIN)
+        self._expected[w] = BUILD
+        self._sent_at[w] = time.monotonic()
+        self._allowed[w] = max(self.timeout, self._startup_timeout)
+        self._running[w] = None
 
     # ---------------------------------------------------------------- waiting
     def _scan(self) -> None:
@@ -373,7 +405,7 @@ class Multiprocessing(VectorEnv):
             del self._running[w]
             self._complete(w)
 
-    def _wait(self, needed: int, timeout: float, doing: str = "stepping") -> None:
+    def _wait(self, needed: int, doing: str = "stepping") -> None:
         """Until ``needed`` workers are ready: spin politely for ``spin_us``, then sleep."""
         self._scan()
         if len(self._ready) >= needed:
@@ -392,19 +424,19 @@ class Multiprocessing(VectorEnv):
                 if len(ready) >= needed:
                     self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
                     return
-        self._block(needed, timeout, doing)
+        self._block(needed, doing)
         self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
 
-    def _block(self, needed: int, timeout: float, doing: str) -> None:
+    def _block(self, needed: int, doing: str) -> None:
         main_ctl, acquire, release = self._main_ctl, self._fence.acquire, self._fence.release
         while len(self._ready) < needed:
             if not self._running:  # pragma: no cover - guarded by the state checks
                 raise APIUsageError("recv() with no batch in flight; call send() first")
             running = self._running
-            oldest = min(map(self._sent_at.__getitem__, running))
-            left = oldest + timeout - time.monotonic()
+            left = min(self._sent_at[w] + self._allowed[w] for w in running) - time.monotonic()
             if left <= 0:
-                self._timeout(set(running), timeout, doing)
+                self._timeout(doing)
+                continue
             # Waiting for every worker on one command word: only the last to finish wakes us
             # (workers store their done word, fence, then check all of them: at least one
             # of two simultaneous finishers sees the other's word). Otherwise anyone does.
@@ -434,107 +466,206 @@ class Multiprocessing(VectorEnv):
             pass
 
     def _complete(self, w: int) -> None:
+        """Collect worker ``w``'s finished command: its infos or call results, or its fault."""
         base = w * SLOTS
         status = self._from_w[base + STATUS]
-        if status in (INFO_MAILBOX, INFO_PIPE):
-            if status == INFO_MAILBOX:
-                result = pickle.loads(self._mailbox[w, : self._from_w[base + INFO_LEN]])
-            else:
-                result = pickle.loads(self._read_payload(w))
-            if self._expected[w] & 0xFF == CALL:
-                self._call_results[w] = result
-            else:
-                self._infos[w].extend(result)
-        elif status == ERROR:
-            payload = pickle.loads(self._read_payload(w))
-            self._fail(
-                f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {payload['env_index']} raised "
-                f"{payload['exc_type']} in {payload['phase']}; its traceback:\n{payload['traceback'].rstrip()}",
-                worker=w,
-                env_index=payload["env_index"],
-                cause=payload["traceback"],
-            )
+        try:
+            if status == ERROR:
+                report = pickle.loads(self._read_payload(w))
+                self._fault(self._reported_fault(w, report), self._error_message(w, report))
+                return  # a restart made w ready again (or raised)
+            if status in (INFO_MAILBOX, INFO_PIPE):
+                if status == INFO_MAILBOX:
+                    result = pickle.loads(self._mailbox[w, : self._from_w[base + INFO_LEN]])
+                else:
+                    result = pickle.loads(self._read_payload(w))
+                if self._expected[w] & 0xFF == CALL:
+                    self._call_results[w] = result
+                else:
+                    self._infos[w].extend(result)
+        except _WorkerGone as gone:
+            message = f"Multiprocessing: worker {w} {gone}"
+            self._fault(Fault(w, None, self._phase(w), str(gone)), message, cause=gone.cause)
+            return
+        if self._expected[w] & 0xFF == STEP:
+            self._fault_log.stepped(self._envs_of(w))
+        pending = self._pending_faults.pop(w, None)
+        if pending is not None:
+            self._mark_faulted(w, pending)
         self._ready.append(w)
 
     def _read_payload(self, w: int) -> bytes:
         fd = self._data_r[w]
-        header = self._read_exact(fd, LEN.size, w)
-        return self._read_exact(fd, LEN.unpack(header)[0], w)
+        header = self._read_exact(fd, LEN.size)
+        return self._read_exact(fd, LEN.unpack(header)[0])
 
-    def _read_exact(self, fd: int, n: int, w: int) -> bytes:
+    def _read_exact(self, fd: int, n: int) -> bytes:
         chunks, got = [], 0
         deadline = time.monotonic() + self.timeout
         while got < n:
             ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
-                self._fail(
-                    f"Multiprocessing: worker {w} stopped mid-message (no data for {self.timeout:g} s)",
-                    worker=w,
-                    env_index=None,
-                    cause="timeout",
-                )
+                raise _WorkerGone(f"stopped mid-message (no data for {self.timeout:g} s)", "timeout")
             chunk = os.read(fd, n - got)
             if not chunk:
-                self._fail(
-                    f"Multiprocessing: worker {w} died while sending its infos", worker=w, env_index=None, cause="died"
-                )
+                raise _WorkerGone("died while sending its results", "died")
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
 
+    # ---------------------------------------------------------------- faults
     def _where(self, w: int) -> int | None:
         env = self._from_w[w * SLOTS + PROGRESS]
         return self._first_env[w] + env if env >= 0 else None
 
+    def _envs_of(self, w: int) -> range:
+        return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
+
+    def _phase(self, w: int) -> str:
+        if w not in self._running:
+            return "idle"
+        return {BUILD: "construction", STEP: "step", RESET: "reset", CALL: "call"}.get(self._expected[w] & 0xFF, "")
+
+    def _reported_fault(self, w: int, report: dict) -> Fault:
+        return Fault(w, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
+
+    def _error_message(self, w: int, report: dict) -> str:
+        return (
+            f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {report['env_index']} raised "
+            f"{report['exc_type']} in {report['phase']}; its traceback:\n{report['traceback'].rstrip()}"
+        )
+
     def _check_deaths(self, events: list) -> None:
         for fd, _ in events:
             w = self._sentinels.get(fd)
-            if w is None:
+            if w is None or self._procs[w].sentinel != fd:  # not a worker's, or replaced already
                 continue
-            proc = self._procs[w]
-            proc.join(0.5)
-            code = proc.exitcode
-            if code is not None and code < 0:
-                try:
-                    how = f"killed by signal {signal.Signals(-code).name}"
-                except ValueError:
-                    how = f"killed by signal {-code}"
-            else:
-                how = f"exited with code {code}"
+            how = _how_it_ended(self._procs[w])
             env_index = self._where(w)
-            last = self._first_env[w] + self._env_counts[w] - 1
+            envs = self._envs_of(w)
             where = (
                 f"while stepping env {env_index}"
                 if env_index is not None
-                else f"while idle (it holds envs {self._first_env[w]}–{last})"
+                else f"while idle (it holds envs {envs.start}–{envs.stop - 1})"
             )
-            self._fail(
-                f"Multiprocessing: worker {w} (pid {proc.pid}) {how} {where}",
-                worker=w,
-                env_index=env_index,
-                cause=how,
-            )
+            message = f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) {how} {where}"
+            self._fault(Fault(w, env_index, self._phase(w), how), message, due=w in self._running)
 
-    def _timeout(self, late: set, timeout: float, doing: str) -> None:
+    def _timeout(self, doing: str) -> None:
         now = time.monotonic()
-        late = [w for w in sorted(late) if now - self._sent_at[w] >= timeout] or sorted(late)
+        late = sorted(w for w in self._running if now >= self._sent_at[w] + self._allowed[w])
+        if not late:
+            return
         w = late[0]
         env_index = self._where(w)
         what = f"env {env_index}" if env_index is not None else "its envs"
         others = f" (also late: workers {late[1:]})" if len(late) > 1 else ""
-        self._fail(
-            f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) silent for {timeout:g} s while {doing} "
+        allowed = self._allowed[w]
+        self._procs[w].kill()  # it is stuck: no grace period for it
+        self._fault(
+            Fault(w, env_index, self._phase(w), f"silent for {allowed:g} s"),
+            f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) silent for {allowed:g} s while {doing} "
             f"{what}{others}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
-            worker=w,
-            env_index=env_index,
             cause="timeout",
         )
 
-    def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
-        if worker is not None and cause == "timeout" and worker < len(self._procs):
-            self._procs[worker].kill()  # it is stuck: no grace period for it in close()
+    def _fault(self, fault: Fault, message: str, due: bool = True, cause: str | None = None) -> None:
+        """``on_fault="raise"`` (and any fault while starting up): close and raise WorkerError
+        (its ``cause``: the traceback, how the process ended, or "timeout"); else restart.
+        ``due``: the worker owed a completion (it was running), which the restart then gives."""
+        if self._on_fault == "restart" and self._started:
+            self._restart(fault, due)
+            return
         self.close()
-        raise WorkerError(message, worker=worker, env_index=env_index, cause=cause)
+        cause = cause or fault.traceback or fault.cause
+        raise WorkerError(message, worker=fault.worker, env_index=fault.env, cause=cause)
+
+    def _restart(self, fault: Fault, due: bool) -> None:
+        """Replace worker ``fault.worker``; its rows come back truncated with the fault in their infos."""
+        w = fault.worker
+        failure: Fault | None = fault
+        while failure is not None:
+            try:
+                self._fault_log.record(failure, self._envs_of(w))
+            except WorkerError:
+                self.close()
+                raise
+            self._retire(w)
+            envs = self._envs_of(w)
+            seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
+            self._spawn(w, seeds, reset_after_build=True)
+            failure = self._await_rebuild(w)
+        fault.restarts = self._fault_log.worker_restarts.get(w, fault.restarts)
+        self._fault_log.restarted(fault)
+        if fault.phase == "call":  # the call fails; the rows learn of the fault with the next results
+            self._call_results[w] = fault
+            self._pending_faults[w] = fault
+            if due:
+                self._ready.append(w)  # ends the call's wait (which then drops it from the ready list)
+        elif due or w in self._ready:
+            self._mark_faulted(w, fault)
+            if w not in self._ready:
+                self._ready.append(w)
+        else:  # idle, its rows held by the caller: the fault comes with its next results
+            self._pending_faults[w] = fault
+
+    def _retire(self, w: int) -> None:
+        """Kill worker ``w``'s process and release what the main process holds of it."""
+        proc = self._procs[w]
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        self._poller.unregister(proc.sentinel)
+        self._sentinels.pop(proc.sentinel, None)
+        proc.close()
+        for fds in (self._cmd_w, self._data_r):
+            if fds[w] >= 0:
+                os.close(fds[w])
+                fds[w] = -1
+        self._running.pop(w, None)
+
+    def _await_rebuild(self, w: int) -> Fault | None:
+        """Wait for replacement worker ``w`` to build and reset its envs; its fault if it does not."""
+        main_ctl = self._main_ctl
+        while True:
+            if self._from_w[w * SLOTS + DONE] == BUILD:
+                self._fence.acquire()  # fence: read the status only after the done word
+                self._fence.release()
+                del self._running[w]
+                if self._from_w[w * SLOTS + STATUS] != ERROR:
+                    return None
+                try:
+                    return self._reported_fault(w, pickle.loads(self._read_payload(w)))
+                except _WorkerGone as gone:
+                    return Fault(w, None, "construction", gone.cause)
+            proc = self._procs[w]
+            if not proc.is_alive():
+                return Fault(w, self._where(w), "construction", _how_it_ended(proc))
+            left = self._sent_at[w] + self._allowed[w] - time.monotonic()
+            if left <= 0:
+                proc.kill()
+                return Fault(w, self._where(w), "construction", f"silent for {self._allowed[w]:g} s")
+            main_ctl[0] = WAKE_ANY
+            self._fence.acquire()  # fence: the flag is visible before we re-check the done word
+            self._fence.release()
+            if self._from_w[w * SLOTS + DONE] != BUILD:
+                self._poller.poll(max(1, min(int(left * 1000) + 1, 100)))
+            main_ctl[0] = 0
+            self._drain_hints()
+
+    def _mark_faulted(self, w: int, fault: Fault) -> None:
+        """Worker ``w``'s rows: truncated, reward 0, each env's info carrying the fault."""
+        lo, hi = self._row_bounds[w]
+        self._trunc[lo:hi] = True
+        self._term[lo:hi] = False
+        self._rew[lo:hi] = 0
+        agents = self.possible_agents if self.agents_per_env > 1 else None
+        self._infos[w].extend((env, fault_info(fault, agents)) for env in self._envs_of(w))
+
+    @property
+    def stats(self) -> dict:
+        """Faults and restarts so far (``on_fault="restart"``): counts, latencies, faults per env."""
+        return self._fault_log.as_dict()
 
     # ---------------------------------------------------------------- async API
     def _send_command(self, workers: Any, op: int) -> None:
@@ -552,9 +683,11 @@ class Multiprocessing(VectorEnv):
         )
         self._fence.acquire()  # fence: actions visible before the command words (weak CPUs)
         self._fence.release()
+        allowed = self._allowed
         for w in workers:
             expected[w] = word
             sent_at[w] = now
+            allowed[w] = self.timeout
             running[w] = None
             to_w[w * SLOTS + CMD] = word
         self._fence.acquire()  # fence: the words are visible before we look at the flags
@@ -565,22 +698,15 @@ class Multiprocessing(VectorEnv):
                     os.write(self._cmd_w[w], HINT)
                 except BlockingIOError:  # full of hints: it will wake
                     pass
-                except BrokenPipeError:
-                    events = self._poller.poll(1000)
-                    self._check_deaths(events)
-                    self._fail(
-                        f"Multiprocessing: worker {w} is gone (its command pipe is closed)",
-                        worker=w,
-                        env_index=None,
-                        cause="died",
-                    )
+                except BrokenPipeError:  # it died: its sentinel tells how (restart or raise there)
+                    self._check_deaths([(self._procs[w].sentinel, select.POLLIN)])
 
     def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         self._check_open()
         plan = self._plan_reset(seed, options)
         # Results still in flight belong to the old episode: wait for them and drop them.
         if self._running:
-            self._wait(len(self._ready) + len(self._running), self.timeout)
+            self._wait(len(self._ready) + len(self._running))
         self._ready.clear()
         self._held = None
         self._infos = [[] for _ in range(self.num_workers)]
@@ -619,15 +745,24 @@ class Multiprocessing(VectorEnv):
 
     def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
         if self._running:  # finish what is in flight first; its results stay ready for recv
-            self._wait(len(self._ready) + len(self._running), self.timeout)
+            self._wait(len(self._ready) + len(self._running))
         ready, by_worker = list(self._ready), per_worker(indices, request, self._first_env)
         self._call_results = {}
         for w, argument in by_worker.items():
             self._put_argument(w, argument)
         self._send_command(list(by_worker), CALL)
-        self._wait(len(ready) + len(by_worker), self.timeout)
+        self._wait(len(ready) + len(by_worker))
         self._ready = deque(ready)  # the call's completions are not batches
-        results = {r.env_index: r for w in by_worker for r in self._call_results.pop(w)}
+        results = {}
+        for w in by_worker:
+            answer = self._call_results.pop(w)
+            if isinstance(answer, Fault):  # the worker died during the call and was replaced
+                raise EnvCallError(
+                    f"{describe(request)}: worker {w} faulted during the call ({answer.cause}) and was restarted; "
+                    "its envs are fresh, the call did not complete",
+                    env_index=answer.env,
+                )
+            results.update((r.env_index, r) for r in answer)
         return [results[i] for i in indices]
 
     def recv(self) -> tuple:
@@ -638,19 +773,21 @@ class Multiprocessing(VectorEnv):
             raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
         k = self._workers_per_batch
         if len(self._ready) < k:
-            self._wait(k, self.timeout)
+            self._wait(k)
         if k == self.num_workers:
             batch = sorted(self._ready)
             self._ready.clear()
         else:
             batch = sorted(self._ready.popleft() for _ in range(k))
-            # Healthy workers may keep every batch full: make sure none has been silent too long.
-            if self._running and time.monotonic() - min(self._sent_at[w] for w in self._running) > self.timeout:
-                self._scan()  # it may just be unread
+            # Healthy workers may keep every batch full, so a worker that died or hangs may never
+            # be waited on: look at the others' sentinels and deadlines once they run late.
+            if self._running:
                 now = time.monotonic()
-                late = {w for w in self._running if now - self._sent_at[w] > self.timeout}
-                if late:
-                    self._timeout(late, self.timeout, "stepping")
+                if now - min(self._sent_at[w] for w in self._running) > _LATE:
+                    self._check_deaths([event for event in self._poller.poll(0) if event[0] != self._done_r])
+                if any(now >= self._sent_at[w] + self._allowed[w] for w in self._running):
+                    self._scan()  # it may just be unread
+                    self._timeout("stepping")
         self._held = batch
         infos: list = []
         for w in batch:

@@ -98,6 +98,10 @@ class WorkerSpec:
     close_fds: list[int]  # fork: inherited ends of other workers' pipes
     spin: float
     autoreset: str
+    #: a replacement worker (on_fault="restart") resets its envs right after building them,
+    #: with these seeds (``faults.restart_seeds``; None: unseeded), before it reports in
+    reset_after_build: bool = False
+    restart_seeds: Any = None
 
 
 class Worker:
@@ -180,10 +184,14 @@ class Worker:
                 progress=self.progress,
                 autoreset=spec.autoreset,
             )
-        except EnvFault as fault:
+            if spec.reset_after_build:
+                self.group.reset(ResetPlan(spec.restart_seeds, None, None))
+        except BaseException as exc:  # reported, never swallowed; the main process closes us
+            if self.group is not None:
+                self.group.close()
+                self.group = None
+            fault = exc if isinstance(exc, EnvFault) else EnvFault(spec.first_env, "construction", exc)
             self.report_fault(BUILD, fault)
-        except BaseException as exc:  # anything else is reported, never swallowed
-            self.report_fault(BUILD, EnvFault(spec.first_env, "construction", exc))
         else:
             self.finish(BUILD, OK)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.errors import APIUsageError, MissingDependencyError, WorkerError
+from puffer_core.errors import APIUsageError, EnvCallError, MissingDependencyError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
@@ -33,11 +33,21 @@ from puffer_core.vector.base import (
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall, per_worker, sendable
+from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
+from puffer_core.vector.faults import (
+    DEFAULT_MAX_RESTARTS,
+    Fault,
+    FaultLog,
+    check_max_restarts,
+    check_on_fault,
+    fault_info,
+    restart_seeds,
+)
 
 __all__ = ["Ray", "import_ray"]
 
 _FIELDS = ("observations", "rewards", "terminals", "truncations", "masks")
+_RESTARTED = object()  # what _get returns when the actor faulted and was replaced
 
 
 def import_ray() -> Any:
@@ -137,6 +147,8 @@ class Ray(VectorEnv):
         startup_timeout: float = 120.0,
         actor_options: dict | None = None,
         autoreset: str = NEXT_STEP,
+        on_fault: str = "raise",
+        max_restarts: int = DEFAULT_MAX_RESTARTS,
     ):
         self._closed = True
         ray = import_ray()
@@ -144,7 +156,11 @@ class Ray(VectorEnv):
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
         self._init_autoreset(autoreset, batch, envs)
+        self._on_fault = check_on_fault(on_fault, "ray")
+        self._fault_log = FaultLog(check_max_restarts(max_restarts))
+        self._started = False
         self.timeout = check_timeout(timeout)
+        self._startup_timeout = float(startup_timeout)
         self._seed = check_seed(seed)
 
         self._init_workers(factory, envs, workers, batch, counts)
@@ -154,6 +170,10 @@ class Ray(VectorEnv):
         if not ray.is_initialized():
             ray.init(include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
         options = {"max_concurrency": 2, **(actor_options or {})}
+        if self._on_fault == "restart":
+            # Ray restarts a dead actor itself (re-running __init__: its envs are re-created);
+            # "in a row" is counted here (FaultLog), so Ray's lifetime count is unlimited.
+            options = {"max_restarts": -1, "max_task_retries": 0, **options}
         remote_cls = ray.remote(_EnvActor)
         self._actors: list = []
         self._pending: dict = {}  # ObjectRef -> worker
@@ -182,59 +202,140 @@ class Ray(VectorEnv):
             done, not_done = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, startup_timeout))
             if not_done:
                 w = refs.index(not_done[0])
-                self._fail(
+                self._fault(
+                    Fault(w, None, "construction", f"silent for {max(timeout, startup_timeout):g} s"),
                     f"Ray: actor {w} did not build its envs within {max(timeout, startup_timeout):g} s; if it "
                     "was never scheduled, the cluster lacks the resources asked for in actor_options "
                     f"({options})",
-                    w,
-                    None,
-                    "timeout",
+                    cause="timeout",
                 )
             for w, ref in enumerate(refs):
-                fault = self._get(ref, w)
-                if fault is not None:
-                    self._raise_fault(w, fault)
+                report = self._get(ref, w, "construction")
+                if report is not None:
+                    self._fault(*self._reported(w, report))
         except BaseException:
             self.close()
             raise
+        self._started = True
 
     # ---------------------------------------------------------------- helpers
-    def _get(self, ref: Any, w: int) -> Any:
+    def _get(self, ref: Any, w: int, phase: str = "step", timeout: float | None = None) -> Any:
+        """``ray.get(ref)``; a dead or failed actor is a fault (``_RESTARTED`` once replaced)."""
         ray = self._ray
         try:
-            return ray.get(ref)
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise
         except ray.exceptions.RayActorError as exc:
-            self._fail(f"Ray: actor {w} died: {exc}", w, None, str(exc))
+            why = str(exc).strip().splitlines()[0][:200]
+            self._fault(Fault(w, None, phase, f"actor died: {why}"), f"Ray: actor {w} died: {exc}", kill=False)
         except ray.exceptions.RayError as exc:
-            self._fail(f"Ray: actor {w} failed: {exc}", w, None, str(exc))
+            why = str(exc).strip().splitlines()[0][:200]
+            self._fault(Fault(w, None, phase, f"actor failed: {why}"), f"Ray: actor {w} failed: {exc}")
+        return _RESTARTED
 
-    def _raise_fault(self, w: int, fault: dict) -> None:
-        self._fail(
-            f"Ray: actor {w}: env {fault['env_index']} raised {fault['exc_type']} in {fault['phase']}; "
-            f"its traceback:\n{fault['traceback'].rstrip()}",
-            w,
-            fault["env_index"],
-            fault["traceback"],
+    def _reported(self, w: int, report: dict) -> tuple[Fault, str]:
+        fault = Fault(w, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
+        message = (
+            f"Ray: actor {w}: env {report['env_index']} raised {report['exc_type']} in {report['phase']}; "
+            f"its traceback:\n{report['traceback'].rstrip()}"
+        )
+        return fault, message
+
+    def _fault(self, fault: Fault, message: str, kill: bool = True, due: bool = True, cause: str | None = None) -> None:
+        """``on_fault="raise"`` (or while starting): close and raise WorkerError; else restart the actor."""
+        if self._on_fault == "restart" and self._started:
+            self._restart(fault, kill, due)
+            return
+        self.close()
+        raise WorkerError(
+            message, worker=fault.worker, env_index=fault.env, cause=cause or fault.traceback or fault.cause
         )
 
-    def _fail(self, message: str, worker: int | None, env_index: int | None, cause: str) -> None:
-        self.close()
-        raise WorkerError(message, worker=worker, env_index=env_index, cause=cause)
+    def _restart(self, fault: Fault, kill: bool, due: bool) -> None:
+        """Ray re-creates actor ``w`` (its ``max_restarts``); we reset its envs and report the fault."""
+        w = fault.worker
+        for ref in [ref for ref, v in self._pending.items() if v == w]:
+            del self._pending[ref]  # its task died with it
+        failure: Fault | None = fault
+        while failure is not None:
+            try:
+                self._fault_log.record(failure, self._envs_of(w))
+            except WorkerError:
+                self.close()
+                raise
+            if kill:
+                self._ray.kill(self._actors[w], no_restart=False)  # Ray's own restart, not ours
+            failure = self._rebuild(w)
+            kill = True
+        self._fault_log.restarted(fault)
+        lo, hi = self._row_bounds[w]
+        self._arrays["truncations"][lo:hi] = True
+        self._arrays["terminals"][lo:hi] = False
+        self._arrays["rewards"][lo:hi] = 0
+        agents = self.possible_agents if self.agents_per_env > 1 else None
+        self._infos[w].extend((env, fault_info(fault, agents)) for env in self._envs_of(w))
+        if due and w not in self._ready:
+            self._ready.append(w)
+
+    def _rebuild(self, w: int) -> Fault | None:
+        """Wait for restarted actor ``w``, then reset its envs with restart seeds; a new fault if that fails."""
+        ray, actor = self._ray, self._actors[w]
+        envs = self._envs_of(w)
+        seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
+        allowed = max(self.timeout, self._startup_timeout)
+        deadline = time.monotonic() + allowed
+        try:
+            built = self._when_back(actor, deadline)
+            if built is not None:
+                return self._reported(w, built)[0]
+            status, payload, _ = ray.get(actor.reset.remote(ResetPlan(seeds, None, None)), timeout=allowed)
+        except ray.exceptions.GetTimeoutError:
+            return Fault(w, None, "construction", f"silent for {allowed:g} s")
+        except ray.exceptions.RayError as exc:
+            return Fault(w, None, "construction", f"actor died: {str(exc).strip().splitlines()[0][:200]}")
+        if status == "error":
+            return self._reported(w, payload)[0]
+        self._store(w, payload)
+        return None
+
+    def _when_back(self, actor: Any, deadline: float) -> dict | None:
+        """The restarted actor's construction report, once Ray has it running again (calls made
+        while it restarts fail as "unavailable": ask again until ``deadline``)."""
+        ray = self._ray
+        while True:
+            try:
+                return ray.get(actor.ready.remote(), timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.ActorUnavailableError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
+
+    def _envs_of(self, w: int) -> range:
+        return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
 
     def _submit(self, w: int, ref: Any) -> None:
         self._pending[ref] = w
         self._sent_at[w] = time.monotonic()
 
-    def _collect(self, ref: Any) -> None:
-        w = self._pending.pop(ref)
-        status, payload, infos = self._get(ref, w)
-        if status == "error":
-            self._raise_fault(w, payload)
+    def _store(self, w: int, payload: tuple) -> None:
         lo, hi = self._row_bounds[w]
         for name, array in zip(_FIELDS, payload):
             self._arrays[name][lo:hi] = array
+
+    def _collect(self, ref: Any) -> None:
+        w = self._pending.pop(ref)
+        out = self._get(ref, w)
+        if out is _RESTARTED:
+            return  # the restart made w ready, its rows truncated
+        status, payload, infos = out
+        if status == "error":
+            self._fault(*self._reported(w, payload))
+            return
+        self._store(w, payload)
         if infos:
             self._infos[w].extend(infos)
+        self._fault_log.stepped(self._envs_of(w))
         self._ready.append(w)
 
     def _wait(self, needed: int) -> None:
@@ -265,13 +366,17 @@ class Ray(VectorEnv):
         except Exception:
             pass
         what = f"env {env_index}" if env_index is not None else "its envs"
-        self._fail(
+        self._fault(
+            Fault(w, env_index, "step", f"silent for {self.timeout:g} s"),
             f"Ray: actor {w} silent for {now - self._sent_at[w]:.1f} s (timeout {self.timeout:g} s) while stepping "
             f"{what}; raise `timeout` (vector_kwargs={{'timeout': …}}) if the env is just slow",
-            w,
-            env_index,
-            "timeout",
+            cause="timeout",
         )
+
+    @property
+    def stats(self) -> dict:
+        """Faults and restarts so far (``on_fault="restart"``): counts, latencies, faults per env."""
+        return self._fault_log.as_dict()
 
     # ---------------------------------------------------------------- async API
     def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
@@ -293,8 +398,14 @@ class Ray(VectorEnv):
             self._wait(len(self._ready) + len(self._pending))
         results = {}
         for w, (local, own) in per_worker(indices, request, self._first_env).items():
-            for result in self._get(self._actors[w].call.remote(local, own), w):
-                results[result.env_index] = result
+            answer = self._get(self._actors[w].call.remote(local, own), w, phase="call", timeout=self.timeout)
+            if answer is _RESTARTED:
+                raise EnvCallError(
+                    f"{describe(request)}: actor {w} faulted during the call and was restarted; its envs are "
+                    "fresh, the call did not complete",
+                    env_index=None,
+                )
+            results.update((r.env_index, r) for r in answer)
         return [results[i] for i in indices]
 
     def recv(self) -> tuple:

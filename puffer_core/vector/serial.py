@@ -21,6 +21,7 @@ from puffer_core.vector.base import (
     probe_env,
 )
 from puffer_core.vector.calls import CallResult, EnvCall
+from puffer_core.vector.faults import check_on_fault
 
 __all__ = ["Serial"]
 
@@ -44,7 +45,9 @@ class Serial(VectorEnv):
         seed: int | None = None,
         env_kwargs: dict | None = None,
         autoreset: str = NEXT_STEP,
+        on_fault: str = "raise",
     ):
+        check_on_fault(on_fault, "serial")
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         envs, _, batch, _ = check_counts(num_envs, num_workers, batch_size, "serial")
         self._init_autoreset(autoreset, batch, envs)

@@ -18,6 +18,7 @@ autoreset and fault handling visible.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from typing import Any
@@ -68,9 +69,11 @@ class CountingEnv(gymnasium.Env):
 
 
 class FaultEnv(CountingEnv):
-    """``mode``: "raise", "hang" or "exit"; ``where``: "step", "reset" or "init";
-    ``at``: the step (or reset) count that triggers it; ``fault_seed``: only the env whose
-    first seed is this misbehaves (None: every env)."""
+    """``mode``: "raise", "hang", "exit" (``os._exit(3)``) or "segfault" (reads address 0);
+    ``where``: "step", "reset" or "init"; ``at``: the step (or reset) count that triggers it,
+    plus a number drawn below ``jitter`` from the first seed (so envs fault at different,
+    reproducible steps); ``fault_seed``: only the env whose first seed is this misbehaves
+    (None: every env, also each one re-created after a restart)."""
 
     def __init__(
         self,
@@ -80,10 +83,12 @@ class FaultEnv(CountingEnv):
         fault_seed: int | None = None,
         episode_length: int = 5,
         hang_seconds: float = 600.0,
+        jitter: int = 0,
     ):
         super().__init__(episode_length=episode_length)
         self.mode, self.where, self.at, self.fault_seed = mode, where, at, fault_seed
         self.hang_seconds = hang_seconds
+        self.jitter = int(jitter)
         self.steps = 0
         self.resets = 0
         if where == "init":
@@ -96,12 +101,17 @@ class FaultEnv(CountingEnv):
             time.sleep(self.hang_seconds)
         elif self.mode == "exit":
             os._exit(3)
+        elif self.mode == "segfault":
+            ctypes.string_at(0)  # a real segmentation fault (a SIGSEGV sent by kill, a handler may survive)
 
     def _mine(self) -> bool:
         return self.fault_seed is None or self.first_seed == self.fault_seed
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         out = super().reset(seed=seed, options=options)
+        if seed is not None and self.jitter:
+            self.at = self.at + int(np.random.default_rng(seed).integers(self.jitter))
+            self.jitter = 0  # drawn once, from the first seed
         self.resets += 1
         if self.where == "reset" and self.resets >= self.at and self._mine():
             self._fault("reset")
