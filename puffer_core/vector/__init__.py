@@ -83,6 +83,7 @@ def make(
     backend: Any = "serial",
     seed: int | None = None,
     autoreset: str = "next_step",
+    on_fault: str = "raise",
     vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> VectorEnv:
@@ -97,6 +98,8 @@ def make(
     ``batch_size`` to ``num_envs``. ``seed`` seeds the first reset (env ``i`` gets
     ``seed + i``) unless ``reset`` is given its own. ``autoreset``: "next_step" (default),
     "same_step" or "disabled", as in Gymnasium 1.1+ (see :mod:`puffer_core.vector.autoreset`).
+    ``on_fault``: "raise" (default) or "restart" (Multiprocessing, Ray: a faulted worker is
+    replaced and its rows come back truncated; see :mod:`puffer_core.vector.faults`).
     ``vector_kwargs`` go to the backend
     (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
     Ray: ``timeout``, ``actor_options``).
@@ -110,5 +113,6 @@ def make(
         batch_size=batch_size,
         seed=seed,
         autoreset=autoreset,
+        on_fault=on_fault,
         **(vector_kwargs or {}),
     )
