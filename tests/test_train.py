@@ -21,8 +21,10 @@ import pytest
 from optional import require
 from plugin_site import run_puffer, write_plugin
 
+from puffer_core.emulation import emulate
 from puffer_core.errors import APIUsageError, SpaceError, UnknownEnvError
-from puffer_core.probes import probe_expectations
+from puffer_core.postprocess import EpisodeStats
+from puffer_core.probes import DebugProbeEnv, probe_expectations
 
 require("torch")
 require("matplotlib")
@@ -59,6 +61,33 @@ def test_probes_reach_their_expected_values_and_actions(tmp_path, env_id, backen
     np.testing.assert_allclose(values.numpy(), expected.values, atol=0.1, err_msg=f"{env_id}: V")
     if expected.best_actions is not None:
         np.testing.assert_array_equal(distribution.mode().numpy(), expected.best_actions, err_msg=f"{env_id}: actions")
+
+
+def test_training_goes_on_through_crashes_and_leaves_them_out(tmp_path):
+    curve = train.ppo(
+        CrashingProbe, 16_384, out=tmp_path, gamma=GAMMA, backend="multiprocessing", num_workers=2, on_fault="restart"
+    )
+    assert curve.rows[-1]["step"] >= 16_384
+    env = emulate(EpisodeStats(CrashingProbe()))
+    policy = train.Policy(env.obs_layout, env.action_space, 64)
+    policy.load_state_dict(train.load(tmp_path).policy)
+    with torch.no_grad():
+        _, value = policy(torch.from_numpy(env.flatten_observation(np.zeros(1, np.float32))[None]))
+    assert abs(float(value[0]) - 1.0) < 0.1  # the crashed steps (reward 0, truncated) did not drag V below 1
+
+
+class CrashingProbe(DebugProbeEnv):
+    """Probe 1 (V = 1) whose process dies on every third step (os._exit): a third of all steps crash."""
+
+    def __init__(self):
+        super().__init__(1)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps % 3 == 0:
+            os._exit(7)
+        return super().step(action)
 
 
 @pytest.mark.slow

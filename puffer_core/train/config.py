@@ -26,6 +26,7 @@ class PPOConfig:
     num_envs: int = 32
     num_workers: int | None = None
     backend: str = "serial"
+    on_fault: str = "raise"  # "restart": a crashed env's worker is replaced and training goes on
     seed: int = 0
     device: str | None = None  # None: cuda when available, else cpu
     rollout_steps: int = 32  # vector steps per rollout (CleanRL's num_steps)

@@ -196,6 +196,8 @@ class Trainer:
             for info in infos:
                 if "episode_return" in info:
                     self.curve.episodes.append((self.step, float(info["episode_return"]), int(info["episode_length"])))
+                if "fault" in info:  # the env crashed (on_fault="restart"): this step taught nothing
+                    r.valid[t, info["env_id"]] = False
             if self.stop:
                 break
         self.next_obs = obs
@@ -352,6 +354,7 @@ def ppo(
         num_workers=config.num_workers,
         backend=config.backend,
         seed=config.seed,
+        on_fault=config.on_fault,
         **env_kwargs,
     )
     with envs, stop.installed():
