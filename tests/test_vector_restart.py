@@ -243,13 +243,13 @@ def test_ray_restarts_a_crashed_actor(local_ray, mode, cause):
 def test_ray_hang_and_repeated_faults(local_ray):
     creator = functools.partial(FaultEnv, mode="hang", at=2, fault_seed=1, hang_seconds=60, episode_length=100)
     with vector.make(
-        creator, num_envs=2, num_workers=2, backend="ray", on_fault="restart", vector_kwargs={"timeout": 1.0}
+        creator, num_envs=2, num_workers=2, backend="ray", on_fault="restart", vector_kwargs={"timeout": 3.0}
     ) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(2, int))
         _, _, _, truncations, infos = envs.step(np.zeros(2, int))
         assert truncations.tolist() == [False, True]
-        assert faults_in(infos)[0]["fault"]["cause"] == "silent for 1 s"
+        assert faults_in(infos)[0]["fault"]["cause"] == "silent for 3 s"
     creator = functools.partial(FaultEnv, mode="raise", where="reset", at=1)
     envs = vector.make(
         creator, num_envs=2, num_workers=2, backend="ray", on_fault="restart", vector_kwargs={"max_restarts": 2}
