@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli_errors import MessageGroup, err_console, fail
+from puffer_core.cli_options import BATCH_SIZE, NUM_ENVS, NUM_WORKERS, SEED, STEPS, Bounded
 
 console = Console()
 
@@ -143,9 +144,9 @@ def _parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 @cli.command("run")
 @click.argument("env_id")
-@click.option("--steps", default=10_000, show_default=True, type=click.IntRange(min=1), help="Agent steps to run.")
-@click.option("--num-envs", default=1, show_default=True, type=click.IntRange(min=1), help="Envs to vectorize.")
-@click.option("--seed", default=0, show_default=True, type=int, help="Seed; env i gets seed + i.")
+@click.option("--steps", default=10_000, show_default=True, type=STEPS, help="Agent steps to run.")
+@click.option("--num-envs", default=1, show_default=True, type=NUM_ENVS, help="Envs to vectorize.")
+@click.option("--seed", default=0, show_default=True, type=SEED, help="Seed; env i gets seed + i.")
 @click.option(
     "--backend",
     default="serial",
@@ -153,8 +154,8 @@ def _parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
     type=click.Choice(["serial", "multiprocessing", "ray"]),
     help="Vectorization backend.",
 )
-@click.option("--num-workers", type=click.IntRange(min=1), help="Worker processes (multiprocessing, ray).")
-@click.option("--batch-size", type=click.IntRange(min=1), help="Rows returned per recv (default: all).")
+@click.option("--num-workers", type=NUM_WORKERS, help="Worker processes (multiprocessing, ray).")
+@click.option("--batch-size", type=BATCH_SIZE, help="Rows returned per recv (default: all).")
 @click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
 def run_cmd(
@@ -189,6 +190,7 @@ def run_cmd(
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
+        disable=not err_console.is_terminal,  # a log or a pipe would keep a blank line of it
     )
     with progress:
         task = progress.add_task("run", total=steps)
@@ -209,9 +211,9 @@ def run_cmd(
 
 @cli.command("bench")
 @click.argument("env_id", required=False)
-@click.option("--num-envs", default=16, show_default=True, type=click.IntRange(min=1), help="Envs per setting.")
-@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(min=0.1), help="Time per setting.")
-@click.option("--rounds", default=1, show_default=True, type=click.IntRange(min=1), help="Interleaved repetitions.")
+@click.option("--num-envs", default=16, show_default=True, type=NUM_ENVS, help="Envs per setting.")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 3600), help="Time per setting.")
+@click.option("--rounds", default=1, show_default=True, type=Bounded(1, 1000), help="Interleaved repetitions.")
 @click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
 @click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
 @click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
@@ -235,7 +237,8 @@ def bench_cmd(
     """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
 
     Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
-    to_gymnasium / to_sb3 adapters next to the vector env they wrap, gymnasium's
+    to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
+    action checks (on and off, alternating on one Multiprocessing env), gymnasium's
     AsyncVectorEnv and PufferLib's vectorization when importable (`pip install --no-deps
     pufferlib-core==3.0.23 psutil`), plus the emulation overhead of one env. Ratios are
     against the peers of the same run.
@@ -254,7 +257,9 @@ def bench_cmd(
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
-    with Progress(console=err_console, transient=True, disable=as_json) as bar:
+    if out_dir is None:
+        _require_known_env(env_id)  # every row would fail alike, each with the same error
+    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
         task = bar.add_task("bench", total=None)
 
         def progress(name: str, done: int, total: int) -> None:
@@ -298,7 +303,7 @@ def _bench_training(as_json: bool) -> None:
 
     from puffer_core import bench_training
 
-    with Progress(console=err_console, transient=True, disable=as_json) as bar:
+    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
         task = bar.add_task("training", total=None)
         document = bench_training.run_training(
             progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
@@ -311,7 +316,7 @@ def _bench_training(as_json: bool) -> None:
 
 @cli.command("check")
 @click.argument("target", metavar="ENV_OR_PLUGIN")
-@click.option("--steps", default=64, show_default=True, type=click.IntRange(min=1), help="Steps per check.")
+@click.option("--steps", default=64, show_default=True, type=Bounded(1, 1_000_000), help="Steps per check.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 def check_cmd(target: str, steps: int, as_json: bool) -> None:
     """Conformance checks for a plugin (all its envs) or one env id.
@@ -325,6 +330,8 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
     """
     from puffer_core.testing import check, iter_lines
 
+    if "/" in target:  # a plugin name is checked by check() itself
+        _require_known_env(target)
     report = check(target, steps=steps)
     if as_json:
         print_json(report.to_json())
@@ -340,6 +347,15 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
         console.print(summary, style="bold green" if not failed else "bold red", highlight=False)
     if not report.passed:
         sys.exit(1)
+
+
+def _require_known_env(target: str) -> None:
+    """An env id no plugin declares is a usage error (with "Did you mean"), not a failed check."""
+    from puffer_core.plugins import get_plugins
+
+    plugins = get_plugins()
+    if target not in plugins.env_specs and target not in plugins.duplicates:
+        plugins.get_spec(target)  # raises UnknownEnvError naming close matches
 
 
 @cli.command("new-plugin")

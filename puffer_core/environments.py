@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium
 from packaging.requirements import Requirement
 
-from puffer_core.errors import MissingDependencyError, PluginError
+from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.specs import EnvSpec
 
@@ -74,6 +74,28 @@ def _create(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
         if exc.name and exc.name.split(".")[0] in {m.split(".")[0] for m in spec.requires}:
             raise _missing_error(spec, [exc.name]) from exc
         raise
+    except TypeError as exc:
+        rejected = _rejected_kwargs(exc, kwargs)
+        if rejected:
+            raise _kwargs_error(spec, rejected, exc) from exc
+        raise
+
+
+def _rejected_kwargs(exc: TypeError, kwargs: dict[str, Any]) -> list[str]:
+    """The caller's kwargs a creator's TypeError names (``unexpected keyword argument 'foo'``)."""
+    message = str(exc)
+    if "argument" not in message:
+        return []
+    return [key for key in kwargs if f"'{key}'" in message]
+
+
+def _kwargs_error(spec: EnvSpec, rejected: list[str], exc: TypeError) -> APIUsageError:
+    """The env's own complaint about kwargs it does not take, naming the env and the kwargs."""
+    defaults = ", ".join(f"{key}={value!r}" for key, value in spec.kwargs.items())
+    return APIUsageError(
+        f'{spec.id} does not take kwarg {", ".join(rejected)}: its creator says "{exc}"; drop it or fix its name'
+        + (f" (its plugin passes {defaults})" if defaults else "")
+    )
 
 
 def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> Any:

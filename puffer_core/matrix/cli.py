@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 
 from puffer_core.cli_errors import MessageGroup
+from puffer_core.cli_options import Bounded
 from puffer_core.matrix.store import MatrixError
 
 __all__ = ["main", "matrix"]
@@ -119,8 +120,8 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
 @click.option("--python", "pythons", multiple=True, metavar="X.Y", help="Only cells on this Python (repeatable).")
 @click.option("--quick", is_flag=True, help="Only the newest cell of each plugin, on the default Python (3.11).")
 @click.option("--force", is_flag=True, help="Re-run the selected cells even if their inputs did not change.")
-@click.option("--jobs", "-j", default=1, show_default=True, type=click.IntRange(min=1), help="Cells in parallel.")
-@click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(min=1),
+@click.option("--jobs", "-j", default=1, show_default=True, type=Bounded(1, 256), help="Cells in parallel.")
+@click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(1, 7 * 24 * 3600),
               help="Seconds one cell may take (venv, install and smoke run).")
 @click.option("--no-common", is_flag=True, help="Skip the common set and its joint cell.")
 @click.option("--keep-venvs", is_flag=True, help="Keep each cell's venv (in compat_matrix/.venvs/venvs/).")

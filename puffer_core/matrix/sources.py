@@ -51,8 +51,8 @@ MATRIX_HOST_ONLY = {
 #: kit, the torch helper): editing them does not invalidate the matrix. Anything not listed
 #: here, a new module included, is hashed.
 CORE_HOST_ONLY = {
-    "cli.py", "cli_errors.py", "bench.py", "bench_emulation.py", "scaffold.py", "runner.py", "testing.py",
-    "isolation.py", "torch_helpers.py",
+    "cli.py", "cli_errors.py", "cli_options.py", "bench.py", "bench_emulation.py", "scaffold.py", "runner.py",
+    "testing.py", "isolation.py", "torch_helpers.py",
 }
 CORE_HOST_ONLY_DIRS = {"tank"}
 #: Top-level files of the core that go into its distribution.

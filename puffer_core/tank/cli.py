@@ -74,8 +74,6 @@ def _selection(
     if constraints_path is not None and no_constraints:
         raise TankError("give --constraints PATH or --no-constraints, not both")
     layers, warnings = plugin_layers(get_plugins())
-    for warning in warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     chosen = select_layers(layers, plugins, without)
 
     parts = ["puffer tank render"]
@@ -98,6 +96,8 @@ def _selection(
     if output not in (None, "-", DEFAULT_OUTPUT):
         parts.append(f"--output {output}")
     command = DEFAULT_COMMAND if len(parts) == 1 else " ".join(parts)
+    for warning in warnings:  # once the selection stands: an error above is the one line printed
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
     return chosen, constraints, command
 
 
@@ -117,14 +117,17 @@ WITHOUT_HELP = "Leave these plugins out (comma list), e.g. --without dmlab."
 CONSTRAINTS_HELP = f"Constraint set to pin pip installs with (default: {DEFAULT_CONSTRAINTS})."
 NO_CONSTRAINTS_HELP = "Render without a constraint set (pip installs unpinned)."
 OUTPUT_HELP = f"Where to write (default: {DEFAULT_OUTPUT}; - for stdout)."
+#: A missing file gets load_constraints' own message (how to produce it); a folder or an
+#: unreadable file is refused by click.
+CONSTRAINTS_FILE = click.Path(dir_okay=False, readable=True, path_type=pathlib.Path)
 
 
 @tank.command("render")
 @click.option("--plugins", help=PLUGINS_HELP)
 @click.option("--without", help=WITHOUT_HELP)
-@click.option("--constraints", "constraints_path", type=click.Path(path_type=pathlib.Path), help=CONSTRAINTS_HELP)
+@click.option("--constraints", "constraints_path", type=CONSTRAINTS_FILE, help=CONSTRAINTS_HELP)
 @click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
-@click.option("--output", "-o", "output", type=click.Path(path_type=pathlib.Path), help=OUTPUT_HELP)
+@click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=pathlib.Path), help=OUTPUT_HELP)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output file is not what would be rendered.")
 def render_cmd(
     plugins: str | None,
@@ -187,14 +190,14 @@ def render_cmd(
 @click.option("--no-torch", is_flag=True, help="Skip PyTorch in layer 1 (same as --torch '').")
 @click.option(
     "--ca-cert",
-    type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+    type=click.Path(exists=True, dir_okay=False, readable=True, path_type=pathlib.Path),
     help="CA bundle for apt and pip during the build (TLS-intercepting proxy); never stored in the image. "
     "Needs --network host.",
 )
 @click.option("--network", help="Network of the build containers, e.g. host (needed where the engine has no bridge).")
 @click.option("--plugins", help=PLUGINS_HELP)
 @click.option("--without", help=WITHOUT_HELP)
-@click.option("--constraints", "constraints_path", type=click.Path(path_type=pathlib.Path), help=CONSTRAINTS_HELP)
+@click.option("--constraints", "constraints_path", type=CONSTRAINTS_FILE, help=CONSTRAINTS_HELP)
 @click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's layer cache.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Extra build argument.")
@@ -219,20 +222,21 @@ def build_cmd(
     from puffer_core.tank import build as builder
 
     root = find_root()
-    client = builder.connect()
-    stages = builder.STAGES if stage == "all" else (stage,)
-    tags = builder.image_tags(tag)
+    # The arguments first: a typo should not wait for (or be hidden by) the engine.
     if no_torch and torch:
         raise TankError("give --torch REQUIREMENT or --no-torch, not both")
-    layers, constraints, command = _selection(
-        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
-    )
     extra: dict[str, str] = {}
     for pair in build_args:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--build-arg")
         extra[key] = value
+    stages = builder.STAGES if stage == "all" else (stage,)
+    tags = builder.image_tags(tag)
+    layers, constraints, command = _selection(
+        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
+    )
+    client = builder.connect()
     args, notes = builder.machine_build_args()
     args.update(extra)
     for note in notes:

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from puffer_core.cli_errors import err_console
+from puffer_core.cli_options import EPISODES, NUM_ENVS, NUM_WORKERS, SEED, STEPS
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -65,18 +66,22 @@ def _progress(total: int, label: str) -> Any:
 
 @click.command("train")
 @click.argument("env_id", required=False)
-@click.option("--steps", type=click.IntRange(min=1), help="Environment steps in the whole run.  [default: 200000]")
-@click.option("--num-envs", type=click.IntRange(min=1), help="Envs to step at once.  [default: 32]")
-@click.option("--num-workers", type=click.IntRange(min=1), help="Worker processes (multiprocessing, ray).")
+@click.option("--steps", type=STEPS, help="Environment steps in the whole run.  [default: 200000]")
+@click.option("--num-envs", type=NUM_ENVS, help="Envs to step at once.  [default: 32]")
+@click.option("--num-workers", type=NUM_WORKERS, help="Worker processes (multiprocessing, ray).")
 @click.option(
     "--backend", type=click.Choice(["serial", "multiprocessing", "ray"]), help="Vector backend.  [default: serial]"
 )
-@click.option("--seed", type=click.IntRange(min=0), help="Seed of the envs and the policy.  [default: 0]")
+@click.option("--seed", type=SEED, help="Seed of the envs and the policy.  [default: 0]")
 @click.option("--device", help="cpu, cuda or cuda:N.  [default: cuda when available, else cpu]")
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Run directory.  [default: runs/ENV-TIME]"
 )
-@click.option("--resume", type=click.Path(file_okay=False, path_type=Path), help="Continue the run in this directory.")
+@click.option(
+    "--resume",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Continue the run in this directory.",
+)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
 @click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
@@ -103,16 +108,17 @@ def train_cmd(
     vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
     Needs the train extra: pip install 'puffer-core[train]'.
     """
-    train = _import_train()
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(seed=seed, device=device)
     chosen = {key: value for key, value in options.items() if value is not None}
     chosen.update(_pairs(settings, "--set"))
     if resume is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
+    env_kwargs = _pairs(kwargs, "--kwarg") or None
+    _check_before_torch(env_id, resume, chosen)
+    train = _import_train()
     if resume is None and out is None:
         out = _default_out(env_id)
-    env_kwargs = _pairs(kwargs, "--kwarg") or None
     total = chosen.get("steps") or train.PPOConfig().steps
     started = time.perf_counter()
     if as_json:
@@ -127,6 +133,30 @@ def train_cmd(
 
             curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json)
+
+
+def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:
+    """What can be wrong without torch (an unknown env id, a bad setting, no checkpoint to
+    resume) fails in a second, not after torch's import."""
+    from puffer_core.train.config import PPOConfig  # torch-free
+
+    PPOConfig().replace(**settings).validate()
+    if env_id is not None:
+        from puffer_core.plugins import get_plugins
+
+        get_plugins().get_spec(env_id)
+    if resume is not None:
+        _checkpoint_file(resume, "--resume")
+
+
+def _checkpoint_file(run: Path, option: str) -> Path:
+    """The policy.pt of a run directory (or the file given), or a usage error saying what to give."""
+    path = run / "policy.pt" if run.is_dir() else run
+    if not path.is_file():
+        raise click.BadParameter(
+            f"{path} does not exist: give the --out directory of a `puffer train` run", param_hint=option
+        )
+    return path
 
 
 def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, as_json: bool) -> None:
@@ -152,12 +182,13 @@ def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, 
 
 @click.command("eval")
 @click.argument("run", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("--episodes", default=10, show_default=True, type=click.IntRange(min=1), help="Episodes to play.")
-@click.option("--seed", default=12345, show_default=True, type=click.IntRange(min=0), help="Seed of the env.")
+@click.option("--episodes", default=10, show_default=True, type=EPISODES, help="Episodes to play.")
+@click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
 @click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
 def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, as_json: bool) -> None:
     """Play the policy that `puffer train` saved in DIR; report its episode returns."""
+    _checkpoint_file(run, "DIR")
     train = _import_train()
     result = train.evaluate(run, episodes, seed=seed, greedy=not sample)
     if as_json:

@@ -102,11 +102,15 @@ def make(
     replaced and its rows come back truncated; see :mod:`puffer_core.vector.faults`).
     ``vector_kwargs`` go to the backend
     (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
-    Ray: ``timeout``, ``actor_options``).
+    Ray: ``timeout``, ``actor_options``), except ``check_actions`` (every backend; default
+    True): False skips the dtype and range checks of ``send`` (see
+    :mod:`puffer_core.vector.actions`), leaving only the shape check.
     """
     cls = _backend_class(backend)
+    backend_kwargs = dict(vector_kwargs or {})
+    check_actions = _check_actions_flag(backend_kwargs.pop("check_actions", True))
     factory = EnvFactory(env, env_kwargs)
-    return cls(
+    envs = cls(
         factory,
         num_envs=num_envs,
         num_workers=num_workers,
@@ -114,5 +118,14 @@ def make(
         seed=seed,
         autoreset=autoreset,
         on_fault=on_fault,
-        **(vector_kwargs or {}),
+        **backend_kwargs,
     )
+    envs.check_actions = check_actions
+    return envs
+
+
+def _check_actions_flag(value: Any) -> bool:
+    """``vector_kwargs["check_actions"]``: a bool, so a typo like "no" cannot silently mean True."""
+    if not isinstance(value, bool):
+        raise APIUsageError(f"vector_kwargs['check_actions'] must be True or False, got {value!r}")
+    return bool(value)

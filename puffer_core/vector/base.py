@@ -634,6 +634,9 @@ class VectorEnv:
     driver_env: Any = None
     #: "next_step", "same_step" or "disabled" (see :mod:`puffer_core.vector.autoreset`)
     autoreset_mode: str = NEXT_STEP
+    #: check actions' dtype and range in send() (:mod:`puffer_core.vector.actions`);
+    #: ``vector.make(..., vector_kwargs={"check_actions": False})`` leaves only the shape check
+    check_actions: bool = True
 
     _closed: bool = False
     _state: str = "new"
@@ -816,15 +819,15 @@ class VectorEnv:
         )
 
     def _check_actions(self, actions: Any, rows: int) -> np.ndarray:
-        actions = np.asarray(actions)
-        shape = (rows, *self._action_shape)
-        if actions.shape != shape:
-            if actions.size == int(np.prod(shape)) and actions.ndim >= 1 and actions.shape[0] == rows:
-                actions = actions.reshape(shape)
-            else:
-                raise APIUsageError(
-                    f"send() expects actions of shape {shape} (one row per agent row of the batch), got {actions.shape}"
-                )
+        check = self.__dict__.get("_action_check")
+        if check is None:  # built on first use: every backend knows its action space by then
+            from puffer_core.vector.actions import ActionCheck
+
+            check = ActionCheck(self.single_action_space, *action_buffer_spec(self.single_action_space))
+            self.__dict__["_action_check"] = check
+        actions = check.shaped(actions, rows)
+        if self.check_actions:
+            check(actions, self)
         return actions
 
     _action_shape: tuple = ()
