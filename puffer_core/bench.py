@@ -7,6 +7,8 @@
 * Serial and Multiprocessing at a few worker / batch settings (and Ray on request);
 * the adapters to the ecosystem (``to_gymnasium``, ``to_sb3``) over Multiprocessing, each
   next to the same vector env stepped directly;
+* the cost of ``send``'s action checks: Multiprocessing with them on, alternating on the
+  same vector env with ``check_actions=False``;
 * peers: gymnasium's ``AsyncVectorEnv`` (shared memory on) and, when ``pufferlib`` is
   importable (``PUFFERLIB_INSTALL``), PufferLib's Serial and Multiprocessing at their usual
   settings.
@@ -268,6 +270,7 @@ def _cases(
     seed: int,
     settings: list[tuple[int, int]] | None,
     include_adapters: bool = True,
+    include_action_check: bool = True,
 ) -> list[_Case]:
     from puffer_core import vector
     from puffer_core.environments import make_raw
@@ -306,6 +309,8 @@ def _cases(
         cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))
     if include_adapters:
         cases.extend(_adapter_cases(env_id, num_envs, seed))
+    if include_action_check:
+        cases.append(_action_check_case(env_id, num_envs, seed))
     if include_peers:
         probe = raw_creator()
         multi = hasattr(probe, "possible_agents")
@@ -352,6 +357,53 @@ def _adapter_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:
     if _sb3_takes(env_id):
         cases.append(case(f"to_sb3({setting} same_step)", "same_step", vector.to_sb3, _time_sb3))
     return cases
+
+
+def _action_check_case(env_id: str, num_envs: int, seed: int) -> _Case:
+    """Multiprocessing (one worker per core, full batch) with ``send``'s action checks on,
+    alternating on one vector env with ``check_actions=False`` (row: ``unchecked_sps``,
+    ``ratio_vs_unchecked``). The check's own time per send, measured in-process, gives
+    ``check_us`` and its share of a send at this throughput, ``check_share``: the same cost
+    without the noise of the worker processes."""
+    from puffer_core import vector
+
+    workers = min(available_cpus(), num_envs)
+
+    def build() -> Any:
+        return vector.make(env_id, num_envs=num_envs, num_workers=workers, backend="multiprocessing", seed=seed)
+
+    def measure(envs: Any, seconds: float, warmup: float) -> float:
+        space, rows = envs.single_action_space, envs.batch_size
+        sps: dict[bool, list[float]] = {True: [], False: []}
+        for pair in range(4):
+            for checked in (True, False) if pair % 2 == 0 else (False, True):  # either goes first as often
+                envs.check_actions = checked
+                sps[checked].append(_time_async(envs, seconds / 8, warmup / 8, rows, space, seed))
+        envs.check_actions = True
+        this.extra["unchecked_sps"] = max(max(sps[False]), this.extra.get("unchecked_sps", 0.0))
+        check_us = min(_action_check_us(envs, seed), this.extra.get("check_us", float("inf")))
+        this.extra["check_us"] = round(check_us, 3)
+        this.extra["check_share"] = round(check_us * 1e-6 * max(sps[True]) / rows, 5)  # check seconds per second
+        return max(sps[True])
+
+    name = f"Multiprocessing w={workers} b={num_envs} check_actions=True"
+    this = _Case(name, "action-check", "multiprocessing", num_envs, workers, num_envs, build, measure)
+    return this
+
+
+def _action_check_us(envs: Any, seed: int, calls: int = 20_000) -> float:
+    """Microseconds ``send`` spends checking one batch of valid actions (checks on minus off)."""
+    actions = _random_actions(envs.single_action_space, envs.batch_size, 1, seed)[0]
+    per_call = {}
+    for checked in (True, False, True, False):
+        envs.check_actions = checked
+        start = time.perf_counter()
+        for _ in range(calls):
+            envs._check_actions(actions, envs.batch_size)
+        elapsed = (time.perf_counter() - start) / calls
+        per_call[checked] = min(elapsed, per_call.get(checked, elapsed))
+    envs.check_actions = True
+    return max(0.0, per_call[True] - per_call[False]) * 1e6
 
 
 def _sb3_takes(env_id: str) -> bool:
@@ -495,6 +547,9 @@ def _add_ratios(rows: list[dict]) -> list[dict]:
         if row["kind"] == "adapter":
             base = row.get("backend_sps")
             row["ratio_vs_backend"] = round(row["sps"] / base, 3) if row.get("sps") and base else None
+        if row["kind"] == "action-check":  # and the action-check row its unchecked steps/second
+            base = row.get("unchecked_sps")
+            row["ratio_vs_unchecked"] = round(row["sps"] / base, 3) if row.get("sps") and base else None
     for row in rows:
         for key, base in baselines.items():
             # The emulation row is its own interleaved raw-vs-emulated measurement: its
@@ -520,18 +575,21 @@ def run_bench(
     settings: list[tuple[int, int]] | None = None,
     seed: int = 0,
     include_adapters: bool = True,
+    include_action_check: bool = True,
 ) -> list[dict]:
     """Measure every configuration on ``env_id``; see the module docstring for the rows.
 
     ``seconds`` is the measuring time per configuration and round; ``progress(name, i,
     total)`` is called before each measurement. ``settings`` overrides the
     Multiprocessing (num_workers, batch_size) pairs; ``include_adapters`` adds ``to_gymnasium``
-    and ``to_sb3`` rows, each next to its vector env stepped directly (``ratio_vs_backend``).
+    and ``to_sb3`` rows, each next to its vector env stepped directly (``ratio_vs_backend``);
+    ``include_action_check`` a Multiprocessing row with ``send``'s action checks on, next to
+    the same vector env with ``check_actions=False`` (``ratio_vs_unchecked``, ``check_us``).
     A configuration that fails to build or
     run gets ``sps=None`` and its ``error`` text instead of stopping the run.
     """
     warmup = min(1.0, seconds / 5) if warmup is None else warmup
-    cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings, include_adapters)
+    cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings, include_adapters, include_action_check)
     total = len(cases) * rounds + (1 if include_emulation else 0)
     done = 0
     for _ in range(rounds):
@@ -585,6 +643,11 @@ def _annotation(row: dict, start: str = "", end: str = "") -> str:
         return f" {start}(step time {row['overhead']:.3f}× raw){end}"
     if row["kind"] == "adapter" and row.get("ratio_vs_backend"):
         return f" {start}({row['ratio_vs_backend']:.3f}× the vector env stepped directly){end}"
+    if row["kind"] == "action-check" and row.get("ratio_vs_unchecked"):
+        return (
+            f" {start}({row['ratio_vs_unchecked']:.3f}× check_actions=False; the check takes "
+            f"{row['check_us']:.1f} µs per send = {row['check_share']:.2%} of the time){end}"
+        )
     return ""
 
 

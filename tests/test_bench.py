@@ -69,6 +69,10 @@ def test_run_bench_rows(rows):
     adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
     assert set(adapters) == {"to_gymnasium(Multiprocessing w=2 b=2)", "to_sb3(Multiprocessing w=2 b=2 same_step)"}
     assert all(r["ratio_vs_backend"] > 0 and r["backend_sps"] > 0 for r in adapters.values())
+    checked = [r for r in result if r["kind"] == "action-check"]
+    assert [r["name"] for r in checked] == ["Multiprocessing w=2 b=2 check_actions=True"]
+    assert checked[0]["ratio_vs_unchecked"] > 0 and checked[0]["unchecked_sps"] > 0
+    assert 0 <= checked[0]["check_us"] < 1000 and 0 <= checked[0]["check_share"] < 1  # timing: never exact
     # progress saw every measured configuration, in order, with a stable total
     assert [c[1] for c in calls] == list(range(len(calls)))
     assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
@@ -117,6 +121,7 @@ def test_render_table(rows):
     console.print(table)
     text = console.export_text()
     assert "Serial" in text and "vs AsyncVectorEnv" in text and "1.00×" in text
+    assert "× check_actions=False; the check takes" in text and "µs per send" in text
 
 
 def test_run_standard_writes_json_and_markdown(tmp_path):
