@@ -72,16 +72,18 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
+from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
+    EnvFault,
+    EnvGroup,
     VectorEnv,
     available_cpus,
     check_counts,
     check_timeout,
     format_infos,
 )
-from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
+from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
 from puffer_core.vector.faults import (
     DEFAULT_MAX_RESTARTS,
     Fault,
@@ -119,7 +121,7 @@ from puffer_core.vector.mp_worker import (
     WorkerSpec,
     worker_main,
 )
-from puffer_core.vector.shared_memory import SLOTS, FdHandle, Layout, words
+from puffer_core.vector.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, words
 
 __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 
@@ -127,6 +129,22 @@ __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 #: a command running longer than this while other workers fill the batches gets its worker's
 #: sentinel checked (a dead worker would otherwise go unnoticed until everyone else waits)
 _LATE = 0.005
+
+
+def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: int) -> bool:
+    """Whether the main process steps a share of the envs itself (see the class docstring)."""
+    if main_share not in (False, True, "auto"):
+        raise APIUsageError(f"main_share must be True, False or 'auto', got {main_share!r}")
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool):
+        return False  # check_counts says what is wrong with num_envs
+    if main_share == "auto":  # on when the main process would be one process too many for the cores
+        workers = num_workers if isinstance(num_workers, int) else min(num_envs, cpus)
+        return workers + 1 > cpus and num_envs >= 2
+    if main_share and num_envs < 2:
+        raise APIUsageError(
+            f"main_share needs num_envs ≥ 2 (a share for the main process and one for a worker), got {num_envs}"
+        )
+    return bool(main_share)
 
 
 class _WorkerGone(Exception):
@@ -223,10 +241,24 @@ class Multiprocessing(VectorEnv):
         autoreset: str = NEXT_STEP,
         on_fault: str = "raise",
         max_restarts: int = DEFAULT_MAX_RESTARTS,
+        main_share: Any = False,
     ):
         self._closed = True  # until fully started; close() is then a no-op
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
-        envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
+        cpus = available_cpus()
+        if _wants_main_share(main_share, num_envs, num_workers, cpus):
+            workers = num_workers if num_workers is not None else max(1, min(num_envs, cpus) - 1)
+            envs, units, batch, counts = check_counts(num_envs, workers + 1, batch_size, "multiprocessing")
+            workers = units - 1
+        else:
+            envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
+            units = workers
+        self._procs_n, self._units = workers, units
+        #: the unit the main process steps itself (``main_share``), after the workers; None: none
+        self._main_unit: int | None = workers if units > workers else None
+        self._main_group: EnvGroup | None = None
+        self._main_argument: Any = None
+        self._main_reset_flags = 0
         self._init_autoreset(autoreset, batch, envs)
         self._on_fault = check_on_fault(on_fault, "multiprocessing")
         self._fault_log = FaultLog(check_max_restarts(max_restarts))
@@ -236,7 +268,6 @@ class Multiprocessing(VectorEnv):
         self._seed = check_seed(seed)
         self._startup_timeout = float(startup_timeout)
         spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
-        cpus = available_cpus()
         # Workers spin only when each can have a core; the main process's spin yields at
         # every look, so it costs a worker sharing its core no more than a context switch.
         self._spin = spin
@@ -249,11 +280,12 @@ class Multiprocessing(VectorEnv):
         except ValueError as exc:
             raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
 
-        self._init_workers(factory, envs, workers, batch, counts)
+        self._init_workers(factory, envs, units, batch, counts)
+        self.num_workers = workers  # processes; the main share is one more unit of ``counts``
         action_dtype = self._action_dtype
 
         obs_space = self.single_observation_space
-        layout = Layout(
+        layout = Layout(  # control blocks and mailboxes for the worker processes only
             self.num_envs,
             envs,
             workers,
@@ -328,7 +360,7 @@ class Multiprocessing(VectorEnv):
 
     def _start(self, ctx: Any, start_method: str, factory: Any) -> None:
         self._map_arrays()
-        self._init_state(self.num_workers)
+        self._init_state(self._units)
         done_r, done_w = os.pipe()
         self._shared_fds += [done_r, done_w]
         os.set_blocking(done_r, False)
@@ -338,11 +370,13 @@ class Multiprocessing(VectorEnv):
         fork = start_method == "fork"
         self._ctx, self._fork = ctx, fork
         self._factory = factory if fork else Pickled(factory)
-        for w in range(self.num_workers):
+        for w in range(self._procs_n):
             self._spawn(w)
-        self._wait(self.num_workers, "building")
+        if self._main_unit is not None:  # built while the workers build theirs
+            self._main_group = self._build_main_group(None)
+        self._wait(self._procs_n, "building")
         self._ready.clear()
-        self._infos = [[] for _ in range(self.num_workers)]
+        self._infos = [[] for _ in range(self._units)]
         self._started = True  # from now on a fault may restart a worker
 
     def _spawn(self, w: int, restart_seeds: Any = None, reset_after_build: bool = False) -> None:
@@ -440,7 +474,7 @@ class Multiprocessing(VectorEnv):
             # Waiting for every worker on one command word: only the last to finish wakes us
             # (workers store their done word, fence, then check all of them: at least one
             # of two simultaneous finishers sees the other's word). Otherwise anyone does.
-            every = needed == len(running) == self.num_workers and self._uniform_word >= 0
+            every = needed - len(self._ready) == len(running) == self._procs_n and self._uniform_word >= 0
             main_ctl[0] = self._uniform_word if every else WAKE_ANY
             acquire()  # fence: the flag is visible before we re-check the done words
             release()
@@ -583,6 +617,9 @@ class Multiprocessing(VectorEnv):
     def _restart(self, fault: Fault, due: bool) -> None:
         """Replace worker ``fault.worker``; its rows come back truncated with the fault in their infos."""
         w = fault.worker
+        if w == self._main_unit:
+            self._restart_main(fault)
+            return
         failure: Fault | None = fault
         while failure is not None:
             try:
@@ -608,6 +645,33 @@ class Multiprocessing(VectorEnv):
                 self._ready.append(w)
         else:  # idle, its rows held by the caller: the fault comes with its next results
             self._pending_faults[w] = fault
+
+    def _restart_main(self, fault: Fault) -> None:
+        """The main share's envs raised: re-create them here (there is no process to replace)."""
+        w = self._main_unit
+        while True:
+            try:
+                self._fault_log.record(fault, self._envs_of(w))
+            except WorkerError:
+                self.close()
+                raise
+            if self._main_group is not None:
+                self._main_group.close()
+                self._main_group = None
+            envs = self._envs_of(w)
+            seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
+            try:
+                self._main_group = self._build_main_group(seeds)
+                break
+            except EnvFault as exc:
+                fault = self._reported_fault(w, exc.to_dict())
+        self._fault_log.restarted(fault)
+        if fault.phase == "call":
+            self._call_results[w] = fault
+            self._pending_faults[w] = fault
+        else:
+            self._mark_faulted(w, fault)
+        self._ready.append(w)
 
     def _retire(self, w: int) -> None:
         """Kill worker ``w``'s process and release what the main process holds of it."""
@@ -672,7 +736,12 @@ class Multiprocessing(VectorEnv):
         self._seq += 1
         word = (self._seq << 8) | op
         # The word every worker is on, when one command went to all of them (else -1).
-        self._uniform_word = word if len(workers) == self.num_workers else -1
+        main = self._main_unit
+        if main is not None and main in workers:
+            workers = [w for w in workers if w != main]
+        else:
+            main = None
+        self._uniform_word = word if len(workers) == self._procs_n else -1
         now = time.monotonic()
         to_w, from_w, expected, sent_at, running = (
             self._to_w,
@@ -700,6 +769,54 @@ class Multiprocessing(VectorEnv):
                     pass
                 except BrokenPipeError:  # it died: its sentinel tells how (restart or raise there)
                     self._check_deaths([(self._procs[w].sentinel, select.POLLIN)])
+        if main is not None:  # the workers are on their way: now the main process's own share
+            self._run_main(op, word)
+
+    # ---------------------------------------------------------------- the main process's share
+    def _build_main_group(self, restart_seeds: Any) -> EnvGroup:
+        w = self._main_unit
+        lo, hi = self._row_bounds[w]
+        arrays = {name: self._arrays[name][lo:hi] for name in ROW_FIELDS}
+        envs = self._envs_of(w)
+        group = EnvGroup(
+            self._factory.obj if isinstance(self._factory, Pickled) else self._factory,
+            len(envs),
+            self.agents_per_env,
+            arrays,
+            first_env=envs.start,
+            autoreset=self.autoreset_mode,
+        )
+        if restart_seeds is not None or self._started:
+            group.reset(ResetPlan(restart_seeds, None, None))
+        return group
+
+    def _run_main(self, op: int, word: int) -> None:
+        """Run command ``op`` on the main share, here, now; it is ready when this returns."""
+        w, group = self._main_unit, self._main_group
+        self._expected[w] = word
+        self._sent_at[w] = time.monotonic()
+        try:
+            if op == STEP:
+                self._infos[w].extend(group.step())
+                self._fault_log.stepped(self._envs_of(w))
+            elif op == RESET:
+                envs = self._envs_of(w)
+                flags = self._main_reset_flags
+                seeds = self._reset_seeds[envs.start : envs.stop].copy() if flags & HAS_SEEDS else None
+                mask = self._reset_mask[envs.start : envs.stop].copy() if flags & HAS_MASK else None
+                self._infos[w].extend(group.reset(ResetPlan(seeds, mask, self._main_argument)))
+            elif op == CALL:
+                local, request = self._main_argument
+                self._call_results[w] = sendable(group.call(local, request))
+        except EnvFault as exc:
+            report = exc.to_dict()
+            message = (
+                f"Multiprocessing: the main process's share: env {report['env_index']} raised "
+                f"{report['exc_type']} in {report['phase']}; its traceback:\n{report['traceback'].rstrip()}"
+            )
+            self._fault(self._reported_fault(w, report), message)
+            return
+        self._ready.append(w)
 
     def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
         self._check_open()
@@ -709,7 +826,7 @@ class Multiprocessing(VectorEnv):
             self._wait(len(self._ready) + len(self._running))
         self._ready.clear()
         self._held = None
-        self._infos = [[] for _ in range(self.num_workers)]
+        self._infos = [[] for _ in range(self._units)]
         flags = 0
         if plan.seeds is not None:
             self._reset_seeds[...] = plan.seeds
@@ -717,14 +834,19 @@ class Multiprocessing(VectorEnv):
         if plan.mask is not None:
             self._reset_mask[...] = plan.mask
             flags |= HAS_MASK
-        for w in range(self.num_workers):
-            self._to_w[w * SLOTS + RESET_FLAGS] = flags
+        self._main_reset_flags = flags
+        for w in range(self._units):
+            if w != self._main_unit:
+                self._to_w[w * SLOTS + RESET_FLAGS] = flags
             self._put_argument(w, plan.options)
-        self._send_command(range(self.num_workers), RESET)
+        self._send_command(range(self._units), RESET)
         self._state = "running"
 
     def _put_argument(self, w: int, argument: Any) -> None:
         """Leave a pickled argument for worker ``w``'s next command in its mailbox (None: none)."""
+        if w == self._main_unit:
+            self._main_argument = argument
+            return
         if argument is None:
             self._to_w[w * SLOTS + ARG_LEN] = 0
             return
@@ -772,13 +894,20 @@ class Multiprocessing(VectorEnv):
         if self._held is not None:
             raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
         k = self._workers_per_batch
+        if k < self._units:
+            self._scan()  # workers that finished meanwhile queue up now, not after the main share
         if len(self._ready) < k:
             self._wait(k)
-        if k == self.num_workers:
+        if k == self._units:
             batch = sorted(self._ready)
             self._ready.clear()
         else:
-            batch = sorted(self._ready.popleft() for _ in range(k))
+            # Oldest command first among the finished: the main share, always finished at once,
+            # must not starve workers that were sent their command before it.
+            batch = sorted(self._ready, key=self._sent_at.__getitem__)[:k]
+            for w in batch:
+                self._ready.remove(w)
+            batch.sort()
             # Healthy workers may keep every batch full, so a worker that died or hangs may never
             # be waited on: look at the others' sentinels and deadlines once they run late.
             if self._running:
@@ -795,7 +924,7 @@ class Multiprocessing(VectorEnv):
                 infos.extend(self._infos[w])
                 self._infos[w] = []
         infos = format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
-        if k == self.num_workers:
+        if k == self._units:
             return self._obs, self._rew, self._term, self._trunc, infos, self._all_ids, self._masks
         lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
         if hi - lo == self.batch_size:  # contiguous workers: views
@@ -826,7 +955,7 @@ class Multiprocessing(VectorEnv):
         actions = self._check_actions(actions, self.batch_size)
         if self.autoreset_mode == DISABLED:  # disabled needs full batches
             self._check_not_ended(self._term, self._trunc)
-        if len(batch) == self.num_workers:
+        if len(batch) == self._units:
             self._actions[...] = actions
         else:
             start = 0
@@ -841,6 +970,9 @@ class Multiprocessing(VectorEnv):
         if self._closed:
             return
         self._closed = True
+        group, self._main_group = getattr(self, "_main_group", None), None
+        if group is not None:
+            group.close()
         # Drop our own views before unmapping; the finalizer does the rest (once).
         for name in (
             "_arrays",
