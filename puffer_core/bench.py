@@ -208,6 +208,28 @@ def mp_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]
     return out
 
 
+def main_share_settings(num_envs: int, cpus: int | None = None) -> list[tuple[int, int]]:
+    """(num_workers, batch_size) pairs with the main process stepping one more share
+    (``main_share``): one worker fewer than cores (the main process takes the last one) and
+    as many as cores, each synchronous and, where valid, with half the envs per batch."""
+    from puffer_core.errors import APIUsageError
+    from puffer_core.vector.base import check_counts
+
+    cpus = cpus or available_cpus()
+    out = []
+    for workers in sorted({max(1, min(cpus, num_envs) - 1), min(cpus, num_envs - 1)}):
+        if workers < 1:
+            continue
+        for batch in (num_envs, num_envs // 2):
+            try:
+                check_counts(num_envs, workers + 1, batch, "multiprocessing")
+            except APIUsageError:
+                continue
+            if batch >= 1 and (workers, batch) not in out:
+                out.append((workers, batch))
+    return out
+
+
 #: How to get PufferLib 3.0's vectorization here: the ``pufferlib`` 3.0.0 sdist downloads
 #: raylib while it builds (impossible offline) and pins numpy<2; ``pufferlib-core`` is a
 #: wheel of the same 3.0 core (``pufferlib.vector``). Its torch==2.9.0 pin is only for
@@ -304,6 +326,9 @@ def _cases(
     for workers, batch in settings or mp_settings(num_envs):
         label = f"Multiprocessing w={workers} b={batch}"
         cases.append(puffer_case(label, "multiprocessing", workers, batch))
+    for workers, batch in [] if settings else main_share_settings(num_envs):
+        label = f"Multiprocessing w={workers}+main b={batch}"
+        cases.append(puffer_case(label, "multiprocessing", workers, batch, main_share=True))
     if include_ray and importlib.util.find_spec("ray") is not None:
         workers = min(num_envs, available_cpus())
         cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))
@@ -576,6 +601,7 @@ def run_bench(
     seed: int = 0,
     include_adapters: bool = True,
     include_action_check: bool = True,
+    include_restart: bool = True,
 ) -> list[dict]:
     """Measure every configuration on ``env_id``; see the module docstring for the rows.
 
@@ -585,12 +611,13 @@ def run_bench(
     and ``to_sb3`` rows, each next to its vector env stepped directly (``ratio_vs_backend``);
     ``include_action_check`` a Multiprocessing row with ``send``'s action checks on, next to
     the same vector env with ``check_actions=False`` (``ratio_vs_unchecked``, ``check_us``).
-    A configuration that fails to build or
+    ``include_restart`` a row with the median seconds from a worker's SIGKILL to the next
+    batch under ``on_fault="restart"`` (``latency_seconds``). A configuration that fails to build or
     run gets ``sps=None`` and its ``error`` text instead of stopping the run.
     """
     warmup = min(1.0, seconds / 5) if warmup is None else warmup
     cases = _cases(env_id, num_envs, include_peers, include_ray, seed, settings, include_adapters, include_action_check)
-    total = len(cases) * rounds + (1 if include_emulation else 0)
+    total = len(cases) * rounds + int(include_emulation) + int(include_restart)
     done = 0
     for _ in range(rounds):
         for case in cases:
@@ -629,9 +656,31 @@ def run_bench(
                     "error": f"{type(exc).__name__}: {exc}"[:300],
                 },
             )
+    if include_restart:
+        if progress is not None:
+            progress("restart latency", done, total)
+        rows.append(_restart_row(env_id, num_envs))
     for row in rows:
         row["env"] = env_id
     return _add_ratios(rows)
+
+
+def _restart_row(env_id: str, num_envs: int) -> dict:
+    """Seconds from a worker's SIGKILL to the next batch under on_fault="restart" (bench_faults)."""
+    from puffer_core.bench_faults import restart_latency
+
+    row = {"name": "on_fault='restart': SIGKILL → next batch", "kind": "restart", "backend": "multiprocessing"}
+    row.update(num_envs=num_envs, num_workers=min(available_cpus(), num_envs), batch_size=num_envs, sps=None)
+    try:
+        result = restart_latency(env_id, num_envs=num_envs, trials=3)
+    except Exception as exc:
+        return {**row, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}
+    return {
+        **row,
+        "error": None,
+        "latency_seconds": result["median_seconds"],
+        "latencies": result["kill_to_batch_seconds"],
+    }
 
 
 # --------------------------------------------------------------------------- rendering
@@ -673,6 +722,12 @@ def render_table(rows: list[dict], title: str | None = None) -> Any:
     ):
         table.add_column(column, justify=justify)
     for row in rows:
+        if row["kind"] == "restart" and row.get("latency_seconds") is not None:
+            name = f"{row['name']} [dim](median of {len(row['latencies'])}, seconds)[/dim]"
+            table.add_row(
+                name, str(row["num_workers"]), str(row["batch_size"]), f"{row['latency_seconds']:.3f} s", *[""] * 4
+            )
+            continue
         if row.get("sps") is None:
             table.add_row(
                 row["name"],
@@ -716,6 +771,10 @@ def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = No
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in rows:
+            if row["kind"] == "restart" and row.get("latency_seconds") is not None:
+                name, latency = f"{row['name']} (median of {len(row['latencies'])})", f"{row['latency_seconds']:.3f} s"
+                lines.append(f"| {name} | {row['num_workers']} | {row['batch_size']} | {latency} | | | | |")
+                continue
             if row.get("sps") is None:
                 lines.append(
                     f"| {row['name']} | {row['num_workers']} | {row['batch_size']} | failed: "

@@ -12,6 +12,11 @@ from rich.table import Table
 from puffer_core import bench
 
 
+def test_main_share_settings_leave_a_core_to_the_main_process():
+    assert bench.main_share_settings(16, cpus=2) == [(1, 16), (1, 8), (2, 16)]
+    assert bench.main_share_settings(2, cpus=8) == [(1, 2), (1, 1)]
+
+
 def test_mp_settings_cover_one_worker_per_core_and_envpool():
     assert bench.mp_settings(16, cpus=2) == [(1, 16), (2, 16), (2, 8), (4, 16), (4, 8)]
     assert bench.mp_settings(3, cpus=2) == [(1, 3), (2, 3), (3, 3), (3, 1)]
@@ -53,12 +58,14 @@ def test_run_bench_rows(rows):
         "ratio_vs_pufferlib",
         "env",
     }
+    restart = [r for r in result if r["kind"] == "restart"]
+    assert len(restart) == 1 and restart[0]["latency_seconds"] > 0 and len(restart[0]["latencies"]) == 3
     for row in result:
         assert keys <= set(row), row
         assert row["env"] == "classic/cartpole"
         assert row["error"] is None, row
-        assert row["sps"] > 0
-        if row["kind"] != "emulation":
+        assert row["kind"] == "restart" or row["sps"] > 0
+        if row["kind"] not in ("emulation", "restart"):
             assert row["ratio_vs_raw"] is not None and row["ratio_vs_serial"] is not None
     serial = next(r for r in result if r["backend"] == "serial")
     assert serial["ratio_vs_serial"] == 1.0
