@@ -640,6 +640,7 @@ def run_bench(
     if include_emulation:
         if progress is not None:
             progress("emulation overhead", done, total)
+        done += 1
         try:
             rows[1:1] = _emulation_rows(env_id, seconds)
         except Exception as exc:
