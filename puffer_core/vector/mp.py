@@ -46,12 +46,22 @@ Infos
     (or, when larger than the mailbox, over the worker's data pipe after the completion
     byte). Env errors travel the same way, with the traceback text.
 
+The main share (``main_share=True``)
+    The main process steps one more unit of envs itself, in ``send``, right after it has
+    signalled the workers: no process of its own, no control block; its unit completes
+    before ``send`` returns.
+
 Faults
-    An env that raises, a worker that dies, or one silent past ``timeout`` → the vector env
-    closes itself and ``WorkerError`` names the worker, the env index and the cause.
-    Workers die with their parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on their command
-    pipe everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize``
-    (at garbage collection or interpreter exit, Ctrl-C included).
+    An env that raises, a worker that dies, or one silent past ``timeout``: under
+    ``on_fault="raise"`` the vector env closes itself and ``WorkerError`` names the worker,
+    the env index and the cause; under ``on_fault="restart"`` the worker is replaced
+    (:mod:`puffer_core.vector.faults`): its pipes and process are made anew, it rebuilds
+    and resets its envs before it reports in, and the main process waits for just that one
+    while the others go on. A dead worker that is never waited on (the others fill every
+    async batch) is noticed from its sentinel once its command runs late. Workers die with
+    their parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on their command pipe
+    everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize`` (at
+    garbage collection or interpreter exit, Ctrl-C included).
 """
 
 from __future__ import annotations
