@@ -5,6 +5,7 @@ with the fault in their infos, exactly once, and nothing leaks."""
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 import signal
 import time
@@ -29,15 +30,19 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def no_leaks():
-    """Every worker pid a test registers is gone afterwards, and /dev/shm is as it was."""
+    """Every worker pid a test registers (the replaced ones too) is gone afterwards, no
+    child process is left, and /dev/shm and this process's file descriptors are as they were."""
     shm = set(os.listdir("/dev/shm"))
+    fds = len(os.listdir("/proc/self/fd"))
     pids: list[int] = []
     yield pids
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(map(_alive, pids)):
+    while time.monotonic() < deadline and (multiprocessing.active_children() or any(map(_alive, pids))):
         time.sleep(0.05)
     assert [pid for pid in pids if _alive(pid)] == []
+    assert multiprocessing.active_children() == []
     assert set(os.listdir("/dev/shm")) == shm
+    assert len(os.listdir("/proc/self/fd")) <= fds
 
 
 def restarting(creator, num_envs=2, workers=2, seed=0, **kwargs):
