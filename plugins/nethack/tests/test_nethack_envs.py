@@ -13,6 +13,7 @@ from puffer_plugin_nethack.envs import DEFAULT_OBSERVATION_KEYS, TASKS, resolve_
 from puffer_plugin_nethack.wrapper import BL_DEPTH, BL_GOLD, BL_SCORE, BL_TIME, BL_XP, EndReason, NetHackWrapper
 
 from puffer_core.environments import make_raw
+from puffer_core.errors import APIUsageError
 
 STATS_KEYS = {"score", "depth", "experience_level", "turns", "gold", "died", "end_code", "end_reason"}
 
@@ -149,7 +150,7 @@ def test_kwargs_pass_through_to_nle():
     assert inner._max_episode_steps == 7
     assert inner.penalty_step == -0.5
     env.close()
-    with pytest.raises(TypeError):
+    with pytest.raises(APIUsageError, match="nethack/score does not take kwarg no_such_option"):
         make_raw("nethack/score", no_such_option=1)
 
 
