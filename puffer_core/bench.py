@@ -821,12 +821,16 @@ def run_standard(
     envs: dict[str, int] | None = None,
     include_peers: bool = True,
     include_training: bool = True,
+    include_uneven: bool = True,
 ) -> dict:
     """Run the standard set; write ``bench.json`` and ``bench.md`` into ``out_dir``.
 
     Returns the JSON document. Envs whose plugin or package is missing are listed under
     ``skipped`` rather than failing the run. ``include_training`` adds the training section
-    (``puffer_core.bench_training``) when torch, matplotlib and Stable-Baselines3 import.
+    (``puffer_core.bench_training``) when torch, matplotlib and Stable-Baselines3 import;
+    ``include_uneven`` the uneven-cores section (``puffer_core.bench_uneven``: synchronous
+    against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
+    and at least two rounds.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -842,6 +846,11 @@ def run_standard(
         )
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
+    uneven = None
+    if include_uneven:
+        from puffer_core import bench_uneven
+
+        uneven = bench_uneven.run_uneven(seconds, max(2, rounds), progress=progress)
     training = None
     if include_training:
         missing = [m for m in ("torch", "matplotlib", "stable_baselines3") if importlib.util.find_spec(m) is None]
@@ -857,6 +866,7 @@ def run_standard(
         "seconds": seconds,
         "rounds": rounds,
         "results": results,
+        "uneven": uneven,
         "training": training,
         "skipped": notes,
     }
@@ -864,6 +874,10 @@ def run_standard(
     tmp.write_text(json.dumps(document, indent=2) + "\n")
     tmp.replace(out / "bench.json")
     markdown = render_markdown(results, notes)
+    if uneven is not None:
+        from puffer_core.bench_uneven import render_markdown as render_uneven
+
+        markdown += "\n" + render_uneven(uneven)
     if training is not None:
         from puffer_core.bench_training import render_markdown as render_training
 

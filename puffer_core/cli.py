@@ -219,6 +219,8 @@ def run_cmd(
 @click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
 @click.option("--training", "training_only", is_flag=True, help="Only the training section (see below).")
 @click.option("--no-training", is_flag=True, help="--standard without the training section.")
+@click.option("--uneven", "uneven_only", is_flag=True, help="Only the uneven-cores section (see below).")
+@click.option("--no-uneven", is_flag=True, help="--standard without the uneven-cores section.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
@@ -231,6 +233,8 @@ def bench_cmd(
     no_adapters: bool,
     training_only: bool,
     no_training: bool,
+    uneven_only: bool,
+    no_uneven: bool,
     out_dir: str | None,
     as_json: bool,
 ) -> None:
@@ -247,6 +251,10 @@ def bench_cmd(
     with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
     steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
     extras). --training runs that section alone.
+    --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
+    step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
+    full batches) and asynchronously (recv/send, half the envs per batch), one worker per
+    core and two, in at least 2 interleaved rounds of --seconds each.
     """
     from rich.progress import Progress
 
@@ -254,6 +262,11 @@ def bench_cmd(
 
     if training_only:
         _bench_training(as_json)
+        return
+    if uneven_only:
+        if env_id is not None or out_dir is not None:
+            raise click.UsageError("--uneven measures its own test env: give it without ENV_ID or --standard")
+        _bench_uneven(seconds, max(2, rounds), as_json)
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
@@ -273,6 +286,7 @@ def bench_cmd(
                 progress=progress,
                 include_peers=not no_peers,
                 include_training=not no_training,
+                include_uneven=not no_uneven,
             )
         else:
             rows = bench.run_bench(
@@ -295,6 +309,80 @@ def bench_cmd(
         print_json(rows)
     else:
         console.print(bench.render_table(rows))
+
+
+@cli.command("autotune")
+@click.argument("env_id")
+@click.option(
+    "--num-envs",
+    type=NUM_ENVS,
+    help="Envs per setting.  [default: the standard bench count: 8 for nethack/score and atari/breakout, else 16]",
+)
+@click.option(
+    "--seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="Time budget for the whole run, building every setting included.",
+)
+@click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
+@click.option("--json", "as_json", is_flag=True, help="Print every row and the best as JSON.")
+def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tuple[str, ...], as_json: bool) -> None:
+    """Measure vector settings on ENV_ID and print the fastest as a vector.make(...) call.
+
+    Serial and Multiprocessing with 1, cores - 1, cores and 2 x cores workers, full and
+    half batches (EnvPool-style), the main process stepping a share or not: each setting
+    is built and stepped with random actions in at least two interleaved rounds within
+    --seconds, and keeps its best round. Each row reports steps/s, RAM per env (the main
+    process and workers' memory over the envs) and the share of steps that ended an
+    episode. From Python: puffer_core.vector.autotune(env, num_envs, budget).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from puffer_core.bench_autotune import autotune, render_table, summary_lines
+
+    env_kwargs = _parse_env_kwargs(kwargs)
+    _require_known_env(env_id)
+    progress = Progress(
+        TextColumn(f"[bold]autotune {env_id}[/] {{task.description}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json or not err_console.is_terminal,  # a log or a pipe gets the table only
+    )
+    with progress:
+        task = progress.add_task("", total=None)
+
+        def advance(name: str, done: int, total: int) -> None:
+            progress.update(task, description=name, completed=done, total=total)
+
+        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, **env_kwargs)
+    if as_json:
+        print_json(result)
+        return
+    console.print(render_table(result))
+    for line in summary_lines(result):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
+    from rich.progress import Progress
+
+    from puffer_core import bench_uneven
+
+    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
+        task = bar.add_task("uneven cores", total=None)
+        result = bench_uneven.run_uneven(
+            seconds,
+            rounds,
+            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total),
+        )
+    if as_json:
+        print_json(result)
+    else:
+        console.print(bench_uneven.render_table(result))
 
 
 def _bench_training(as_json: bool) -> None:

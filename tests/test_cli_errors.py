@@ -79,6 +79,18 @@ CASES = [
     case("bench classic/cartpole --seconds 0", "'--seconds': 0.0 is not in the range 0.1<=x<=3600"),
     case("bench classic/cartpole --rounds 1001", "give an integer from 1 to 1,000"),
     case("bench --standard {file}", "is a file"),
+    case("bench classic/cartpole --uneven", "--uneven measures its own test env: give it without ENV_ID or --standard"),
+    case("bench --uneven --standard {empty}", "--uneven measures its own test env"),
+    # autotune: fails before measuring anything (a kwarg the env refuses: at the first build)
+    case("autotune", "Missing argument 'ENV_ID' (see `puffer autotune --help`)"),
+    case("autotune classic/cartpol", "unknown environment 'classic/cartpol'. Did you mean: classic/cartpole?"),
+    case("autotune broken/anything", "plugin 'broken' failed to import (puffer_plugin_broken): ModuleNotFoundError"),
+    case("autotune classic/cartpole --num-envs 0", "'--num-envs': 0 is out of range: give an integer from 1 to 65,536"),
+    case("autotune classic/cartpole --seconds 0", "'--seconds': 0.0 is not in the range 1<=x<=3600"),
+    case("autotune classic/cartpole --seconds 1e9", "'--seconds': 1000000000.0 is not in the range 1<=x<=3600"),
+    case("autotune classic/cartpole --seconds soon", "'soon' is not a valid float range"),
+    case("autotune classic/cartpole --kwarg nonsense", "'nonsense' is not KEY=VALUE"),
+    case("autotune classic/cartpole --seconds 1 --kwarg foo=1", "classic/cartpole does not take kwarg foo"),
     # check
     case("check classic/cartpol", "Did you mean: classic/cartpole?"),
     case("check nope", "no plugin or env named 'nope'"),

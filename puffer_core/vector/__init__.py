@@ -21,6 +21,7 @@ __all__ = [
     "Ray",
     "Serial",
     "VectorEnv",
+    "autotune",
     "check_counts",
     "make",
     "to_gymnasium",
@@ -56,6 +57,14 @@ def to_sb3(envs: VectorEnv) -> Any:
     from puffer_core.vector.sb3_vec_env import to_sb3 as convert  # deferred: imports SB3 and torch
 
     return convert(envs)
+
+
+def autotune(env: Any, num_envs: int | None = None, budget: float = 60.0, **kwargs: Any) -> dict[str, Any]:
+    """Measure Serial and Multiprocessing settings on ``env`` within ``budget`` seconds and
+    print the fastest as a ``vector.make(...)`` call (see :mod:`puffer_core.bench_autotune`)."""
+    from puffer_core.bench_autotune import autotune as run  # deferred: the bench code is not needed to make envs
+
+    return run(env, num_envs, budget, **kwargs)
 
 
 def _backend_class(backend: Any) -> type:
