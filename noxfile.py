@@ -81,7 +81,7 @@ def install_pufferlib(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def tests(session: nox.Session) -> None:
     """The full test suite: core and every plugin, real packages (docker tests need -m docker)."""
-    extras = ["dev", "ray"]
+    extras = ["dev", "ray", "record"]
     install_project(session, *extras)
     env = {"PYTHONFAULTHANDLER": "1"}
     if install_torch(session):

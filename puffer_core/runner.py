@@ -89,9 +89,11 @@ def run_random(
     num_workers: int | None = None,
     batch_size: int | None = None,
     on_progress: Callable[[int], None] | None = None,
+    record: Any = None,
     **env_kwargs: Any,
 ) -> RunResult:
-    """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps."""
+    """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps;
+    ``record`` (a path or ``puffer_core.recording.Recording``) records env 0."""
     from puffer_core import vector
 
     rng = np.random.default_rng(seed)
@@ -105,6 +107,7 @@ def run_random(
         batch_size=batch_size,
         backend=backend,
         seed=seed,
+        vector_kwargs=None if record is None else {"record": record},
         **env_kwargs,
     ) as envs:
         # Pre-draw actions in chunks: sampling per step would dominate cheap envs.

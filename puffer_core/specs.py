@@ -81,6 +81,13 @@ class EnvSpec:
     #: Info keys kept on ordinary steps when present (rare events: each one sent costs
     #: multiprocessing traffic); every other info entry waits for the episode's end.
     step_info_keys: tuple[str, ...] = ()
+    #: How the env renders for recordings (``puffer run --record``/``--watch``): per render
+    #: mode ("rgb_array" for MP4/GIF, "ansi" for asciinema casts and the terminal), the
+    #: creator kwargs that turn it on. A mode not listed gets ``{"render_mode": mode}``.
+    render_kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Frames per second a recording plays at, one frame per step (None: the env's
+    #: ``metadata["render_fps"]``); e.g. 15 for Atari's 60 Hz screen with a frameskip of 4.
+    render_fps: float | None = None
 
     @property
     def plugin(self) -> str:
@@ -115,6 +122,13 @@ class EnvSpec:
                 except InvalidRequirement:
                     raise _fail(plugin, what, "requires", f"holds {requirement!r}, not a requirement") from None
         _check_str_tuple(plugin, what, "step_info_keys", self.step_info_keys)
+        if not isinstance(self.render_kwargs, Mapping) or not all(
+            isinstance(mode, str) and isinstance(kwargs, Mapping) for mode, kwargs in self.render_kwargs.items()
+        ):
+            raise _fail(plugin, what, "render_kwargs", "must map render modes (str) to creator kwargs (mappings)")
+        fps = self.render_fps
+        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps <= 1000):
+            raise _fail(plugin, what, "render_fps", f"must be None or a number in (0, 1000], got {fps!r}")
         if not isinstance(self.install_hint, str):
             raise _fail(plugin, what, "install_hint", "must be a string")
 

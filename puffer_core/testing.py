@@ -41,6 +41,7 @@ __all__ = [
     "check_env",
     "check_plugin",
     "peer_checker_name",
+    "played_frames",
     "run_peer_checker",
 ]
 
@@ -99,6 +100,23 @@ class CheckReport:
 
 def _mark(result: CheckResult, skipped: str, passed: str, failed: str) -> str:
     return skipped if result.skipped else passed if result.passed else failed
+
+
+def played_frames(path: Any, fps: float) -> int:
+    """Frames a recorded video shows (``puffer run --record``): an MP4's frame count, a GIF's
+    total duration over one frame's (Pillow merges identical consecutive frames into one
+    longer frame; see ``recording.gif_frame_ms``). Needs imageio."""
+    if str(path).lower().endswith(".gif"):
+        from PIL import Image, ImageSequence
+
+        from puffer_core.recording import gif_frame_ms
+
+        with Image.open(path) as gif:
+            total = sum(frame.info["duration"] for frame in ImageSequence.Iterator(gif))
+        return round(total / gif_frame_ms(fps))
+    import imageio.v3 as iio
+
+    return len(iio.imread(path, index=None))
 
 
 def assert_trees_equal(a: Any, b: Any, path: str = "obs") -> None:

@@ -84,6 +84,13 @@ def _progress(total: int, label: str) -> Any:
 )
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
 @click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(dir_okay=False),
+    help="After training, record evaluation episodes of the policy (.mp4, .gif or .cast).",
+)
+@click.option("--record-episodes", default=1, show_default=True, type=EPISODES, help="Episodes --record plays.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
 def train_cmd(
     env_id: str | None,
@@ -97,9 +104,15 @@ def train_cmd(
     resume: Path | None,
     settings: tuple[str, ...],
     kwargs: tuple[str, ...],
+    record_path: str | None,
+    record_episodes: int,
     as_json: bool,
 ) -> None:
     """Train PPO on ENV_ID; write OUT/policy.pt, OUT/curve.csv and OUT/curve.png.
+
+    --record PATH then plays --record-episodes evaluation episodes of the trained policy
+    (greedy, as `puffer eval` does) and records them: MP4/GIF for pixel envs, an asciinema
+    cast for text envs.
 
     Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
     --resume OUT` continues (ENV_ID may then be left out). `puffer eval OUT` plays the
@@ -116,6 +129,10 @@ def train_cmd(
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
     env_kwargs = _pairs(kwargs, "--kwarg") or None
     _check_before_torch(env_id, resume, chosen)
+    if record_path is not None and env_id is not None:  # a bad path fails now, not after training
+        from puffer_core.recording import plan_recording
+
+        plan_recording(env_id, record_path, env_kwargs, record_episodes)
     train = _import_train()
     if resume is None and out is None:
         out = _default_out(env_id)
@@ -132,7 +149,11 @@ def train_cmd(
                 bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
 
             curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
-    _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json)
+    recorded = None
+    if record_path is not None:
+        recorded = train.evaluate(out or resume, record_episodes, record=record_path).to_json()
+        recorded["record"] = record_path
+    _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
 
 
 def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:
@@ -159,7 +180,9 @@ def _checkpoint_file(run: Path, option: str) -> Path:
     return path
 
 
-def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, as_json: bool) -> None:
+def _report_training(
+    curve: Any, out: Path, env_id: str | None, seconds: float, as_json: bool, recorded: dict | None = None
+) -> None:
     last = curve.rows[-1] if curve.rows else {}
     summary = {
         "env": env_id,
@@ -170,6 +193,8 @@ def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, 
         "out": str(out),
         "files": [str(Path(out) / name) for name in ("policy.pt", "curve.csv", "curve.png")],
     }
+    if recorded is not None:
+        summary["recorded"] = recorded
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -178,6 +203,11 @@ def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, 
         f"{summary['steps']:,} steps in {seconds:.1f} s, {summary['episodes']:,} episodes, {mean} "
         f"(last 20); wrote {out}/policy.pt, curve.csv, curve.png"
     )
+    if recorded is not None:
+        click.echo(
+            f"recorded {recorded['episodes']} evaluation episode(s) to {recorded['record']}: "
+            f"mean return {recorded['mean_return']:.2f}"
+        )
 
 
 @click.command("eval")
@@ -185,12 +215,18 @@ def _report_training(curve: Any, out: Path, env_id: str | None, seconds: float, 
 @click.option("--episodes", default=10, show_default=True, type=EPISODES, help="Episodes to play.")
 @click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
 @click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(dir_okay=False),
+    help="Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
-def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, as_json: bool) -> None:
+def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, record_path: str | None, as_json: bool) -> None:
     """Play the policy that `puffer train` saved in DIR; report its episode returns."""
     _checkpoint_file(run, "DIR")
     train = _import_train()
-    result = train.evaluate(run, episodes, seed=seed, greedy=not sample)
+    result = train.evaluate(run, episodes, seed=seed, greedy=not sample, record=record_path)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -199,3 +235,5 @@ def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, as_json: bool) -
         f"{result.env}: {data['episodes']} episodes, mean return {data['mean_return']:.2f} "
         f"(min {data['min_return']:.2f}, max {data['max_return']:.2f}), mean length {data['mean_length']:.1f}"
     )
+    if record_path is not None:
+        click.echo(f"recorded them to {record_path}")

@@ -56,15 +56,23 @@ def evaluate(
     env: Any = None,
     device: str | None = "cpu",
     max_steps: int = DEFAULT_MAX_STEPS,
+    record: str | Path | None = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes of the policy saved in ``run`` (a ``puffer train`` out dir),
     greedy by default (``greedy=False`` samples); ``env`` replaces the saved env id (needed for
-    runs trained on a creator). Every finished agent episode counts, one env at a time."""
+    runs trained on a creator). Every finished agent episode counts, one env at a time.
+    ``record``: a path (.mp4, .gif, .cast) that gets the episodes played."""
     if not isinstance(episodes, int) or episodes < 1:
         raise APIUsageError(f"episodes must be a positive int, got {episodes!r}")
     saved = checkpoints.load(run)
     config = PPOConfig(**saved.config)
-    envs = vector.make(saved.env if env is None else env, num_envs=1, seed=seed, **saved.env_kwargs)
+    env = saved.env if env is None else env
+    vector_kwargs = None
+    if record is not None:
+        from puffer_core.recording import plan_recording
+
+        vector_kwargs = {"record": plan_recording(env, record, saved.env_kwargs, episodes)}
+    envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **saved.env_kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
             raise APIUsageError(f"{saved.env} no longer has the spaces the policy was trained on ({saved.spaces})")

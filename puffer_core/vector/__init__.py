@@ -113,12 +113,15 @@ def make(
     (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
     Ray: ``timeout``, ``actor_options``), except ``check_actions`` (every backend; default
     True): False skips the dtype and range checks of ``send`` (see
-    :mod:`puffer_core.vector.actions`), leaving only the shape check.
+    :mod:`puffer_core.vector.actions`), leaving only the shape check; and ``record`` (every
+    backend): a path (``.mp4``/``.gif`` for pixel envs, ``.cast`` for text envs) or a
+    :class:`puffer_core.recording.Recording`; env 0 records its episodes there, inside the
+    process that steps it (see :mod:`puffer_core.recording`).
     """
     cls = _backend_class(backend)
     backend_kwargs = dict(vector_kwargs or {})
     check_actions = _check_actions_flag(backend_kwargs.pop("check_actions", True))
-    factory = EnvFactory(env, env_kwargs)
+    factory = EnvFactory(env, env_kwargs, _recording(env, backend_kwargs.pop("record", None), env_kwargs))
     envs = cls(
         factory,
         num_envs=num_envs,
@@ -131,6 +134,15 @@ def make(
     )
     envs.check_actions = check_actions
     return envs
+
+
+def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
+    """``vector_kwargs["record"]``: a path (checked here, in the main process) or a planned ``Recording``."""
+    if record is None:
+        return None
+    from puffer_core.recording import Recording, plan_recording
+
+    return record if isinstance(record, Recording) else plan_recording(env, record, env_kwargs)
 
 
 def _check_actions_flag(value: Any) -> bool:

@@ -153,7 +153,7 @@ class EnvFactory:
     workers use cloudpickle, so lambdas work too).
     """
 
-    def __init__(self, env: str | Callable[..., Any], env_kwargs: dict[str, Any] | None = None):
+    def __init__(self, env: str | Callable[..., Any], env_kwargs: dict[str, Any] | None = None, recording: Any = None):
         if not isinstance(env, str) and not callable(env):
             raise APIUsageError(
                 f"env must be a registered env id (str) or a zero-argument creator, got {type(env).__name__}; "
@@ -161,6 +161,8 @@ class EnvFactory:
             )
         self.env = env
         self.env_kwargs = dict(env_kwargs or {})
+        #: A ``puffer_core.recording.Recording`` of env 0, or None.
+        self.recording = recording
 
     @property
     def name(self) -> str:
@@ -168,18 +170,27 @@ class EnvFactory:
             return self.env
         return getattr(self.env, "__qualname__", None) or getattr(self.env, "__name__", None) or repr(self.env)
 
-    def __call__(self, buf: Any = None) -> Any:
+    def __call__(self, buf: Any = None, index: int | None = None) -> Any:
+        """The emulated env writing into ``buf``; env ``index`` 0 records when ``recording`` is set."""
+        recording = self.recording if index == 0 else None
+        kwargs = self.env_kwargs if recording is None else {**self.env_kwargs, **recording.env_kwargs}
         if isinstance(self.env, str):
             import puffer_core
 
-            made = puffer_core.make(self.env, **self.env_kwargs)
+            made = puffer_core.make(self.env, **kwargs)
         else:
-            made = self.env(**self.env_kwargs)
+            made = self.env(**kwargs)
         if _is_emulator(made) or isinstance(made, _CopyingEmulator):
-            return _attach(made, buf)
-        if hasattr(made, "buf") and hasattr(made, "num_agents") and hasattr(made, "observation_space"):
-            return _attach(made, buf)  # an emulator-like object from elsewhere (e.g. a subclass)
-        return _emulate(made, buf)
+            env = _attach(made, buf)
+        elif hasattr(made, "buf") and hasattr(made, "num_agents") and hasattr(made, "observation_space"):
+            env = _attach(made, buf)  # an emulator-like object from elsewhere (e.g. a subclass)
+        else:
+            env = _emulate(made, buf)
+        if recording is None:
+            return env
+        from puffer_core.recording import Recorder  # deferred: only a recording run needs it
+
+        return Recorder(env, recording)
 
 
 def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
@@ -451,7 +462,12 @@ class EnvGroup:
             truncations=arrays["truncations"][rows],
             masks=arrays["masks"][rows],
         )
-        env = _attach(prebuilt, buf) if prebuilt is not None else factory(buf)
+        if prebuilt is not None:
+            env = _attach(prebuilt, buf)
+        elif isinstance(factory, EnvFactory):
+            env = factory(buf, self.first_env + i)  # the global index: env 0 may record
+        else:
+            env = factory(buf)
         n = int(getattr(env, "num_agents", 1))
         if n != a:
             raise APIUsageError(

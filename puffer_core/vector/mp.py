@@ -139,6 +139,8 @@ __all__ = ["DEFAULT_SPIN_US", "Multiprocessing"]
 #: a command running longer than this while other workers fill the batches gets its worker's
 #: sentinel checked (a dead worker would otherwise go unnoticed until everyone else waits)
 _LATE = 0.005
+#: Seconds ``close`` waits for workers when env 0 records (see ``__init__``).
+RECORDING_CLOSE_GRACE = 60.0
 
 
 def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: int) -> bool:
@@ -315,8 +317,11 @@ class Multiprocessing(VectorEnv):
         self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
         self._memfd_box: list[int] = []
         self._buffer = self._map_memory(start_method, layout.size)
+        # Workers get a second to close their envs, or a minute when env 0 records (its
+        # worker writes the video's end, a GIF all of it, as env 0 closes).
+        grace = 1.0 if getattr(factory, "recording", None) is None else RECORDING_CLOSE_GRACE
         self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, 1.0
+            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, grace
         )
         self._closed = False
         self._state = "new"

@@ -154,6 +154,7 @@ class Ray(VectorEnv):
         ray = import_ray()
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
+        self._records = factory.recording is not None
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
         self._init_autoreset(autoreset, batch, envs)
         self._on_fault = check_on_fault(on_fault, "ray")
@@ -477,7 +478,9 @@ class Ray(VectorEnv):
             return
         if actors and ray.is_initialized():
             try:  # let envs close cleanly, briefly
-                ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=2.0)
+                # env 0's recording ends as it closes: a video's last frames, a whole GIF
+                grace = 60.0 if getattr(self, "_records", False) else 2.0
+                ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=grace)
             except Exception:
                 pass
             for actor in actors:

@@ -67,7 +67,11 @@ class Serial(VectorEnv):
         self.action_space = batched_space(self.single_action_space, self.batch_size)
         self.arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
         try:
-            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=[first], autoreset=self.autoreset_mode)
+            # A recording env 0 is built anew (with its render kwargs); the probe is reused otherwise.
+            prebuilt = [first] if factory.recording is None else []
+            if not prebuilt:
+                first.close()
+            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=prebuilt, autoreset=self.autoreset_mode)
         except EnvFault as fault:
             raise fault.to_worker_error(None, "Serial") from fault
         self.driver_env = self.group.envs[0]

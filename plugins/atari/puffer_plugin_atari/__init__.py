@@ -39,6 +39,8 @@ def env_specs() -> list[EnvSpec]:
             # The per-life signal: present only on the steps a life is lost, so it costs
             # (almost) no multiprocessing traffic.
             step_info_keys=("life_lost",),
+            # One frame per step of 4 frames (the default frameskip) of a 60 Hz screen.
+            render_fps=15.0,
         )
         for game in game_ids()
     ]

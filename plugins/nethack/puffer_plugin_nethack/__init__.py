@@ -41,6 +41,8 @@ def env_specs() -> list[EnvSpec]:
             description=description,
             requires=("nle",),
             install_hint="pip install nle",
+            # One frame per step: 10 a second reads like a fast player (nle says 42).
+            render_fps=10.0,
         )
         for task, (_module, _cls, description) in TASKS.items()
     ]

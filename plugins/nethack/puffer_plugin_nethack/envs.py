@@ -62,6 +62,8 @@ LEAN = "lean"
 _HIDDEN_KEYS = ("internal",)
 
 #: The observation keys nle's ``render()`` reads in each render mode (``nle.env.base.NLE.render``).
+#: "ansi" is the plugin's own (``puffer_plugin_nethack.tty``: the coloured terminal, its
+#: keys observed on the side) where nle speaks gymnasium; nle 0.9 renders it from chars.
 RENDER_MODE_KEYS: dict[str, tuple[str, ...]] = {
     "human": ("tty_chars", "tty_colors", "tty_cursor"),
     "full": ("message", "chars", "colors"),
@@ -167,6 +169,25 @@ def _check_render_keys(render_mode: str | None, keys: tuple[str, ...] | None) ->
         )
 
 
+def _colour_terminal(cls: type, keys: tuple[str, ...] | None, kwargs: dict[str, Any]) -> Any:
+    """``render_mode="ansi"``: nle observing the terminal too, rendered in colour (``tty.py``)."""
+    from puffer_plugin_nethack.tty import TTY_KEYS, ColourTerminal
+
+    kwargs["render_mode"] = None  # the wrapper renders; nle's "ansi" would read chars
+    if keys is not None:
+        kwargs["observation_keys"] = keys + tuple(key for key in TTY_KEYS if key not in keys)
+    _with_seed_clock(cls, kwargs)
+    env = cls(**kwargs)
+    return ColourTerminal(env, keys if keys is not None else tuple(env.observation_space.spaces))
+
+
+def _with_seed_clock(cls: type, kwargs: dict[str, Any]) -> None:
+    # nle >= 1.3: with seeds set, derive moon phase / Friday 13th / night from the seed
+    # instead of the wall clock, so a seed gives the same game on any day.
+    if "fix_moon_phase" not in kwargs and _accepts(cls, "fix_moon_phase"):
+        kwargs["fix_moon_phase"] = True
+
+
 def make_nethack(task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, **kwargs: Any) -> Any:
     """Build the raw nle env for ``task``; every other kwarg goes to the nle constructor."""
     cls = _task_class(task)
@@ -177,9 +198,8 @@ def make_nethack(task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, **
     # default leaves out, so its render() fails; no render mode is Gymnasium's default.
     if "render_mode" not in kwargs and _accepts(cls, "render_mode"):
         kwargs["render_mode"] = None
+    if kwargs.get("render_mode") == "ansi" and api_for_version(installed_nle_version()) == "gymnasium":
+        return _colour_terminal(cls, keys, kwargs)
     _check_render_keys(kwargs.get("render_mode"), keys)
-    # nle >= 1.3: with seeds set, derive moon phase / Friday 13th / night from the seed
-    # instead of the wall clock, so a seed gives the same game on any day.
-    if "fix_moon_phase" not in kwargs and _accepts(cls, "fix_moon_phase"):
-        kwargs["fix_moon_phase"] = True
+    _with_seed_clock(cls, kwargs)
     return cls(**kwargs)

@@ -1,0 +1,427 @@
+"""Recording and watching env 0: its own ``render()`` frames, as a video, an asciinema cast
+or redrawn on the terminal.
+
+A ``Recording`` says what to record and how the env renders; ``plan_recording`` (a file)
+and ``plan_watch`` (the terminal) check both in the main process, so a bad suffix, an
+unwritable path or an env that cannot render fails at once with one line. The vector
+backends then wrap env 0's emulator in a ``Recorder`` inside the process that steps it
+(a worker for Multiprocessing and Ray), so no frame crosses processes and no other env
+pays anything. Pixel frames (``render_mode="rgb_array"``) go to an MP4 or GIF through
+imageio; text frames (``render_mode="ansi"``) to an asciinema v2 ``.cast`` file or the
+terminal. Files are written under a temporary name and renamed when the recording ends,
+so a crash never leaves a half-written file under the name asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
+
+__all__ = [
+    "FORMATS",
+    "Recorder",
+    "Recording",
+    "open_sink",
+    "plan_recording",
+    "plan_watch",
+]
+
+#: Render mode each file suffix records.
+FORMATS: dict[str, str] = {".mp4": "rgb_array", ".gif": "rgb_array", ".cast": "ansi"}
+#: Frames per second when neither the plugin nor the env says.
+DEFAULT_FPS = 30.0
+RECORD_INSTALL = "pip install 'puffer-core[record]'"
+_CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: each text frame replaces the last
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """What env 0 records: ``path`` (None: the terminal), the render ``mode``, the creator
+    kwargs that make the env render that way, frames per second, and how many episodes
+    (None: every one until the vector env closes)."""
+
+    path: str | None
+    mode: str
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    fps: float = DEFAULT_FPS
+    episodes: int | None = None
+
+    @property
+    def watch(self) -> bool:
+        return self.path is None
+
+
+def plan_recording(
+    env: Any, path: str | os.PathLike, env_kwargs: Mapping[str, Any] | None = None, episodes: int | None = None
+) -> Recording:
+    """A checked ``Recording`` of ``env`` (an env id or creator) into ``path``: MP4/GIF for
+    pixel envs, asciinema ``.cast`` for text envs; one-line ``APIUsageError`` otherwise."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in FORMATS:
+        raise APIUsageError(
+            f"cannot record to {str(path)!r}: unknown suffix {suffix or '(none)'!r}; "
+            "use .mp4 or .gif (pixel envs) or .cast (text envs, asciinema)"
+        )
+    _check_writable(target)
+    mode = FORMATS[suffix]
+    if mode == "rgb_array":
+        _require_imageio(suffix)
+    return _plan(env, str(target), mode, env_kwargs, episodes, f"record to {suffix}")
+
+
+def plan_watch(env: Any, env_kwargs: Mapping[str, Any] | None = None, fps: float | None = None) -> Recording:
+    """A checked ``Recording`` that redraws env 0's text frames on this terminal."""
+    recording = _plan(env, None, "ansi", env_kwargs, None, "be watched in the terminal")
+    if fps is not None:
+        recording = Recording(None, recording.mode, recording.env_kwargs, _check_fps(fps), None)
+    return recording
+
+
+def _plan(
+    env: Any, path: str | None, mode: str, env_kwargs: Mapping[str, Any] | None, episodes: int | None, what: str
+) -> Recording:
+    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1):
+        raise APIUsageError(f"episodes to record must be an int ≥ 1 or None, got {episodes!r}")
+    render_kwargs, plugin_fps = _render_settings(env, mode)
+    env_fps = _check_renders(env, mode, render_kwargs, dict(env_kwargs or {}), what)
+    return Recording(path, mode, render_kwargs, _check_fps(plugin_fps or env_fps or DEFAULT_FPS), episodes)
+
+
+def _render_settings(env: Any, mode: str) -> tuple[dict[str, Any], float | None]:
+    """The creator kwargs that turn ``mode`` on and the plugin's frames per second."""
+    if isinstance(env, str):
+        from puffer_core.plugins import get_plugins
+
+        spec = get_plugins().get_spec(env)
+        return dict(spec.render_kwargs.get(mode, {"render_mode": mode})), spec.render_fps
+    return {"render_mode": mode}, None
+
+
+def _check_renders(
+    env: Any, mode: str, render_kwargs: dict[str, Any], env_kwargs: dict[str, Any], what: str
+) -> float | None:
+    """Build the env once as env 0 will be, reset it and render one frame of the right kind;
+    returns the env's ``metadata["render_fps"]``."""
+    from puffer_core.vector.base import EnvFactory
+
+    # pygame (classic control, butterfly) opens a sound device and a display at init; an
+    # rgb_array recording needs neither, and workers inherit these, so no ALSA or
+    # XDG_RUNTIME_DIR complaints reach the terminal.
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    name = env if isinstance(env, str) else getattr(env, "__name__", "the env")
+    try:
+        with warnings.catch_warnings():  # gymnasium warns of a mode outside render_modes: we say it better
+            warnings.simplefilter("ignore")
+            emulator = EnvFactory(env, {**env_kwargs, **render_kwargs})()
+    except PufferError as exc:
+        if not isinstance(exc, APIUsageError):  # a missing package, an unknown id: said well already
+            raise
+        works = _what_works(_render_modes(EnvFactory(env, env_kwargs)))
+        raise APIUsageError(
+            f"{name} cannot {what}: made with {_kwargs_text(render_kwargs)} it says {exc}; {works}"
+        ) from exc
+    except Exception as exc:  # the env refuses the mode (TypeError, ValueError, gymnasium.error.Error, …)
+        works = _what_works(_render_modes(EnvFactory(env, env_kwargs)))
+        raise APIUsageError(
+            f"{name} cannot {what}: made with {_kwargs_text(render_kwargs)} it says {exc}; {works}"
+        ) from exc
+    try:
+        metadata = getattr(emulator, "metadata", None) or {}
+        modes = list(metadata.get("render_modes", []))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            emulator.reset(seed=0)
+            frame = emulator.render()
+    finally:
+        emulator.close()
+    if not _frame_fits(frame, mode):
+        raise APIUsageError(
+            f"{name} cannot {what}: render_mode={mode!r} gave {_describe(frame)}"
+            f" (its render modes: {', '.join(modes) or 'none'}); {_what_works(modes)}"
+        )
+    return metadata.get("render_fps")
+
+
+def _render_modes(factory: Any) -> list[str]:
+    """The render modes the env's metadata lists (built once without render kwargs)."""
+    emulator = factory()
+    try:
+        return list((getattr(emulator, "metadata", None) or {}).get("render_modes", []))
+    finally:
+        emulator.close()
+
+
+def _frame_fits(frame: Any, mode: str) -> bool:
+    if mode == "ansi":
+        return isinstance(frame, str) and bool(frame)
+    return isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[2] in (3, 4) and frame.dtype == np.uint8
+
+
+def _what_works(modes: list[str]) -> str:
+    if "rgb_array" in modes:
+        return "record it to .mp4 or .gif instead"
+    if "ansi" in modes:
+        return "record it to .cast or watch it with --watch instead"
+    return "it has no render mode a recording can use (rgb_array or ansi)"
+
+
+def _describe(frame: Any) -> str:
+    if isinstance(frame, np.ndarray):
+        return f"an array of shape {frame.shape} and dtype {frame.dtype}"
+    return "None" if frame is None else f"a {type(frame).__name__}"
+
+
+def _kwargs_text(kwargs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) or "no kwargs"
+
+
+def _check_fps(fps: Any) -> float:
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps <= 1000:
+        raise APIUsageError(f"frames per second must be a number in (0, 1000], got {fps!r}")
+    return float(fps)
+
+
+def _check_writable(target: Path) -> None:
+    if target.is_dir():
+        raise APIUsageError(f"cannot record to {str(target)!r}: it is a directory; give a file name such as run.mp4")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise APIUsageError(f"cannot record to {str(target)!r}: the directory {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise APIUsageError(f"cannot record to {str(target)!r}: not writable here; choose another path")
+
+
+def _require_imageio(suffix: str) -> None:
+    import importlib.util
+
+    missing = [name for name in ("imageio", "imageio_ffmpeg") if importlib.util.find_spec(name) is None]
+    if suffix == ".gif" and "imageio" not in missing:
+        missing = []  # GIFs need only imageio (its Pillow plugin), not ffmpeg
+    if missing:
+        raise MissingDependencyError(
+            f"recording to {suffix} needs {', '.join(missing)}; install with: {RECORD_INSTALL}"
+        )
+
+
+# --------------------------------------------------------------------------- the recorder
+
+
+class Recorder:
+    """Env 0's emulator, sending a frame to ``sink`` after every reset and step.
+
+    Everything else (attributes, ``call``, ``close``) reaches the emulator; the frames are
+    the emulator's own ``render()``. Recording stops after ``recording.episodes`` episodes."""
+
+    def __init__(self, env: Any, recording: Recording):
+        self.env = env
+        self.recording = recording
+        self.sink = open_sink(recording)
+        self.episodes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.env.reset(*args, **kwargs)
+        self._frame()
+        return out
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self._after_step()
+        return out
+
+    def step_in_place(self, action: Any) -> Any:
+        out = self.env.step_in_place(action)
+        self._after_step()
+        return out
+
+    def _after_step(self) -> None:
+        self._frame()
+        buf = self.env.buf
+        # The episode is over when every live agent is done (one agent for single-agent envs).
+        if self.sink is not None and bool(np.all(buf.terminals | buf.truncations | ~buf.masks)):
+            self.episodes += 1
+            if self.recording.episodes is not None and self.episodes >= self.recording.episodes:
+                self._finish()
+
+    def _frame(self) -> None:
+        if self.sink is not None:
+            self.sink.write(self.env.render())
+
+    def _finish(self) -> None:
+        sink, self.sink = self.sink, None
+        if sink is not None:
+            sink.close()
+
+    def close(self) -> None:
+        try:
+            self._finish()
+        finally:
+            self.env.close()
+
+
+# --------------------------------------------------------------------------- sinks
+
+
+def open_sink(recording: Recording) -> Any:
+    """The sink for ``recording``: video, cast or terminal."""
+    if recording.watch:
+        return TerminalSink(recording.fps)
+    if recording.mode == "ansi":
+        return CastSink(recording.path, recording.fps)
+    return VideoSink(recording.path, recording.fps)
+
+
+def _partial(path: str) -> Path:
+    """Where a recording is written until it is complete (same suffix: the writer picks the
+    format by it); partial files of processes that died first (a restarted worker) go."""
+    target = Path(path)
+    for stale in target.parent.glob(f".{target.stem}.*.partial{target.suffix}"):
+        pid = stale.name[len(target.stem) + 2 : -len(f".partial{target.suffix}")]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+    return target.with_name(f".{target.stem}.{os.getpid()}.partial{target.suffix}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+class VideoSink:
+    """RGB frames into an MP4 (ffmpeg, H.264) or GIF (Pillow) through imageio, streamed."""
+
+    def __init__(self, path: str, fps: float):
+        self.path, self.fps = path, fps
+        self.partial = _partial(path)
+        self.writer: Any = None
+        self.frames = 0
+
+    def _open(self) -> Any:
+        import imageio.v2 as imageio
+
+        if self.partial.suffix.lower() == ".gif":
+            # loop=0 repeats forever; Pillow keeps every frame until close (keep GIFs short).
+            return imageio.get_writer(self.partial, mode="I", duration=gif_frame_ms(self.fps), loop=0)
+        # macro_block_size=1 keeps the frame size; H.264 needs even sides, which _even pads.
+        return imageio.get_writer(self.partial, fps=self.fps, macro_block_size=1, ffmpeg_log_level="error")
+
+    def write(self, frame: np.ndarray) -> None:
+        if self.writer is None:
+            self.writer = self._open()
+        frame = np.asarray(frame)[..., :3]
+        if self.partial.suffix.lower() == ".mp4":
+            frame = _even(frame)
+        self.writer.append_data(frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self.writer is None:
+            return
+        writer, self.writer = self.writer, None
+        writer.close()
+        os.replace(self.partial, self.path)
+
+
+def gif_frame_ms(fps: float) -> int:
+    """A GIF frame's duration: GIFs count whole centiseconds, and viewers play anything
+    under 20 ms as 100 ms, so 1/fps is rounded to 10 ms, at least 20."""
+    return max(20, round(100 / fps) * 10)
+
+
+def _even(frame: np.ndarray) -> np.ndarray:
+    """Pad an odd height or width by one black row/column (H.264's yuv420p needs even sides)."""
+    h, w = frame.shape[:2]
+    if h % 2 == 0 and w % 2 == 0:
+        return frame
+    return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)))
+
+
+class CastSink:
+    """Text frames into an asciinema v2 ``.cast``: a JSON header line, then one
+    ``[seconds, "o", text]`` event per frame, each clearing the screen first."""
+
+    def __init__(self, path: str, fps: float):
+        self.path, self.fps = path, fps
+        self.partial = _partial(path)
+        self.file: Any = None
+        self.frames = 0
+
+    def write(self, frame: str) -> None:
+        text = frame.replace("\r\n", "\n").replace("\n", "\r\n")  # a terminal needs CR to return to column 0
+        if self.file is None:
+            self.file = open(self.partial, "w", encoding="utf-8")
+            width, height = text_size(frame)
+            header = {
+                "version": 2,
+                # At least a standard 80x24 terminal: later frames may be wider than the first.
+                "width": max(width, 80),
+                "height": max(height, 24),
+                "timestamp": int(time.time()),
+                "env": {"TERM": "xterm-256color"},
+            }
+            self.file.write(json.dumps(header) + "\n")
+        event = [round(self.frames / self.fps, 6), "o", _CLEAR + text]
+        self.file.write(json.dumps(event, ensure_ascii=False) + "\n")
+        self.frames += 1
+
+    def close(self) -> None:
+        if self.file is None:
+            return
+        file, self.file = self.file, None
+        file.close()
+        os.replace(self.partial, self.path)
+
+
+def text_size(frame: str) -> tuple[int, int]:
+    """(columns, rows) a text frame needs, colour codes not counted."""
+    lines = _ANSI.sub("", frame).replace("\r", "").split("\n")
+    return max((len(line) for line in lines), default=0), len(lines)
+
+
+class TerminalSink:
+    """Text frames redrawn in place on this process's stdout, at ``fps`` frames a second."""
+
+    def __init__(self, fps: float):
+        self.interval = 1.0 / fps
+        self.next_at = 0.0
+        self.out = sys.stdout
+        self.started = False
+
+    def write(self, frame: str) -> None:
+        if not self.started:
+            self.out.write("\x1b[?25l")  # hide the cursor while redrawing
+            self.started = True
+        wait = self.next_at - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self.out.write(_CLEAR + frame.replace("\r\n", "\n").replace("\n", "\r\n") + "\r\n")
+        self.out.flush()
+        self.next_at = time.monotonic() + self.interval
+
+    def close(self) -> None:
+        if self.started:
+            self.out.write("\x1b[?25h")  # the cursor back
+            self.out.flush()
+            self.started = False

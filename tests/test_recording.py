@@ -1,0 +1,213 @@
+"""Recording env 0 (`puffer_core.recording`, `vector_kwargs={"record": ...}`, `puffer run
+--record`): videos decoded back with imageio, env 0 only, trajectories unchanged, the
+file appearing whole, and every bad input a one-line error."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+
+import gymnasium
+import imageio.v3 as iio
+import numpy as np
+import pytest
+from plugin_site import run_puffer
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
+from puffer_core.recording import Recorder, plan_recording, plan_watch, text_size
+from puffer_core.specs import EnvSpec
+from puffer_core.testing import played_frames
+
+CARTPOLE_FRAME = (400, 600, 3)  # gymnasium's CartPole rgb_array screen
+BACKENDS = ["serial", "multiprocessing"]
+
+
+def _run(path, backend="serial", steps=30, record=True, **kwargs):
+    """Step 2 CartPoles with fixed actions; returns env 0's (observations, ends) per step."""
+    workers = {"num_workers": 2} if backend != "serial" else {}
+    vector_kwargs = {"record": str(path)} if record else None
+    observations, ends = [], []
+    with vector.make(
+        "classic/cartpole", num_envs=2, backend=backend, seed=3, vector_kwargs=vector_kwargs, **workers, **kwargs
+    ) as envs:
+        obs, _ = envs.reset(seed=3)
+        observations.append(obs.copy())
+        for t in range(steps):
+            obs, _, term, trunc, _ = envs.step(np.array([t % 2, (t // 3) % 2]))
+            observations.append(obs.copy())
+            ends.append(bool(term[0] or trunc[0]))
+    return np.array(observations), ends
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_a_video_holds_one_frame_per_reset_and_step_of_env_0(tmp_path, backend, suffix):
+    path = tmp_path / f"cartpole{suffix}"
+    _run(path, backend, steps=30)
+    frames = iio.imread(path, index=None)
+    # The first reset, then one frame per step (an autoreset, next-step style, is that step's frame).
+    assert played_frames(path, 50) == 31
+    assert frames.shape[1:3] == CARTPOLE_FRAME[:2] and frames.shape[-1] in (3, 4)
+    assert sorted(os.listdir(tmp_path)) == [path.name]  # env 0 only; no partial file left
+
+
+def test_the_video_plays_at_the_envs_frame_rate(tmp_path):
+    path = tmp_path / "cartpole.mp4"
+    _run(path, steps=5)
+    assert iio.immeta(path, plugin="pyav" if importlib.util.find_spec("av") else None).get("fps") == pytest.approx(50)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_recording_changes_no_trajectory(tmp_path, backend):
+    recorded, _ = _run(tmp_path / "a.gif", backend, steps=60)
+    plain, _ = _run(None, backend, steps=60, record=False)
+    np.testing.assert_array_equal(recorded, plain)
+
+
+def test_only_env_0_is_wrapped(tmp_path):
+    with vector.make("classic/cartpole", num_envs=3, vector_kwargs={"record": str(tmp_path / "x.gif")}) as envs:
+        kinds = [isinstance(env, Recorder) for env in envs.group.envs]
+    assert kinds == [True, False, False]
+    with vector.make("classic/cartpole", num_envs=2) as envs:
+        assert not any(isinstance(env, Recorder) for env in envs.group.envs)
+
+
+def test_recording_stops_after_the_episodes_asked_for(tmp_path):
+    path = tmp_path / "one.gif"
+    recording = plan_recording("classic/cartpole", path, episodes=1)
+    with vector.make("classic/cartpole", num_envs=1, seed=0, vector_kwargs={"record": recording}) as envs:
+        envs.reset(seed=0)
+        length = 0
+        while True:
+            _, _, term, trunc, _ = envs.step(np.zeros(1, dtype=np.int64))
+            length += 1
+            if term[0] or trunc[0]:
+                break
+        for _ in range(20):  # the next episode is not recorded
+            envs.step(np.zeros(1, dtype=np.int64))
+        assert path.exists()  # written when its last episode ended, before close
+    assert played_frames(path, 50) == length + 1
+
+
+def test_the_file_appears_only_when_complete(tmp_path):
+    path = tmp_path / "run.mp4"
+    with vector.make("classic/cartpole", num_envs=1, vector_kwargs={"record": str(path)}) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(1, dtype=np.int64))
+        assert not path.exists()
+        assert [name.endswith(".partial.mp4") for name in os.listdir(tmp_path)] == [True]
+    assert os.listdir(tmp_path) == ["run.mp4"]
+
+
+def test_a_creator_records_with_render_mode_rgb_array(tmp_path):
+    def make_pendulum(render_mode=None):
+        return gymnasium.make("Pendulum-v1", render_mode=render_mode)
+
+    path = tmp_path / "pendulum.gif"
+    with vector.make(make_pendulum, num_envs=2, vector_kwargs={"record": str(path)}) as envs:
+        envs.reset(seed=0)
+        for _ in range(4):
+            envs.step(np.zeros((2, 1), dtype=np.float32))
+    assert iio.imread(path, index=None).shape[1:3] == (500, 500) and played_frames(path, fps=30) == 5
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("run.avi", re.escape("unknown suffix '.avi'; use .mp4 or .gif (pixel envs) or .cast (text envs, asciinema)")),
+        ("run", re.escape("unknown suffix '(none)'")),
+        ("missing/run.mp4", "the directory '.*missing' does not exist"),
+    ],
+)
+def test_bad_paths_are_named(tmp_path, path, message):
+    with pytest.raises(APIUsageError, match=message):
+        plan_recording("classic/cartpole", tmp_path / path)
+
+
+def test_a_directory_is_no_recording(tmp_path):
+    (tmp_path / "out.mp4").mkdir()
+    with pytest.raises(APIUsageError, match="it is a directory"):
+        plan_recording("classic/cartpole", tmp_path / "out.mp4")
+
+
+def test_an_env_that_renders_no_text_says_what_works(tmp_path):
+    with pytest.raises(APIUsageError, match=r"cannot record to \.cast: .* record it to \.mp4 or \.gif instead"):
+        plan_recording("classic/cartpole", tmp_path / "x.cast")
+    with pytest.raises(APIUsageError, match=r"cannot be watched in the terminal: .* to \.mp4 or \.gif instead"):
+        plan_watch("classic/cartpole")
+
+
+def test_an_env_without_render_modes_says_so(tmp_path):
+    with pytest.raises(APIUsageError, match="no render mode a recording can use"):
+        plan_recording("classic/probe_1", tmp_path / "x.gif")
+
+
+def test_a_missing_imageio_names_the_extra(tmp_path, monkeypatch):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "imageio_ffmpeg" else find_spec(name))
+    with pytest.raises(
+        MissingDependencyError, match=r"needs imageio_ffmpeg; install with: pip install 'puffer-core\[record\]'"
+    ):
+        plan_recording("classic/cartpole", tmp_path / "x.mp4")
+    assert plan_recording("classic/cartpole", tmp_path / "x.gif").mode == "rgb_array"  # GIFs need no ffmpeg
+
+
+def test_bad_episode_counts_are_refused(tmp_path):
+    with pytest.raises(APIUsageError, match="episodes to record must be an int ≥ 1"):
+        plan_recording("classic/cartpole", tmp_path / "x.gif", episodes=0)
+
+
+def test_env_spec_checks_its_render_fields():
+    for field, value in (("render_kwargs", {"ansi": "yes"}), ("render_fps", 0), ("render_fps", True)):
+        spec = EnvSpec("demo/x", creator=dict, **{field: value})
+        with pytest.raises(PluginError, match=field):
+            spec.validate("demo")
+
+
+def test_text_size_ignores_colour_codes():
+    assert text_size("\x1b[1;31mab\x1b[0m\ncde") == (3, 2)
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+
+def test_puffer_run_records_a_gif(tmp_path):
+    path = tmp_path / "cartpole.gif"
+    proc = run_puffer(
+        None, "run", "classic/cartpole", "--steps", "300", "--record", str(path), "--record-episodes", "2"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"recorded env 0 to {path}" in proc.stdout
+    assert iio.imread(path, index=None).shape[1:3] == CARTPOLE_FRAME[:2]
+
+
+@pytest.mark.parametrize(
+    "args, message, code",
+    [
+        (["--record", "{tmp}/x.webm"], "unknown suffix '.webm'", 1),
+        (["--record", "{tmp}/x.cast"], "record it to .mp4 or .gif instead", 1),
+        (["--watch"], "cannot be watched in the terminal", 1),
+        (["--watch", "--record", "{tmp}/x.gif"], "give --record PATH or --watch, not both", 2),
+        (["--watch", "--json"], "cannot go with --json", 2),
+        (["--fps", "5"], "--fps sets the speed of --watch", 2),
+        (["--record-episodes", "2"], "--record-episodes needs --record PATH", 2),
+    ],
+)
+def test_puffer_run_bad_recording_options(tmp_path, args, message, code):
+    args = [arg.format(tmp=tmp_path) for arg in args]
+    proc = run_puffer(None, "run", "classic/cartpole", "--steps", "10", *args)
+    assert proc.returncode == code and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_partial_files_of_dead_processes_are_swept(tmp_path):
+    stale = tmp_path / ".run.999999999.partial.gif"  # no such pid
+    stale.write_bytes(b"half")
+    _run(tmp_path / "run.gif", steps=2)
+    assert sorted(os.listdir(tmp_path)) == ["run.gif"]
