@@ -25,6 +25,7 @@ from puffer_core.emulation import emulate
 from puffer_core.errors import APIUsageError, SpaceError, UnknownEnvError
 from puffer_core.postprocess import EpisodeStats
 from puffer_core.probes import DebugProbeEnv, probe_expectations
+from puffer_core.testing import played_frames
 
 require("torch")
 require("matplotlib")
@@ -106,6 +107,21 @@ def test_cartpole_is_solved_and_the_saved_policy_plays_it(tmp_path):
     assert played["episodes"] == 10 and played["mean_return"] >= 475, played
 
 
+def test_train_records_evaluation_episodes_of_the_trained_policy(tmp_path):
+    out, video = tmp_path / "run", tmp_path / "eval.gif"
+    proc = run_puffer(
+        None, "train", "classic/cartpole", "--steps", "1024", "--out", str(out), "--json",
+        "--record", str(video), "--record-episodes", "2", "--set", "num_envs=8",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(proc.stdout)["recorded"]
+    assert recorded["episodes"] == 2 and recorded["record"] == str(video)
+    # Each episode's steps, the first reset and the reset between the two (next-step autoreset).
+    assert played_frames(video, 50) == sum(recorded["lengths"]) + 2
+    proc = run_puffer(None, "eval", str(out), "--episodes", "1", "--record", str(tmp_path / "again.mp4"))
+    assert proc.returncode == 0 and f"recorded them to {tmp_path / 'again.mp4'}" in proc.stdout, proc.stderr
+
+
 def test_curve_files_are_what_someone_would_look_at(tmp_path):
     curve = train.ppo("classic/probe_2", 4096, out=tmp_path, num_envs=8, rollout_steps=64)
     rows = list(csv.DictReader(open(tmp_path / "curve.csv")))
@@ -158,6 +174,8 @@ def test_bad_input_is_one_line(tmp_path, site):
         (("train", "classic/probe_1", "--set", "nonsense=1"), "unknown PPO setting 'nonsense'"),
         (("train",), "give an ENV_ID"),
         (("eval", str(tmp_path / "nothing")), "does not exist"),
+        (("train", "classic/cartpole", "--record", str(tmp_path / "x.cast")), "record it to .mp4 or .gif instead"),
+        (("eval", str(tmp_path / "probe_1"), "--record", str(tmp_path / "x.gif")), "no render mode a recording"),
     ]
     for args, fragment in cases:
         proc = run_puffer(site, *args)
