@@ -7,7 +7,6 @@ import os
 
 import imageio.v3 as iio
 import numpy as np
-
 from puffer_core import vector
 from puffer_core.testing import played_frames
 
