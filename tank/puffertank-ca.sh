@@ -11,48 +11,55 @@
 # lives on /dev/shm, the build container's tmpfs, which is never part of a layer, and is
 # deleted when the step's shell exits; the variables die with the step. Without
 # PUFFER_CA_URL this file does nothing.
+#
+# The same way, PUFFER_LOCK_URL (`puffer tank build --lock FILE`) is a lock of an earlier
+# image (`puffer tank lock IMAGE`) served on the loopback: it is fetched, checked and added
+# to PIP_CONSTRAINT, so every pip install of the step resolves to the locked versions.
 # Needs bash (the fetch uses /dev/tcp: the base image may have no curl yet).
 
-if [ -n "${PUFFER_CA_URL:-}" ]; then
+# __puffer_fetch URL FILE: GET http://HOST:PORT/SHA256.EXT into FILE, checked against SHA256.
+__puffer_fetch() {
+    local rest hostport path host port line digest
+    rest="${1#http://}"
+    hostport="${rest%%/*}"
+    path="/${rest#*/}"
+    host="${hostport%:*}"
+    port="${hostport##*:}"
+    exec 3<>"/dev/tcp/${host}/${port}" || return 1
+    printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&3
+    IFS= read -r line <&3 || return 1
+    case "$line" in
+        "HTTP/"*" 200 "*) ;;
+        *) echo "puffertank: the build's file server answered: ${line%$'\r'}" >&2; return 1 ;;
+    esac
+    while IFS= read -r line <&3; do
+        [ -z "${line%$'\r'}" ] && break
+    done
+    cat <&3 >"$2"
+    exec 3<&-
+    digest="${path##*/}"
+    digest="${digest%.*}"
+    echo "${digest}  $2" | sha256sum -c --status - || {
+        echo "puffertank: the file fetched from $1 does not match its SHA-256" >&2
+        return 1
+    }
+}
+
+if [ -n "${PUFFER_CA_URL:-}${PUFFER_LOCK_URL:-}" ]; then
     if [ -d /dev/shm ] && [ -w /dev/shm ]; then
         __puffer_ca_dir="$(mktemp -d /dev/shm/puffer-ca.XXXXXX)"
     else
         __puffer_ca_dir="$(mktemp -d /tmp/puffer-ca.XXXXXX)"
     fi
     trap 'rm -rf "$__puffer_ca_dir"' EXIT
-    __puffer_ca_fetch() {
-        # PUFFER_CA_URL is http://HOST:PORT/SHA256.pem
-        local rest hostport path host port line digest
-        rest="${PUFFER_CA_URL#http://}"
-        hostport="${rest%%/*}"
-        path="/${rest#*/}"
-        host="${hostport%:*}"
-        port="${hostport##*:}"
-        exec 3<>"/dev/tcp/${host}/${port}" || return 1
-        printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$path" "$hostport" >&3
-        IFS= read -r line <&3 || return 1
-        case "$line" in
-            "HTTP/"*" 200 "*) ;;
-            *) echo "puffertank: CA bundle server answered: ${line%$'\r'}" >&2; return 1 ;;
-        esac
-        while IFS= read -r line <&3; do
-            [ -z "${line%$'\r'}" ] && break
-        done
-        cat <&3 >"$__puffer_ca_dir/ca.pem"
-        exec 3<&-
-        digest="${path##*/}"
-        digest="${digest%.pem}"
-        echo "${digest}  $__puffer_ca_dir/ca.pem" | sha256sum -c --status - || {
-            echo "puffertank: the CA bundle fetched from $PUFFER_CA_URL does not match its SHA-256" >&2
-            return 1
-        }
-    }
-    if ! __puffer_ca_fetch; then
+fi
+
+if [ -n "${PUFFER_CA_URL:-}" ]; then
+    if ! __puffer_fetch "$PUFFER_CA_URL" "$__puffer_ca_dir/ca.pem"; then
         echo "puffertank: cannot fetch the CA bundle from $PUFFER_CA_URL;" \
             "builds with --ca-cert need host networking (puffer tank build --network host)" >&2
         exit 1
     fi
-    unset -f __puffer_ca_fetch
     printf 'Acquire::https::CAInfo "%s";\n' "$__puffer_ca_dir/ca.pem" >"$__puffer_ca_dir/apt.conf"
     export APT_CONFIG="$__puffer_ca_dir/apt.conf"
     export PIP_CERT="$__puffer_ca_dir/ca.pem"
@@ -61,3 +68,14 @@ if [ -n "${PUFFER_CA_URL:-}" ]; then
     export CURL_CA_BUNDLE="$__puffer_ca_dir/ca.pem"
     export GIT_SSL_CAINFO="$__puffer_ca_dir/ca.pem"
 fi
+
+if [ -n "${PUFFER_LOCK_URL:-}" ]; then
+    if ! __puffer_fetch "$PUFFER_LOCK_URL" "$__puffer_ca_dir/lock.txt"; then
+        echo "puffertank: cannot fetch the lock from $PUFFER_LOCK_URL;" \
+            "builds with --lock need host networking (puffer tank build --network host)" >&2
+        exit 1
+    fi
+    # pip splits PIP_CONSTRAINT on white space: the lock joins the step's other constraints.
+    export PIP_CONSTRAINT="${PIP_CONSTRAINT:+$PIP_CONSTRAINT }$__puffer_ca_dir/lock.txt"
+fi
+unset -f __puffer_fetch

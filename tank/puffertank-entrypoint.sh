@@ -1,8 +1,18 @@
 #!/bin/bash
-# PufferTank entrypoint: print what is installed, warn when no GPU is visible, run the command.
+# PufferTank entrypoint: give any uid a writable HOME, print what is installed, warn when no
+# GPU is visible, run the command.
 # PUFFERTANK_QUIET=1 skips the banner. The banner goes to stderr, so a command's stdout
 # (`puffer envs --json`) stays clean.
 set -euo pipefail
+
+# `puffer tank shell/run` run as the caller's uid:gid (so files written to the mounted
+# checkout belong to the caller), which has no passwd entry here: Docker then sets HOME=/,
+# where nothing can be written (pip caches, matplotlib and shell history live in HOME).
+if [ "${HOME:-/}" = / ] || [ ! -w "${HOME}" ]; then
+    HOME="/tmp/puffertank-home-$(id -u)"
+    export HOME
+    mkdir -p "$HOME"
+fi
 
 if [ -z "${PUFFERTANK_QUIET:-}" ]; then
     python - <<'PY' >&2 || true

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from puffer_core.tank.build import build_context, image_tags, machine_build_args, serve_ca_bundle
+from puffer_core.tank.build import build_context, image_tags, machine_build_args, serve_ca_bundle, serve_files
 from puffer_core.tank.errors import TankError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -116,8 +116,8 @@ def test_ca_server_serves_the_bundle_under_its_digest(tmp_path):
 BASH = shutil.which("bash")
 
 
-def _step(script: str, url: str | None) -> subprocess.CompletedProcess:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+def _step(script: str, url: str | None, **extra: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **extra}
     if url is not None:
         env["PUFFER_CA_URL"] = url
     return subprocess.run(
@@ -157,3 +157,30 @@ def test_ca_helper_fetches_checks_exports_and_deletes(tmp_path):
 def test_ca_helper_does_nothing_without_a_url():
     proc = _step('echo "[${PIP_CERT:-unset}] [${APT_CONFIG:-unset}]"', None)
     assert proc.returncode == 0 and proc.stdout.strip() == "[unset] [unset]"
+
+
+@pytest.mark.skipif(BASH is None, reason="needs bash")
+def test_ca_helper_adds_a_served_lock_to_pip_constraint(tmp_path):
+    """`puffer tank build --lock`: each pip step sees the lock in PIP_CONSTRAINT, after the
+    layer's own constraints; the file is checked against its digest and gone after the step."""
+    lock = b"# constraints\nnumpy==2.4.6\n"
+    bundle = tmp_path / "ca.pem"
+    bundle.write_bytes(PEM)
+    with serve_files({".txt": lock}) as urls, serve_ca_bundle(bundle) as ca_url:
+        url = urls[".txt"]
+        assert url.endswith(f"/{hashlib.sha256(lock).hexdigest()}.txt")
+        proc = _step('echo "$PIP_CONSTRAINT"; cat "${PIP_CONSTRAINT##* }"; echo "$PIP_CERT"', ca_url,
+                     PUFFER_LOCK_URL=url, PIP_CONSTRAINT="/opt/puffertank/constraints-common.txt")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        first, *content, cert = proc.stdout.splitlines()
+        common, locked = first.split()
+        assert common == "/opt/puffertank/constraints-common.txt" and locked.endswith("/lock.txt")
+        assert "\n".join(content) + "\n" == lock.decode()
+        assert pathlib.Path(cert).parent == pathlib.Path(locked).parent  # one folder, one clean-up
+        assert not pathlib.Path(locked).parent.exists()
+        alone = _step('echo "$PIP_CONSTRAINT"', None, PUFFER_LOCK_URL=url)
+        assert alone.returncode == 0 and alone.stdout.strip().endswith("/lock.txt") and " " not in alone.stdout.strip()
+        tampered = _step("echo never", None, PUFFER_LOCK_URL=url.rsplit("/", 1)[0] + "/" + "0" * 64 + ".txt")
+        assert tampered.returncode == 1 and "cannot fetch the lock" in tampered.stderr
+    gone = _step("echo never", None, PUFFER_LOCK_URL=url)
+    assert gone.returncode == 1 and "builds with --lock need host networking" in gone.stderr

@@ -82,6 +82,20 @@ def built(client):
     return {"log": log, "ca": ca, "seconds": seconds}
 
 
+def _stdout(client, command, image=IMAGES["final"]) -> str:
+    """A command's stdout alone, no banner."""
+    out = client.containers.run(
+        image,
+        command,
+        network_mode="none",
+        remove=True,
+        stdout=True,
+        stderr=False,
+        environment={"PUFFERTANK_QUIET": "1"},
+    )
+    return out.decode("utf-8")
+
+
 def _run(client, command, image=IMAGES["final"], **kwargs) -> str:
     out = client.containers.run(image, command, network_mode="none", remove=True, stdout=True, stderr=True, **kwargs)
     return out.decode("utf-8", "replace")
@@ -161,3 +175,124 @@ def test_building_on_a_missing_layer_says_which_to_build_first(client):
     assert proc.returncode == 1, proc.stderr
     assert "image puffertank-absent:envs is not on this engine" in proc.stderr
     assert "puffer tank build --stage envs" in proc.stderr
+
+
+# -- one's own container: puffer tank run / shell, and the lock -------------------------------
+
+HOST_USER = (1234, 1234) if os.getuid() == 0 else (os.getuid(), os.getgid())
+
+
+def _tank(args: list[str], cwd: pathlib.Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "puffer_core.tank.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PUFFER_DEBUG": ""},
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A folder owned by the host user the container runs as (as a checkout is its owner's)."""
+    folder = tmp_path / "checkout"
+    (folder / "sub").mkdir(parents=True)
+    for path in (folder, folder / "sub"):
+        os.chown(path, *HOST_USER)
+    return folder
+
+
+def test_run_writes_into_the_mount_as_the_host_user(built, checkout):
+    uid, gid = HOST_USER
+    script = "touch made-inside && mkdir -p new/deeper && echo hi > new/deeper/f && id -u && id -g && pwd && touch ~/ok"
+    proc = _tank(
+        ["run", "--image", IMAGES["final"], "--mount", str(checkout), "--user", f"{uid}:{gid}", "--network", "none",
+         "--quiet", "--", "bash", "-c", script],
+        cwd=checkout / "sub",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # The working folder's place in the mount; a HOME the uid (no passwd entry) can write.
+    assert proc.stdout.split() == [str(uid), str(gid), "/workspace/sub"]
+    for made in (checkout / "sub" / "made-inside", checkout / "sub" / "new" / "deeper" / "f"):
+        info = made.stat()
+        assert (info.st_uid, info.st_gid) == (uid, gid), made
+    assert (checkout / "sub" / "new" / "deeper" / "f").read_text() == "hi\n"
+
+
+def test_run_streams_output_and_passes_exit_codes(built, checkout):
+    proc = _tank(
+        ["run", "--image", IMAGES["final"], "--mount", str(checkout), "--network", "none", "--",
+         "bash", "-c", "echo to-stdout; echo to-stderr >&2; exit 7"],
+    )  # fmt: skip
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stdout == "to-stdout\n"  # the banner and the message go to stderr
+    assert "to-stderr" in proc.stderr and "puffertank: python 3.11" in proc.stderr
+    assert _tank(["run", "--image", IMAGES["final"], "--network", "none", "-q", "--", "false"]).returncode == 1
+    ok = _tank(["run", "--image", IMAGES["final"], "--network", "none", "-q", "--", "puffer", "envs", "--json"])
+    assert ok.returncode == 0 and '"nethack/score"' in ok.stdout, ok.stderr
+
+
+def test_run_with_a_missing_image_names_the_ones_there(built):
+    proc = _tank(["run", "--image", "puffertank-absent:latest", "--", "true"])
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "image puffertank-absent:latest is not on this engine: build it with puffer tank build" in proc.stderr
+    assert IMAGES["final"] in proc.stderr
+
+
+def test_lock_matches_pip_list_inside_the_image(client, built):
+    import json
+
+    proc = _tank(["lock", IMAGES["final"], "--json"])
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["python"].startswith("3.11.")
+    listed = json.loads(_stdout(client, ["pip", "list", "--format=json"]))
+    from puffer_core.tank.lock import canonical, lock_digest
+
+    assert record["packages"] == {canonical(p["name"]): p["version"] for p in listed}
+    for name in ("puffer-core", "puffer-plugin-nethack", "nle", "ale-py", "gymnasium", "numpy", "pip"):
+        assert name in record["packages"], name
+    assert record["sha256"] == lock_digest(record["packages"])
+    # The label and the file in the image are one text; the plain output is that text.
+    text = _tank(["lock", IMAGES["final"]])
+    in_file = _stdout(client, ["cat", "/opt/puffertank/lock.txt"])
+    assert text.stdout == in_file
+    assert in_file.startswith("# PufferTank lock:") and "Generated by tank/Dockerfile" in in_file
+    assert f"sha256 {record['sha256']}" in text.stderr
+
+
+def test_lock_of_an_image_without_one_says_how_to_get_one(built):
+    proc = _tank(["lock", IMAGES["envs"]])
+    assert proc.returncode == 1
+    assert f"image {IMAGES['envs']} has no lock (label org.puffer.tank.lock)" in proc.stderr
+
+
+def test_rebuilding_under_the_lock_reproduces_it(client, built, tmp_path):
+    """Every layer again, its pip steps constrained by the lock (the build argument changes,
+    so nothing of the first build is reused): the same packages at the same versions."""
+    first = _tank(["lock", IMAGES["final"]])
+    assert first.returncode == 0, first.stderr
+    lock = tmp_path / "lock.txt"
+    lock.write_text(first.stdout)
+    tag = f"{TAG}-lock"
+    command = [
+        "build", "--stage", "all", "--tag", tag, "--plugins", "nethack,atari", "--base-image", BASE_IMAGE,
+        "--no-torch", "--network", "host", "--quiet", "--lock", str(lock),
+    ]  # fmt: skip
+    if built["ca"]:
+        command += ["--ca-cert", built["ca"]]
+    proc = _tank(command, timeout=3600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    again = _tank(["lock", f"{tag}:latest", "--json"])
+    import json
+
+    assert (
+        json.loads(again.stdout)["packages"]
+        == json.loads(_tank(["lock", IMAGES["final"], "--json"]).stdout)["packages"]
+    )
+    for image in (f"{tag}:base", f"{tag}:envs", f"{tag}:latest"):
+        history = " ".join(entry.get("CreatedBy", "") for entry in client.api.history(image))
+        assert "PUFFER_LOCK_URL=http://127.0.0.1:" in history, f"{image}: the build steps did not get the lock"

@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 
 from puffer_core.specs import DockerLayer
 from puffer_core.tank.errors import BuildError, NoEngineError, TankError
+from puffer_core.tank.lock import LOCK_IN_IMAGE, label_lock, lock_digest, parse_lock, read_lock
 from puffer_core.tank.render import CA_HELPER_SOURCE, DEFAULT_COMMAND, Constraints, render_envs
 
 __all__ = [
@@ -187,24 +188,32 @@ def machine_build_args(
 
 @contextmanager
 def serve_ca_bundle(path: pathlib.Path) -> Iterator[str]:
-    """Serve the bundle at ``http://127.0.0.1:PORT/<sha256>.pem`` while the block runs.
-
-    The port is derived from the digest, so the same bundle gets the same URL (and the
-    layer cache hits) build after build; a busy port moves on to the next one.
-    """
+    """Serve the bundle at ``http://127.0.0.1:PORT/<sha256>.pem`` while the block runs."""
     data = path.read_bytes()
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise TankError(f"--ca-cert {path}: no PEM certificate in it (give a CA bundle such as ca-certificates.crt)")
-    digest = hashlib.sha256(data).hexdigest()
-    route = f"/{digest}.pem"
+    with serve_files({".pem": data}) as urls:
+        yield urls[".pem"]
+
+
+@contextmanager
+def serve_files(files: Mapping[str, bytes]) -> Iterator[dict[str, str]]:
+    """Serve each file at ``http://127.0.0.1:PORT/<sha256><ext>`` while the block runs.
+
+    ``files`` maps an extension (``.pem``, ``.txt``) to the bytes; the result maps it to the
+    URL. The port is derived from the digests, so the same files get the same URLs (and
+    the layer cache hits) build after build; a busy port moves on to the next one.
+    """
+    routes = {f"/{hashlib.sha256(data).hexdigest()}{ext}": data for ext, data in files.items()}
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path != route:
+            data = routes.get(self.path)
+            if data is None:
                 self.send_error(404)
                 return
             self.send_response(200)
-            self.send_header("Content-Type", "application/x-pem-file")
+            self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -212,7 +221,7 @@ def serve_ca_bundle(path: pathlib.Path) -> Iterator[str]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    first = 40000 + int(digest[:8], 16) % 20000
+    first = 40000 + int(next(iter(routes))[1:9], 16) % 20000  # from the first file's digest
     server = None
     for port in range(first, first + 50):
         try:
@@ -221,11 +230,12 @@ def serve_ca_bundle(path: pathlib.Path) -> Iterator[str]:
         except OSError:
             continue
     if server is None:
-        raise TankError(f"no free port on 127.0.0.1 between {first} and {first + 49} to serve the CA bundle")
-    thread = threading.Thread(target=server.serve_forever, name="puffertank-ca", daemon=True)
+        raise TankError(f"no free port on 127.0.0.1 between {first} and {first + 49} to serve the build's files")
+    thread = threading.Thread(target=server.serve_forever, name="puffertank-files", daemon=True)
     thread.start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}{route}"
+        yield {ext: base + route for route, ext in zip(routes, files, strict=True)}
     finally:
         server.shutdown()
         server.server_close()
@@ -316,6 +326,8 @@ class BuildPlan:
     no_cache: bool = False
     build_args: dict[str, str] = field(default_factory=dict)
     render_command: str = DEFAULT_COMMAND
+    #: pip constraints every pip step of the build obeys (``--lock FILE``, see lock.py).
+    lock_constraints: bytes | None = None
 
 
 @dataclass
@@ -441,17 +453,20 @@ def _plain(text: str) -> str:
 
 def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
     """Build ``plan.stages`` in order (base → envs → final), each on the previous tag."""
-    if plan.ca_cert is not None and plan.network != "host":
-        raise TankError(
-            "--ca-cert needs --network host: the bundle is served on this machine's loopback (127.0.0.1) "
-            "for the length of the build, which only a build on the host's network can reach"
-        )
+    for given, what in (
+        (plan.ca_cert, "--ca-cert needs --network host: the bundle"),
+        (plan.lock_constraints, "--lock needs --network host: the lock"),
+    ):
+        if given is not None and plan.network != "host":
+            raise TankError(
+                f"{what} is served on this machine's loopback (127.0.0.1) "
+                "for the length of the build, which only a build on the host's network can reach"
+            )
     common = dict(plan.build_args)
     plugin_names = sorted(plan.layers)
     results = []
-    with serve_ca_bundle(plan.ca_cert) if plan.ca_cert else _nothing() as ca_url:
-        if ca_url:
-            common["PUFFER_CA_URL"] = ca_url
+    with _serve(plan) as urls:
+        common.update(urls)
         for stage in STAGES:
             if stage not in plan.stages:
                 continue
@@ -477,6 +492,8 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
             context = _stage_context(plan, stage, plugin_names)
             started = time.monotonic()
             image_id = _stream(client, stage, context, plan.tags[stage], args, plan, out)
+            if stage == "final":
+                image_id = _add_lock_label(client, image_id or plan.tags[stage], plan.tags[stage], out)
             seconds = time.monotonic() - started
             image = client.images.get(plan.tags[stage])
             size = image.attrs.get("Size", 0)
@@ -486,5 +503,29 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
 
 
 @contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
+def _serve(plan: BuildPlan) -> Iterator[dict[str, str]]:
+    """The build arguments naming the files served for the build (CA bundle, lock), if any."""
+    if plan.ca_cert is None and plan.lock_constraints is None:
+        yield {}
+        return
+    if plan.ca_cert is None:
+        with serve_files({".txt": plan.lock_constraints}) as urls:
+            yield {"PUFFER_LOCK_URL": urls[".txt"]}
+        return
+    with serve_ca_bundle(plan.ca_cert) as ca_url:  # checks the bundle; its URL as without --lock
+        if plan.lock_constraints is None:
+            yield {"PUFFER_CA_URL": ca_url}
+            return
+        with serve_files({".txt": plan.lock_constraints}) as urls:
+            yield {"PUFFER_CA_URL": ca_url, "PUFFER_LOCK_URL": urls[".txt"]}
+
+
+def _add_lock_label(client: Any, image_id: str, tag: str, out: Printer) -> str:
+    """Copy the final image's lock file into its label (what `puffer tank lock` reads)."""
+    text = read_lock(client, image_id)
+    packages = parse_lock(text, f"{LOCK_IN_IMAGE} of {tag}")
+    labelled = label_lock(client, image_id, tag, text)
+    out(
+        "note", f"final: lock of {len(packages)} packages, sha256 {lock_digest(packages)[:16]} (puffer tank lock {tag})"
+    )
+    return labelled

@@ -1,18 +1,23 @@
-"""``puffer tank``: render and build PufferTank's layers.
+"""``puffer tank``: render and build PufferTank's layers, run one's own container, read locks.
 
     puffer tank render [--plugins a,b | --without dmlab] [--constraints PATH | --no-constraints]
                        [--output PATH] [--check]
     puffer tank build  [--stage base|envs|final|all] [--tag NAME] [--base-image IMAGE]
-                       [--torch REQ | --no-torch] [--ca-cert PATH] [--network host] ...
+                       [--torch REQ | --no-torch] [--ca-cert PATH] [--network host] [--lock FILE] ...
+    puffer tank shell  [--image TAG] [--mount DIR] [--user UID:GID] [--gpus auto|all|none] ...
+    puffer tank run    [same options] -- CMD...
+    puffer tank lock   IMAGE [--json]
 
 Also runnable on its own: ``python -m puffer_core.tank.cli build ...``. Exit codes: 0 done,
 1 a user error (bad selection, missing constraints, failed build), 2 no Docker engine (or
-no docker SDK) to build with.
+no docker SDK, or no docker client) to build or run with; ``run`` exits with the command's
+own exit code.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import pathlib
 import sys
@@ -23,6 +28,8 @@ from rich.table import Table
 
 from puffer_core.cli_errors import MessageGroup
 from puffer_core.errors import PufferError
+from puffer_core.tables import print_table
+from puffer_core.tank import container
 from puffer_core.tank.errors import BuildError, TankError
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
@@ -201,6 +208,13 @@ def render_cmd(
 @click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's layer cache.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Extra build argument.")
+@click.option(
+    "--lock",
+    "lock_path",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    help="Rebuild under a lock (the output of `puffer tank lock IMAGE`): every pip install of the three layers "
+    "resolves to its versions. Needs --network host.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
 def build_cmd(
     stage: str,
@@ -216,10 +230,16 @@ def build_cmd(
     no_constraints: bool,
     no_cache: bool,
     build_args: tuple[str, ...],
+    lock_path: pathlib.Path | None,
     quiet: bool,
 ) -> None:
-    """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log."""
+    """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log.
+
+    The final layer records every Python package's resolved version (/opt/puffertank/lock.txt
+    and the label org.puffer.tank.lock); `puffer tank lock IMAGE` prints it.
+    """
     from puffer_core.tank import build as builder
+    from puffer_core.tank.lock import build_constraints, local_projects
 
     root = find_root()
     # The arguments first: a typo should not wait for (or be hidden by) the engine.
@@ -233,6 +253,15 @@ def build_cmd(
         extra[key] = value
     stages = builder.STAGES if stage == "all" else (stage,)
     tags = builder.image_tags(tag)
+    lock_constraints = None
+    if lock_path is not None:
+        if not lock_path.is_file():
+            raise TankError(f"--lock {lock_path}: no such file; write one with puffer tank lock IMAGE > FILE")
+        if network != "host":
+            raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
+        lock_constraints = build_constraints(
+            lock_path.read_text(encoding="utf-8"), local_projects(root), str(lock_path)
+        )
     layers, constraints, command = _selection(
         root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
     )
@@ -265,6 +294,7 @@ def build_cmd(
         no_cache=no_cache,
         build_args=args,
         render_command=command,
+        lock_constraints=lock_constraints,
     )
     console.print(f"engine: {builder.engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(layers)}")
     styles = {"step": "bold cyan", "meta": "dim", "log": "", "note": "yellow", "stage": "bold magenta", "done": "green"}
@@ -280,7 +310,151 @@ def build_cmd(
         table.add_column(column)
     for result in results:
         table.add_row(result.stage, result.tag, f"{result.seconds:.1f}", f"{result.size / 1e6:,.0f} MB")
-    console.print(table)
+    print_table(console, table)
+
+
+# -- one's own container --------------------------------------------------------------------
+
+
+def container_options(command: click.Command) -> click.Command:
+    """The options `shell` and `run` share."""
+    options = [
+        click.option("--image", default=container.DEFAULT_IMAGE, show_default=True, help="The final layer to start."),
+        click.option(
+            "--mount",
+            metavar="DIR",
+            help=f"Folder to mount at {container.WORKSPACE} (default: the checkout holding the working folder).",
+        ),
+        click.option(
+            "--user",
+            metavar="UID:GID",
+            help="Run as this uid:gid (default: yours, so files written in the mount are yours; 0:0 for root).",
+        ),
+        click.option(
+            "--gpus",
+            type=click.Choice(container.GPU_MODES),
+            default="auto",
+            show_default=True,
+            help="Pass the GPUs: auto = when the engine has the NVIDIA runtime.",
+        ),
+        click.option("--network", help="Container network (e.g. host, none; default: the engine's)."),
+        click.option(
+            "--shm-size",
+            default=container.DEFAULT_SHM,
+            show_default=True,
+            help="Size of /dev/shm, where the vector backends share buffers.",
+        ),
+        click.option("--env", "-e", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable inside."),
+        click.option("--quiet", "-q", is_flag=True, help="No version banner (PUFFERTANK_QUIET=1)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _request(options: dict, command: tuple[str, ...], tty: bool) -> tuple[container.RunRequest, str]:
+    """Check everything (arguments first, then the client, engine and image) into a request."""
+    user = container.parse_user(options["user"])
+    shm = container.check_shm_size(options["shm_size"])
+    env = container.check_env(options["env"])
+    mount = container.check_mount(options["mount"], find_root)
+    client_path = container.docker_client_path()
+    from puffer_core.tank.build import connect
+
+    client = connect()
+    container.check_image(client, options["image"])
+    gpus = container.use_gpus(options["gpus"], client.info().get("Runtimes"))
+    request = container.RunRequest(
+        image=options["image"],
+        mount=mount,
+        command=command,
+        user=user,
+        workdir=container.workdir_for(mount, pathlib.Path.cwd()),
+        tty=tty,
+        gpus=gpus,
+        network=options["network"],
+        shm_size=shm,
+        env=env,
+        quiet=options["quiet"],
+    )
+    return request, client_path
+
+
+def _exec(request: container.RunRequest, client_path: str) -> None:
+    """Become ``docker run``: the terminal, signals and the exit code are then Docker's."""
+    argv = container.docker_argv(request)
+    if os.environ.get("PUFFER_TANK_ECHO"):  # what is about to run, for scripts and bug reports
+        console.print(" ".join(argv), markup=False, soft_wrap=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(client_path, argv)
+    except OSError as exc:
+        raise TankError(f"cannot start {client_path}: {exc.strerror}") from None
+
+
+@tank.command("shell")
+@container_options
+def shell_cmd(**options) -> None:
+    """An interactive shell in the final layer, with the checkout (or --mount DIR) at /workspace.
+
+    Runs as your uid:gid, so files made inside belong to you on the host; GPUs pass through
+    when the engine has the NVIDIA runtime. Exit the shell (Ctrl-D) to remove the container.
+    """
+    if not sys.stdin.isatty():
+        raise TankError(
+            "puffer tank shell needs a terminal (stdin is not a TTY); "
+            "to run a command without one: puffer tank run -- CMD"
+        )
+    request, client_path = _request(options, (), tty=True)
+    _exec(request, client_path)
+
+
+@tank.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@container_options
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run_cmd(command: tuple[str, ...], **options) -> None:
+    """Run one command in the final layer, as `shell` would start it: puffer tank run -- CMD...
+
+    Output streams as it comes and the command's exit code is this command's. A terminal
+    (--tty) is given only when stdin and stdout both are one, so pipes stay clean.
+    """
+    if not command:
+        raise TankError("give the command to run after --, e.g. puffer tank run -- puffer envs")
+    if command[0].startswith("-"):
+        raise TankError(f"{command[0]!r} is not an option of puffer tank run; put the command after --")
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    request, client_path = _request(options, command, tty=tty)
+    _exec(request, client_path)
+
+
+# -- locks --------------------------------------------------------------------------------------
+
+
+@tank.command("lock")
+@click.argument("image")
+@click.option("--json", "as_json", is_flag=True, help="Print {image, id, python, sha256, packages} as JSON.")
+def lock_cmd(image: str, as_json: bool) -> None:
+    """Print IMAGE's lock: every Python package in it at its resolved version.
+
+    Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`; equal
+    sha256 digests mean equal environments. Rebuild the same: puffer tank build --lock FILE.
+    """
+    from puffer_core.tank.build import connect
+    from puffer_core.tank.lock import image_lock, lock_digest, parse_lock
+
+    text, found = image_lock(connect(), image)
+    packages = parse_lock(text, f"the lock of {image}")
+    digest = lock_digest(packages)
+    if as_json:
+        python = next((line.split()[-1] for line in text.splitlines() if line.startswith("# python ")), None)
+        record = {"image": image, "id": found.id, "python": python, "sha256": digest, "packages": packages}
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(text, nl=not text.endswith("\n"))
+    console.print(
+        f"{image} ({found.short_id}): {len(packages)} packages, sha256 {digest}", highlight=False, soft_wrap=True
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

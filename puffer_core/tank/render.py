@@ -69,6 +69,7 @@ DEFAULT_COMMAND = "nox -s tank (same as: puffer tank render)"
 BUILD_ARGS = (
     "ARG DEBIAN_FRONTEND=noninteractive",
     "ARG PUFFER_CA_URL",
+    "ARG PUFFER_LOCK_URL",
     "ARG PIP_INDEX_URL",
     "ARG PIP_EXTRA_INDEX_URL",
     "ARG PIP_TRUSTED_HOST",
