@@ -476,7 +476,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 def _print_result(result: dict[str, Any]) -> None:
     from rich.console import Console
 
+    from puffer_core.tables import print_table
+
     console = Console()
-    console.print(render_table(result))
+    print_table(console, render_table(result))
     for line in summary_lines(result):
         console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli_errors import MessageGroup, err_console, fail
-from puffer_core.cli_options import BATCH_SIZE, NUM_ENVS, NUM_WORKERS, SEED, STEPS, Bounded
+from puffer_core.cli_options import BATCH_SIZE, EPISODES, NUM_ENVS, NUM_WORKERS, SEED, STEPS, Bounded
+from puffer_core.tables import print_markdown, print_table
 
 console = Console()
 
@@ -61,7 +62,7 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
             ", ".join(h.removeprefix("puffer_") for h in info.hooks) or "-",
             str(len(info.envs)),
         )
-    console.print(table)
+    print_table(console, table)
     for info in plugins.plugins.values():
         if info.status == "failed":
             console.print(f"[red]✗ {info.name}[/]: {escape(str(info.error))}", highlight=False, soft_wrap=True)
@@ -110,12 +111,12 @@ def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
         print_json({"envs": rows, "warnings": plugins.warnings})
         return
     table = Table(title="Puffer environments")
-    for column in ("id", "api", "available", "description"):
+    for column in ("id", "api", "description", "available"):  # "available" last: its notes run long
         table.add_column(column, overflow="fold")
     for row in rows:
-        mark = "[green]yes[/]" if row["available"] else f"[red]no[/] ({row['note']})"
-        table.add_row(row["id"], row["api"], mark, row["description"])
-    console.print(table)
+        mark = "[green]yes[/]" if row["available"] else f"[red]no[/] ({escape(row['note'])})"
+        table.add_row(row["id"], row["api"], escape(row["description"]), mark)
+    print_table(console, table)
     failed = [info for info in plugins.plugins.values() if info.status == "failed"]
     for info in failed:
         console.print(
@@ -157,6 +158,15 @@ def _parse_env_kwargs(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--num-workers", type=NUM_WORKERS, help="Worker processes (multiprocessing, ray).")
 @click.option("--batch-size", type=BATCH_SIZE, help="Rows returned per recv (default: all).")
 @click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
+@click.option(
+    "--record",
+    "record_path",
+    type=click.Path(dir_okay=False),
+    help="Record env 0's episodes: .mp4 or .gif (pixel envs), .cast (text envs, asciinema).",
+)
+@click.option("--record-episodes", type=EPISODES, help="Stop recording after N episodes.  [default: all]")
+@click.option("--watch", is_flag=True, help="Redraw env 0 in this terminal (text envs such as nethack/*).")
+@click.option("--fps", type=click.FloatRange(0.1, 1000), help="Frames per second for --watch.  [default: the env's]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
 def run_cmd(
     env_id: str,
@@ -167,16 +177,34 @@ def run_cmd(
     num_workers: int | None,
     batch_size: int | None,
     kwargs: tuple[str, ...],
+    record_path: str | None,
+    record_episodes: int | None,
+    watch: bool,
+    fps: float | None,
     as_json: bool,
 ) -> None:
-    """Run ENV_ID vectorized with random actions; print steps/second and episode stats."""
+    """Run ENV_ID vectorized with random actions; print steps/second and episode stats.
+
+    --record PATH records env 0's episodes, inside the process that steps it: an MP4 or
+    GIF of its rgb_array frames (Atari, PettingZoo butterfly, classic control) or an
+    asciinema v2 cast of its ANSI frames (NetHack's terminal, in colour; play it with
+    `asciinema play PATH`). --watch redraws env 0's ANSI frames here instead, at the env's
+    pace (--fps to change it); Ctrl-C stops.
+    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from puffer_core.runner import run_random
 
     env_kwargs = _parse_env_kwargs(kwargs)
+    recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json)
     options = dict(
-        steps=steps, num_envs=num_envs, seed=seed, backend=backend, num_workers=num_workers, batch_size=batch_size
+        steps=steps,
+        num_envs=num_envs,
+        seed=seed,
+        backend=backend,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        record=recording,
     )
     if as_json:
         result = run_random(env_id, **options, **env_kwargs)
@@ -190,7 +218,8 @@ def run_cmd(
         TimeElapsedColumn(),
         console=err_console,
         transient=True,
-        disable=not err_console.is_terminal,  # a log or a pipe would keep a blank line of it
+        # A log or a pipe would keep a blank line of it; --watch owns the terminal.
+        disable=not err_console.is_terminal or watch,
     )
     with progress:
         task = progress.add_task("run", total=steps)
@@ -207,6 +236,36 @@ def run_cmd(
         console.print(f"{result.episodes} episodes finished; mean {stats}", highlight=False)
     else:
         console.print("no episode finished within the steps run (try more --steps)")
+    if record_path is not None:
+        console.print(f"recorded env 0 to {record_path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _recording(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    path: str | None,
+    episodes: int | None,
+    watch: bool,
+    fps: float | None,
+    as_json: bool,
+) -> Any:
+    """The checked recording ``puffer run`` asked for (None: none); usage errors name the clash."""
+    if watch and path is not None:
+        raise click.UsageError("give --record PATH or --watch, not both")
+    if watch and as_json:
+        raise click.UsageError("--watch draws on the terminal; it cannot go with --json")
+    if fps is not None and not watch:
+        raise click.UsageError("--fps sets the speed of --watch; recordings play at the env's own frame rate")
+    if episodes is not None and path is None:
+        raise click.UsageError("--record-episodes needs --record PATH")
+    _require_known_env(env_id)
+    from puffer_core.recording import plan_recording, plan_watch
+
+    if watch:
+        return plan_watch(env_id, env_kwargs, fps)
+    if path is not None:
+        return plan_recording(env_id, path, env_kwargs, episodes)
+    return None
 
 
 @cli.command("bench")
@@ -308,7 +367,7 @@ def bench_cmd(
     if as_json:
         print_json(rows)
     else:
-        console.print(bench.render_table(rows))
+        print_table(console, bench.render_table(rows))
 
 
 @cli.command("autotune")
@@ -362,7 +421,7 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
     if as_json:
         print_json(result)
         return
-    console.print(render_table(result))
+    print_table(console, render_table(result))
     for line in summary_lines(result):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
@@ -382,11 +441,10 @@ def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
     if as_json:
         print_json(result)
     else:
-        console.print(bench_uneven.render_table(result))
+        print_table(console, bench_uneven.render_table(result))
 
 
 def _bench_training(as_json: bool) -> None:
-    from rich.markdown import Markdown
     from rich.progress import Progress
 
     from puffer_core import bench_training
@@ -399,7 +457,7 @@ def _bench_training(as_json: bool) -> None:
     if as_json:
         print_json(document)
     else:
-        console.print(Markdown(bench_training.render_markdown(document)))
+        print_markdown(console, bench_training.render_markdown(document))
 
 
 @cli.command("check")
@@ -426,7 +484,7 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
     else:
         for line, result in zip(iter_lines(report), report.results):
             style = "yellow" if result.skipped else "green" if result.passed else "red"
-            console.print(line, style=style, highlight=False, markup=False)
+            console.print(line, style=style, highlight=False, markup=False, soft_wrap=True)
         failed = sum(not r.passed for r in report.results)
         skipped = sum(r.skipped for r in report.results)
         summary = f"{len(report.results) - failed - skipped} passed, {failed} failed"

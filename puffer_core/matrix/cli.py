@@ -62,8 +62,10 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
     known = {cell["plugin"] for cell in store.data["cells"].values()} | set(store.data.get("plugins", {}))
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise MatrixError(f"no plugin named {', '.join(map(repr, unknown))} in the matrix; known: "
-                          f"{', '.join(sorted(known)) or 'none'}")
+        raise MatrixError(
+            f"no plugin named {', '.join(map(repr, unknown))} in the matrix; known: "
+            f"{', '.join(sorted(known)) or 'none'}"
+        )
     data = store.data
     if as_json:
         if names:
@@ -86,7 +88,7 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
     def report(event: str, record: Any, info: dict[str, Any]) -> None:
         out = progress.console
         if event == "would-run":
-            out.print(f"would run {info['id']}: {' '.join(info['requirements'])}", highlight=False)
+            out.print(f"would run {info['id']}: {' '.join(info['requirements'])}", highlight=False, soft_wrap=True)
         elif event == "start":
             verb = "would run" if info.get("dry_run") else "to run"
             out.print(
@@ -97,20 +99,28 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
             task_holder["task"] = progress.add_task("cells", total=info["todo"])
         elif event == "cell":
             colour = colours.get(record.outcome, "red")
-            line = (f"{SYMBOLS.get(record.outcome, '?')} [{colour}]{record.outcome:<19}[/] {record.id}  "
-                    f"{_seconds(record.seconds)}")
+            line = (
+                f"{SYMBOLS.get(record.outcome, '?')} [{colour}]{record.outcome:<19}[/] {record.id}  "
+                f"{_seconds(record.seconds)}"
+            )
             if record.error and record.outcome != "pass":
                 line += f"\n    [dim]{record.error}[/]"
             out.print(line, highlight=False, soft_wrap=True)
             if "task" in task_holder:
                 progress.advance(task_holder["task"])
         elif event == "building":
-            out.print(f"building wheels: {', '.join(info['wheels'])}", highlight=False)
+            out.print(f"building wheels: {', '.join(info['wheels'])}", highlight=False, soft_wrap=True)
         elif event == "common-start":
-            out.print(f"[bold]common set:[/] joint cell with {', '.join(info['members'])}", highlight=False)
+            out.print(
+                f"[bold]common set:[/] joint cell with {', '.join(info['members'])}", highlight=False, soft_wrap=True
+            )
         elif event == "common":
-            out.print(f"  joint cell: {info['outcome']} in {_seconds(info['seconds'])}"
-                      + (f" — {info['error']}" if info.get("error") else ""), highlight=False, soft_wrap=True)
+            out.print(
+                f"  joint cell: {info['outcome']} in {_seconds(info['seconds'])}"
+                + (f" — {info['error']}" if info.get("error") else ""),
+                highlight=False,
+                soft_wrap=True,
+            )
 
     return report
 
@@ -121,20 +131,41 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
 @click.option("--quick", is_flag=True, help="Only the newest cell of each plugin, on the default Python (3.11).")
 @click.option("--force", is_flag=True, help="Re-run the selected cells even if their inputs did not change.")
 @click.option("--jobs", "-j", default=1, show_default=True, type=Bounded(1, 256), help="Cells in parallel.")
-@click.option("--timeout", default=1800.0, show_default=True, type=click.FloatRange(1, 7 * 24 * 3600),
-              help="Seconds one cell may take (venv, install and smoke run).")
+@click.option(
+    "--timeout",
+    default=1800.0,
+    show_default=True,
+    type=click.FloatRange(1, 7 * 24 * 3600),
+    help="Seconds one cell may take (venv, install and smoke run).",
+)
 @click.option("--no-common", is_flag=True, help="Skip the common set and its joint cell.")
 @click.option("--keep-venvs", is_flag=True, help="Keep each cell's venv (in compat_matrix/.venvs/venvs/).")
 @click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
-@click.option("--plugins-dir", type=click.Path(file_okay=False, exists=True),
-              help="Where plugin source folders live (default: plugins/).")
-@click.option("--work", type=click.Path(file_okay=False),
-              help="Where cell venvs and built wheels go (default: <out>/.venvs).")
+@click.option(
+    "--plugins-dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Where plugin source folders live (default: plugins/).",
+)
+@click.option(
+    "--work", type=click.Path(file_okay=False), help="Where cell venvs and built wheels go (default: <out>/.venvs)."
+)
 @click.option("--no-builtins", is_flag=True, help="Leave out the built-in plugins (classic).")
 @click.option("--dry-run", is_flag=True, help="List the cells that would run; run and change nothing.")
-def run_cmd(plugins: tuple[str, ...], pythons: tuple[str, ...], quick: bool, force: bool, jobs: int,
-            timeout: float, no_common: bool, keep_venvs: bool, out: str | None, plugins_dir: str | None,
-            work: str | None, no_builtins: bool, dry_run: bool) -> None:
+def run_cmd(
+    plugins: tuple[str, ...],
+    pythons: tuple[str, ...],
+    quick: bool,
+    force: bool,
+    jobs: int,
+    timeout: float,
+    no_common: bool,
+    keep_venvs: bool,
+    out: str | None,
+    plugins_dir: str | None,
+    work: str | None,
+    no_builtins: bool,
+    dry_run: bool,
+) -> None:
     """Build the matrix: a fresh uv venv per changed cell, install, smoke run; results.json and views.
 
     Failing cells are recorded, never fatal: the command fails only when the matrix
@@ -161,8 +192,14 @@ def run_cmd(plugins: tuple[str, ...], pythons: tuple[str, ...], quick: bool, for
         builtins=not no_builtins,
         dry_run=dry_run,
     )
-    progress = Progress(TextColumn("[bold]matrix[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console, transient=True)
+    progress = Progress(
+        TextColumn("[bold]matrix[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     holder: dict[str, Any] = {}
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, _terminate)  # `kill PID`: stop the cells in flight, keep what is recorded
@@ -172,8 +209,9 @@ def run_cmd(plugins: tuple[str, ...], pythons: tuple[str, ...], quick: bool, for
     finally:
         signal.signal(signal.SIGTERM, previous)
     if dry_run:
-        console.print(f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run",
-                      highlight=False)
+        console.print(
+            f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run", highlight=False
+        )
         return
     for warning in summary.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
@@ -183,12 +221,15 @@ def run_cmd(plugins: tuple[str, ...], pythons: tuple[str, ...], quick: bool, for
         f"[bold]ran {summary.ran} cell{'s' if summary.ran != 1 else ''}[/] in {summary.seconds:.1f} s{rate}; "
         f"skipped {summary.skipped} unchanged; {summary.excluded} excluded. Outcomes of the selection: "
         f"{outcomes or 'none'}",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
     if summary.common is not None:
         members = ", ".join(m["plugin"] for m in summary.common.get("members", [])) or "empty"
-        console.print(f"common set: {members}", highlight=False)
-    console.print(f"results: {options.out / 'results.json'}; table: {options.out / 'README.md'}", highlight=False)
+        console.print(f"common set: {members}", highlight=False, soft_wrap=True)
+    console.print(
+        f"results: {options.out / 'results.json'}; table: {options.out / 'README.md'}", highlight=False, soft_wrap=True
+    )
 
 
 def _terminate(signum: int, frame: Any) -> None:

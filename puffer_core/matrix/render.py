@@ -30,9 +30,9 @@ SYMBOLS = {
 }
 MEANINGS = {
     "pass": "installed, imported, and every smoke check passed (make, reset, step, emulation round trip, "
-            "2-env Multiprocessing run)",
+    "2-env Multiprocessing run)",
     "install-failed": "the venv could not be made or `uv pip install` failed (no such version, no wheel and the "
-                      "build failed, conflicting pins)",
+    "build failed, conflicting pins)",
     "import-failed": "installed, but puffer_core, the plugin or its environment package does not import",
     "smoke-failed": "imported, but a smoke check failed",
     "timeout": "the cell ran past its time limit (`--timeout`)",
@@ -109,15 +109,17 @@ def plugin_tables(data: Mapping[str, Any], plugins: Iterable[str] | None = None)
                 [version_key(v) for v in r["sort"].get("axes", {}).values()],
             ),
         )
-        tables.append({
-            "plugin": name,
-            "package": meta.get("package") or (mine[0]["package"] if mine else "?"),
-            "source": meta.get("source"),
-            "error": meta.get("error"),
-            "pythons": pythons,
-            "rows": ordered,
-            "cells": sorted(mine, key=lambda c: c["id"]),
-        })
+        tables.append(
+            {
+                "plugin": name,
+                "package": meta.get("package") or (mine[0]["package"] if mine else "?"),
+                "source": meta.get("source"),
+                "error": meta.get("error"),
+                "pythons": pythons,
+                "rows": ordered,
+                "cells": sorted(mine, key=lambda c: c["id"]),
+            }
+        )
     return tables
 
 
@@ -176,13 +178,18 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     if runs.get("cold"):
         out.append(f"**Cold run** (every cell, nothing cached in results.json): {_run_line(runs['cold'])}.\n\n")
     else:
-        out.append("**Cold run:** none recorded yet (a full run with nothing cached, e.g. `nox -s compat -- --force`, "
-                   "records its rate here).\n\n")
+        out.append(
+            "**Cold run:** none recorded yet (a full run with nothing cached, e.g. `nox -s compat -- --force`, "
+            "records its rate here).\n\n"
+        )
     if runs.get("last"):
         sel = runs["last"].get("selection") or {}
-        filters = "; ".join(
-            f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in sel.items() if v and k != "force"
-        ) or "all cells"
+        filters = (
+            "; ".join(
+                f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in sel.items() if v and k != "force"
+            )
+            or "all cells"
+        )
         out.append(f"**Last run** ({filters}{', forced' if sel.get('force') else ''}): {_run_line(runs['last'])}.\n\n")
 
     out.append("## Legend\n\n| symbol | outcome | meaning |\n| --- | --- | --- |\n")
@@ -237,7 +244,8 @@ def render_markdown(data: Mapping[str, Any]) -> str:
                 out.append(f"{number}. excluded: {_md_escape(text)}\n")
                 continue
             where = ", ".join(
-                f"[{_row_label(c)[0]}, Python {c['python']}]({_log_link(c['log'])})" if c.get("log")
+                f"[{_row_label(c)[0]}, Python {c['python']}]({_log_link(c['log'])})"
+                if c.get("log")
                 else f"{_row_label(c)[0]}, Python {c['python']}"
                 for c in explained
             )
@@ -283,8 +291,10 @@ def _common_markdown(common: Mapping[str, Any] | None) -> str:
         out.append("| plugin | distribution | pins | newest passing? |\n| --- | --- | --- | --- |\n")
         for m in members:
             pins = ", ".join(f"{k}=={v}" for k, v in m["pins"].items())
-            out.append(f"| {m['plugin']} | {m.get('distribution') or 'built in'} | {pins} | "
-                       f"{'yes' if m.get('newest') else 'no (an older one agrees with the set)'} |\n")
+            out.append(
+                f"| {m['plugin']} | {m.get('distribution') or 'built in'} | {pins} | "
+                f"{'yes' if m.get('newest') else 'no (an older one agrees with the set)'} |\n"
+            )
         out.append("\n")
     dropped = common.get("dropped") or {}
     if dropped:
@@ -312,9 +322,11 @@ code { background: #f4f4f4; padding: 0 .2em; }
 def render_html(data: Mapping[str, Any]) -> str:
     esc = html.escape
     out = [
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n',
         GENERATED,
-        "<title>Puffer Core compatibility matrix</title>\n<style>", _CSS, "</style></head><body>\n",
+        "<title>Puffer Core compatibility matrix</title>\n<style>",
+        _CSS,
+        "</style></head><body>\n",
         "<h1>Compatibility matrix</h1>\n",
     ]
     counts = _counts(data)
@@ -325,16 +337,20 @@ def render_html(data: Mapping[str, Any]) -> str:
         out.append(f"<p><b>Cold run:</b> {esc(_run_line(runs['cold']).replace('**', ''))}</p>\n")
     if runs.get("last"):
         out.append(f"<p><b>Last run:</b> {esc(_run_line(runs['last']).replace('**', ''))}</p>\n")
-    out.append("<table class=\"legend\"><tr><th></th><th>outcome</th><th>meaning</th></tr>\n")
+    out.append('<table class="legend"><tr><th></th><th>outcome</th><th>meaning</th></tr>\n')
     for outcome in (*OUTCOMES, "not run"):
-        out.append(f"<tr><td style=\"background:{COLOURS[outcome][0]}\">{SYMBOLS[outcome]}</td>"
-                   f"<td><code>{outcome}</code></td><td>{esc(MEANINGS[outcome])}</td></tr>\n")
+        out.append(
+            f'<tr><td style="background:{COLOURS[outcome][0]}">{SYMBOLS[outcome]}</td>'
+            f"<td><code>{outcome}</code></td><td>{esc(MEANINGS[outcome])}</td></tr>\n"
+        )
     out.append("</table>\n")
     common = data.get("common")
     if common:
         joint = common.get("joint") or {}
-        out.append(f"<h2>The common set</h2>\n<p>Joint cell <code>{esc(str(joint.get('id', '-')))}</code>: "
-                   f"{esc(str(joint.get('outcome', 'not run')))}.</p>\n<ul>\n")
+        out.append(
+            f"<h2>The common set</h2>\n<p>Joint cell <code>{esc(str(joint.get('id', '-')))}</code>: "
+            f"{esc(str(joint.get('outcome', 'not run')))}.</p>\n<ul>\n"
+        )
         for m in common.get("members") or []:
             pins = ", ".join(f"{k}=={v}" for k, v in m["pins"].items())
             out.append(f"<li><b>{esc(m['plugin'])}</b>: {esc(pins)}</li>\n")
@@ -352,21 +368,20 @@ def render_html(data: Mapping[str, Any]) -> str:
         out.append("</tr>\n")
         for row in table["rows"]:
             detail = f"<br><small>{esc(row['detail'])}</small>" if row["detail"] else ""
-            out.append(f"<tr><td class=\"row\"><b>{esc(row['label'])}</b>{detail}</td>")
+            out.append(f'<tr><td class="row"><b>{esc(row["label"])}</b>{detail}</td>')
             for py in table["pythons"]:
                 cell = row["cells"].get(py)
                 outcome = cell["outcome"] if cell else "not run"
                 title = ""
                 if cell and cell.get("error"):
-                    title = f" title=\"{esc(cell['error'])}\""
+                    title = f' title="{esc(cell["error"])}"'
                 note = ""
                 if cell and cell.get("error") and outcome != "pass":
                     note = f"<br><small>{esc(cell['error'])}</small>"
                 text = _cell_text(cell, markdown=False) if outcome == "excluded" else _cell_text(cell)
                 if outcome == "excluded":
                     note = ""
-                out.append(f"<td class=\"cell\" style=\"background:{COLOURS[outcome][0]}\"{title}>"
-                           f"{esc(text)}{note}</td>")
+                out.append(f'<td class="cell" style="background:{COLOURS[outcome][0]}"{title}>{esc(text)}{note}</td>')
             out.append("</tr>\n")
         out.append("</table>\n")
     out.append("</body></html>\n")
@@ -380,9 +395,13 @@ def render_terminal(data: Mapping[str, Any], console: Any, plugins: Iterable[str
     from rich.table import Table
     from rich.text import Text
 
+    from puffer_core.tables import print_table
+
     for table in plugin_tables(data, plugins):
         if table.get("error"):
-            console.print(f"[red]{table['plugin']}: could not be loaded:[/] {table['error']}", highlight=False)
+            console.print(
+                f"[red]{table['plugin']}: could not be loaded:[/] {table['error']}", highlight=False, soft_wrap=True
+            )
         if not table["rows"]:
             continue
         numbers: dict[str, int] = {}  # note text -> its number under the table
@@ -408,7 +427,7 @@ def render_terminal(data: Mapping[str, Any], console: Any, plugins: Iterable[str
                     text = Text(_cell_text(cell, markdown=False), style=COLOURS[outcome][1])
                 cells.append(text)
             view.add_row(label, *cells)
-        console.print(view)
+        print_table(console, view)
         for text, number in numbers.items():
             console.print(f"  [{number}] {text}", highlight=False, markup=False, soft_wrap=True)
     common = data.get("common")
@@ -417,13 +436,17 @@ def render_terminal(data: Mapping[str, Any], console: Any, plugins: Iterable[str
         members = ", ".join(
             f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
         )
-        console.print(f"[bold]common set[/] (Python {common.get('python')}, joint cell "
-                      f"{joint.get('outcome', 'not run')}): {members or 'empty'}", highlight=False)
+        console.print(
+            f"[bold]common set[/] (Python {common.get('python')}, joint cell "
+            f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
+            highlight=False,
+            soft_wrap=True,
+        )
         for plugin, reason in (common.get("dropped") or {}).items():
-            console.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False)
+            console.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
     runs = data.get("runs") or {}
     if runs.get("cold"):
-        console.print("cold run: " + _run_line(runs["cold"]).replace("**", ""), highlight=False)
+        console.print("cold run: " + _run_line(runs["cold"]).replace("**", ""), highlight=False, soft_wrap=True)
 
 
 def write_views(data: Mapping[str, Any], out: pathlib.Path) -> None:
