@@ -172,10 +172,12 @@ class LegacyParallelEnv:
         self.possible_agents = list(env.possible_agents)
         self.metadata = dict(getattr(env, "metadata", {}) or {})
         self.render_mode = getattr(env, "render_mode", None)
-        self._obs_spaces = {a: to_gymnasium_space(self._space(env, "observation", a), f"obs[{a!r}]") for a in
-                            self.possible_agents}
-        self._act_spaces = {a: to_gymnasium_space(self._space(env, "action", a), f"action[{a!r}]") for a in
-                            self.possible_agents}
+        self._obs_spaces = {
+            a: to_gymnasium_space(self._space(env, "observation", a), f"obs[{a!r}]") for a in self.possible_agents
+        }
+        self._act_spaces = {
+            a: to_gymnasium_space(self._space(env, "action", a), f"action[{a!r}]") for a in self.possible_agents
+        }
 
     @staticmethod
     def _space(env: Any, kind: str, agent: str) -> Any:
@@ -212,8 +214,9 @@ class LegacyParallelEnv:
         if len(result) == 5:
             return result
         obs, rewards, dones, infos = result
-        truncations = {a: bool(done and infos.get(a, {}).get("TimeLimit.truncated", False)) for a, done in
-                       dones.items()}
+        truncations = {
+            a: bool(done and infos.get(a, {}).get("TimeLimit.truncated", False)) for a, done in dones.items()
+        }
         terminations = {a: bool(done) and not truncations[a] for a, done in dones.items()}
         return obs, rewards, terminations, truncations, infos
 

@@ -506,7 +506,6 @@ class PettingZooEmulator(_LayoutMethods):
             raise self.obs_layouts[i].diagnose(ob) from e
 
 
-
 def emulate(env: Any, buf: Buffers | None = None) -> GymnasiumEmulator | PettingZooEmulator:
     """Wrap ``env`` in the emulator its API calls for (Gymnasium, PettingZoo Parallel or AEC)."""
     if isinstance(env, gymnasium.Env):

@@ -354,8 +354,7 @@ def load_plugins(
     selected = None if environ.get(LOAD_ENV) is None else set(_split_names(environ.get(LOAD_ENV)))
 
     candidates = [
-        _Candidate(name, "builtin", target, (lambda t=target: _import_target(t)))
-        for name, target in builtins.items()
+        _Candidate(name, "builtin", target, (lambda t=target: _import_target(t))) for name, target in builtins.items()
     ]
     candidates += _entry_point_candidates(entry_points)
 
@@ -370,13 +369,23 @@ def load_plugins(
             continue
         if cand.name in disabled:
             plugins.plugins[cand.name] = PluginInfo(
-                cand.name, cand.source, cand.target, cand.distribution, cand.version, status=DISABLED,
+                cand.name,
+                cand.source,
+                cand.target,
+                cand.distribution,
+                cand.version,
+                status=DISABLED,
                 error=f"disabled by {DISABLE_ENV}",
             )
             continue
         if selected is not None and cand.source != "builtin" and cand.name not in selected:
             plugins.plugins[cand.name] = PluginInfo(
-                cand.name, cand.source, cand.target, cand.distribution, cand.version, status=NOT_SELECTED,
+                cand.name,
+                cand.source,
+                cand.target,
+                cand.distribution,
+                cand.version,
+                status=NOT_SELECTED,
                 error=f"not listed in {LOAD_ENV}",
             )
             continue

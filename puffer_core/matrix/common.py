@@ -41,8 +41,13 @@ class Choice:
     newest: bool  # the plugin's newest passing cell (False: an older one, to agree with the set)
 
     def to_json(self) -> dict[str, Any]:
-        return {"plugin": self.plugin, "cell": self.cell, "pins": self.pins, "extras": self.extras,
-                "newest": self.newest}
+        return {
+            "plugin": self.plugin,
+            "cell": self.cell,
+            "pins": self.pins,
+            "extras": self.extras,
+            "newest": self.newest,
+        }
 
 
 @dataclass
@@ -61,8 +66,11 @@ class CommonPlan:
 def _newest_first(records: Iterable[CellRecord]) -> list[CellRecord]:
     return sorted(
         records,
-        key=lambda r: (version_key(r.version), [version_key(v) for v in r.axes.values()],
-                       [version_key(v) for v in r.companions.values()]),
+        key=lambda r: (
+            version_key(r.version),
+            [version_key(v) for v in r.axes.values()],
+            [version_key(v) for v in r.companions.values()],
+        ),
         reverse=True,
     )
 
@@ -86,15 +94,17 @@ def choose_common(
     held: dict[str, tuple[str, str]] = {}  # canonical package -> (version, plugin that pinned it)
     for plugin in order:
         passing = [
-            r for r in records
-            if r.plugin == plugin and r.python == python and r.outcome == "pass"
+            r
+            for r in records
+            if r.plugin == plugin
+            and r.python == python
+            and r.outcome == "pass"
             and (current is None or r.id in current.get(plugin, set()))
         ]
         if not passing:
             tried = sorted({r.outcome for r in records if r.plugin == plugin and r.python == python})
-            plan.dropped[plugin] = (
-                f"no passing cell on Python {python}"
-                + (f" (outcomes there: {', '.join(tried)})" if tried else " (none run)")
+            plan.dropped[plugin] = f"no passing cell on Python {python}" + (
+                f" (outcomes there: {', '.join(tried)})" if tried else " (none run)"
             )
             continue
         candidates = _newest_first(passing)
@@ -125,8 +135,13 @@ def choose_common(
 def constraints_text(common: Mapping[str, Any]) -> str:
     """constraints-common.txt from the ``common`` section of results.json (deterministic)."""
     joint = common.get("joint") or {}
-    lines = [CONSTRAINTS_HEADER.format(python=common.get("python", DEFAULT_PYTHON),
-                                       cell=joint.get("id", "common"), outcome=joint.get("outcome", "not run"))]
+    lines = [
+        CONSTRAINTS_HEADER.format(
+            python=common.get("python", DEFAULT_PYTHON),
+            cell=joint.get("id", "common"),
+            outcome=joint.get("outcome", "not run"),
+        )
+    ]
     members = common.get("members", [])
     if not members:
         lines.append("# No plugin made it into the common set; see compat_matrix/README.md.\n")

@@ -133,8 +133,16 @@ def subprocess_env() -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PUFFER_LOAD_PLUGINS", "PUFFER_DISABLE_PLUGINS",
-                     "UV_PROJECT_ENVIRONMENT", "CONDA_PREFIX"}
+        if k
+        not in {
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "VIRTUAL_ENV",
+            "PUFFER_LOAD_PLUGINS",
+            "PUFFER_DISABLE_PLUGINS",
+            "UV_PROJECT_ENVIRONMENT",
+            "CONDA_PREFIX",
+        }
     }
     env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # a missing interpreter is a result, not a download
     env["UV_NO_PROGRESS"] = "1"
@@ -150,8 +158,15 @@ class Processes:
         self._live: set[subprocess.Popen] = set()
         self.stopping = False
 
-    def run(self, cmd: list[str], log: IO[str], deadline: float, cwd: pathlib.Path | None = None,
-            env: dict[str, str] | None = None, capture_stdout: bool = False) -> tuple[int, str, str]:
+    def run(
+        self,
+        cmd: list[str],
+        log: IO[str],
+        deadline: float,
+        cwd: pathlib.Path | None = None,
+        env: dict[str, str] | None = None,
+        capture_stdout: bool = False,
+    ) -> tuple[int, str, str]:
         """Run ``cmd``, copying its output to ``log``; (returncode, stdout, stderr). Raises CellTimeout."""
         if self.stopping:
             raise _Interrupted()
@@ -243,8 +258,14 @@ def summarize_log(text: str, limit: int = 240) -> str:
     if pick is None:
         failed_build = next((line for line in lines if line.startswith("Failed to build")), None)
         if failed_build:
-            detail = [line for line in lines if _BUILD_DETAIL.search(line) and not line.startswith(
-                ("Failed to build", "Call to", "The build backend", "error: subprocess-exited-with-error"))]
+            detail = [
+                line
+                for line in lines
+                if _BUILD_DETAIL.search(line)
+                and not line.startswith(
+                    ("Failed to build", "Call to", "The build backend", "error: subprocess-exited-with-error")
+                )
+            ]
             pick = failed_build + (f": {detail[-1]}" if detail else "")
     if pick is None:
         for line in reversed(lines):  # a traceback ends with the exception
@@ -325,7 +346,8 @@ class Wheels:
             try:
                 rc, out, _ = self.procs.run(
                     [self.uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_out), str(staging)],
-                    log, time.monotonic() + 600,
+                    log,
+                    time.monotonic() + 600,
                 )
             except CellTimeout:
                 raise WheelError(f"building the wheel of {src.name} took over 600 s", log_path) from None
@@ -611,8 +633,17 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
                 summary.outcomes[old.outcome] += 1
                 continue
             todo.append((cell, input_hash, source))
-    report("start", None, {"todo": len(todo), "skipped": summary.skipped, "excluded": summary.excluded,
-                           "jobs": options.jobs, "dry_run": options.dry_run})
+    report(
+        "start",
+        None,
+        {
+            "todo": len(todo),
+            "skipped": summary.skipped,
+            "excluded": summary.excluded,
+            "jobs": options.jobs,
+            "dry_run": options.dry_run,
+        },
+    )
     if options.dry_run:
         for cell, _, _ in todo:
             report("would-run", None, {"id": cell.id, "requirements": cell.requirements()})
@@ -632,8 +663,12 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
             python=cell.python,
             plugins=[source],
             requirements=cell.requirements(),
-            reported=[*cell.pins, *_requirement_names(cell.extras), *REPORTED,
-                      *([source.distribution] if source.distribution else [])],
+            reported=[
+                *cell.pins,
+                *_requirement_names(cell.extras),
+                *REPORTED,
+                *([source.distribution] if source.distribution else []),
+            ],
         )
         report("cell-start", None, {"id": cell.id})
         result = run_job(job, options, uv, wheels, core_hash, procs)
@@ -672,8 +707,12 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
         "jobs": options.jobs,
         "outcomes": dict(summary.outcomes),
         "cells_per_minute": round(summary.cells_per_minute, 2),
-        "selection": {"plugins": options.plugins, "python": options.pythons, "quick": options.quick,
-                      "force": options.force},
+        "selection": {
+            "plugins": options.plugins,
+            "python": options.pythons,
+            "quick": options.quick,
+            "force": options.force,
+        },
         "full": options.full,
     }
     runs = dict(store.data.get("runs") or {})
@@ -685,8 +724,9 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     return summary
 
 
-def _prebuild(todo: list[tuple[Cell, str, PluginSource]], options: RunOptions, wheels: Wheels, core_hash: str,
-              report: Reporter) -> None:
+def _prebuild(
+    todo: list[tuple[Cell, str, PluginSource]], options: RunOptions, wheels: Wheels, core_hash: str, report: Reporter
+) -> None:
     """Build the wheels the cells need before any cell starts, so build time is not cell time.
 
     A failed build is not raised here: each cell that needs the wheel records it as its
@@ -706,13 +746,24 @@ def _prebuild(todo: list[tuple[Cell, str, PluginSource]], options: RunOptions, w
 # -- the common set ----------------------------------------------------------------------
 
 
-def run_common(options: RunOptions, store: ResultStore, sources: dict[str, PluginSource],
-               current: dict[str, set[str]], uv: str, wheels: Wheels, core_hash: str, procs: Processes,
-               report: Reporter) -> dict[str, Any]:
+def run_common(
+    options: RunOptions,
+    store: ResultStore,
+    sources: dict[str, PluginSource],
+    current: dict[str, set[str]],
+    uv: str,
+    wheels: Wheels,
+    core_hash: str,
+    procs: Processes,
+    report: Reporter,
+) -> dict[str, Any]:
     python = DEFAULT_PYTHON
     with_axes = {name: src for name, src in sources.items() if src.axes is not None}
     plan = common_mod.choose_common(
-        store.records(), with_axes, builtins=[n for n, s in with_axes.items() if s.builtin], python=python,
+        store.records(),
+        with_axes,
+        builtins=[n for n, s in with_axes.items() if s.builtin],
+        python=python,
         current=current,
     )
     previous = store.data.get("common") or {}
@@ -737,8 +788,13 @@ def run_common(options: RunOptions, store: ResultStore, sources: dict[str, Plugi
         reported = [n for m in members for n in m.pins] + list(REPORTED)
         reported += [with_axes[m.plugin].distribution for m in members if with_axes[m.plugin].distribution]
         reported += [n for m in members for n in _requirement_names(m.extras)]
-        return Job(id=f"common-py{python}", python=python, plugins=[with_axes[m.plugin] for m in members],
-                   requirements=list(reqs.values()), reported=reported)
+        return Job(
+            id=f"common-py{python}",
+            python=python,
+            plugins=[with_axes[m.plugin] for m in members],
+            requirements=list(reqs.values()),
+            reported=reported,
+        )
 
     def run_joint(members: list[common_mod.Choice]) -> dict[str, Any]:
         report("common-start", None, {"members": [m.plugin for m in members]})
@@ -786,8 +842,11 @@ def run_common(options: RunOptions, store: ResultStore, sources: dict[str, Plugi
         "python": python,
         "plan_hash": plan_hash,
         "members": [
-            {**m.to_json(), "distribution": with_axes[m.plugin].distribution,
-             "package": with_axes[m.plugin].axes.package}
+            {
+                **m.to_json(),
+                "distribution": with_axes[m.plugin].distribution,
+                "package": with_axes[m.plugin].axes.package,
+            }
             for m in members
         ],
         "dropped": dict(sorted(dropped.items())),

@@ -72,8 +72,14 @@ class Check:
             if frames:
                 entry["where"] = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}"
             failed_kind = "import" if kind == "import" or isinstance(exc, ImportError) else "smoke"
-            self.report.update(ok=False, failed_stage=name, failed_env=env_id, kind=failed_kind, error=entry["error"],
-                               where=entry.get("where"))
+            self.report.update(
+                ok=False,
+                failed_stage=name,
+                failed_env=env_id,
+                kind=failed_kind,
+                error=entry["error"],
+                where=entry.get("where"),
+            )
             raise _Stop from exc
         else:
             entry["ok"] = True
@@ -175,8 +181,13 @@ def pick_envs(plugin_set: Any, name: str, wanted: list[str] | None, count: int) 
     return list(plugin_set.plugins[name].envs)[:count]
 
 
-def smoke(plugin: str, envs: list[str] | None = None, steps: int = DEFAULT_STEPS, vector: bool = True,
-          count: int = DEFAULT_ENVS_PER_PLUGIN) -> dict[str, Any]:
+def smoke(
+    plugin: str,
+    envs: list[str] | None = None,
+    steps: int = DEFAULT_STEPS,
+    vector: bool = True,
+    count: int = DEFAULT_ENVS_PER_PLUGIN,
+) -> dict[str, Any]:
     """Smoke-run one plugin here; a JSON-able report (``ok``, ``kind`` of failure, ``error``, stages)."""
     report: dict[str, Any] = {"plugin": plugin, "ok": True, "envs": [], "stages": [], "python": sys.version.split()[0]}
     check = Check(report)

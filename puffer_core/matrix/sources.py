@@ -45,14 +45,29 @@ SKIP_DIRS = {"__pycache__", "build", "dist", "tests", "test", ".nox", ".venv", "
 SKIP_SUFFIXES = (".pyc", ".pyo", ".so.tmp")
 #: Matrix modules that never run inside a cell: changing them does not change a cell's result.
 MATRIX_HOST_ONLY = {
-    "model.py", "runner.py", "store.py", "render.py", "common.py", "cli.py", "sources.py", "__main__.py",
+    "model.py",
+    "runner.py",
+    "store.py",
+    "render.py",
+    "common.py",
+    "cli.py",
+    "sources.py",
+    "__main__.py",
 }
 #: Core modules a cell's smoke run never imports (the CLI, benchmarks, PufferTank, the authoring
 #: kit, the torch helper): editing them does not invalidate the matrix. Anything not listed
 #: here, a new module included, is hashed.
 CORE_HOST_ONLY = {
-    "cli.py", "cli_errors.py", "cli_options.py", "bench.py", "bench_emulation.py", "scaffold.py", "runner.py",
-    "testing.py", "isolation.py", "torch_helpers.py",
+    "cli.py",
+    "cli_errors.py",
+    "cli_options.py",
+    "bench.py",
+    "bench_emulation.py",
+    "scaffold.py",
+    "runner.py",
+    "testing.py",
+    "isolation.py",
+    "torch_helpers.py",
 }
 CORE_HOST_ONLY_DIRS = {"tank"}
 #: Top-level files of the core that go into its distribution.

@@ -106,9 +106,7 @@ class ResultStore:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            raise MatrixError(
-                f"{self.path} is not valid JSON ({exc}); move it aside and run the matrix again"
-            ) from exc
+            raise MatrixError(f"{self.path} is not valid JSON ({exc}); move it aside and run the matrix again") from exc
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise MatrixError(
                 f"{self.path} has schema {data.get('schema') if isinstance(data, dict) else '?'}, "
