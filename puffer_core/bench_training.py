@@ -167,6 +167,10 @@ def run_training(
     return document
 
 
+def _seconds(value: float | None) -> str:
+    return "– (not solved)" if value is None else f"{value:.1f} s"
+
+
 def render_markdown(document: dict) -> str:
     """The training section of bench.md."""
     cartpole = document["cartpole"]
@@ -186,9 +190,10 @@ def render_markdown(document: dict) -> str:
         seconds = f"{trial['seconds']:.1f}" if trial.get("solved") else "–"
         lines.append(f"| {trial['trainer']} | {trial['seed']} | {step} | {seconds} |")
     ratio = "–" if cartpole["ratio"] is None else f"{cartpole['ratio']:.2f}×"
+    puffer, sb3 = (_seconds(cartpole[f"{name}_median_seconds"]) for name in ("puffer", "sb3"))
     lines += [
         "",
-        f"Median: puffer {cartpole['puffer_median_seconds']} s, SB3 {cartpole['sb3_median_seconds']} s: {ratio}.",
+        f"Median: puffer {puffer}, SB3 {sb3}: {ratio}.",
         "",
     ]
     if document["throughput"]:
