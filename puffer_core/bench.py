@@ -323,6 +323,7 @@ def _cases(
         _Case("raw env loop (1 env)", "raw", "raw", 1, 1, 1, raw_creator, lambda env, s, w: _time_raw(env, s, w, seed)),
         puffer_case("Serial", "serial", None, num_envs),
     ]
+    cases.append(_ceiling_case(env_id, num_envs, seed))
     for workers, batch in settings or mp_settings(num_envs):
         label = f"Multiprocessing w={workers} b={batch}"
         cases.append(puffer_case(label, "multiprocessing", workers, batch))
@@ -347,6 +348,19 @@ def _cases(
             if version is not None:
                 cases.extend(_pufferlib_cases(raw_creator, num_envs, seed, version))
     return cases
+
+
+def _ceiling_case(env_id: str, num_envs: int, seed: int) -> _Case:
+    """Independent Serial processes, one per CPU, that never talk: what no backend can beat here."""
+    from puffer_core.bench_ceiling import parallel_ceiling
+
+    processes = min(available_cpus(), num_envs)
+    name = f"ceiling: {processes} independent Serial processes (no communication)"
+
+    def measure(_: Any, seconds: float, warmup: float) -> float:
+        return parallel_ceiling(env_id, num_envs, seconds, processes, seed)
+
+    return _Case(name, "ceiling", "independent", num_envs, processes, num_envs, lambda: None, measure)
 
 
 def _adapter_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:
