@@ -141,6 +141,21 @@ CASES = [
     case("tank build --build-arg nokey", "'nokey' is not KEY=VALUE"),
     case("tank build --torch torch==2.5 --no-torch", "give --torch REQUIREMENT or --no-torch, not both"),
     case("tank build --tag BAD", "--tag 'BAD' is not an image name"),
+    # tank shell/run/lock (arguments are checked before the docker client and the engine;
+    # DOCKER_HOST names no engine, so the rest is the one-line no-engine error, exit 2)
+    case("tank shell", "puffer tank shell needs a terminal (stdin is not a TTY)"),
+    case("tank shell --gpus some", "'some' is not one of 'auto', 'all', 'none'"),
+    case("tank run", "give the command to run after --, e.g. puffer tank run -- puffer envs"),
+    case("tank run --user root -- true", "--user 'root' is not UID:GID: give numbers, e.g. --user 1000:1000"),
+    case("tank run --mount {missing} -- true", "no such folder; give an existing folder"),
+    case("tank run --mount {file} -- true", "is a file, not a folder"),
+    case("tank run --shm-size lots -- true", "--shm-size 'lots' is not a size"),
+    case("tank run --env NOVALUE -- true", "--env 'NOVALUE' is not KEY=VALUE"),
+    case("tank run -- true", "no Docker engine answered at unix://"),
+    case("tank lock", "Missing argument 'IMAGE' (see `puffer tank lock --help`)"),
+    case("tank lock puffertank:latest", "no Docker engine answered at unix://"),
+    case("tank build --lock {missing} --network host", "no such file; write one with puffer tank lock IMAGE > FILE"),
+    case("tank build --lock {file}", "--lock needs --network host"),
 ]
 
 
