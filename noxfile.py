@@ -115,7 +115,9 @@ def bench(session: nox.Session) -> None:
         install_pufferlib(session)
         install_torch_extras(session, "sb3", "train")  # the training section: puffer train vs SB3
     out = session.posargs[0] if session.posargs else "bench-results"
-    session.run("puffer", "bench", "--standard", out)
+    # Three interleaved rounds of 2 s: this machine's speed swings by tens of percent from
+    # minute to minute, and a setting's best round is its figure.
+    session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2")
 
 
 @nox.session(python=DEFAULT_PYTHON, reuse_venv=True)
