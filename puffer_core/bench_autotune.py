@@ -58,6 +58,8 @@ DEFAULT_NUM_ENVS = 16
 #: Shares of one measurement: an untimed pass that counts episode ends, the timing loop's
 #: warm-up, and the timed steps.
 _COUNT_SHARE, _WARMUP_SHARE = 0.2, 0.1
+#: The share of the budget kept for building and closing that runs over its guess.
+_RESERVE = 0.1
 #: The shortest timed measurement (a tiny budget still steps every setting a little).
 _MIN_SECONDS = 0.02
 
@@ -303,7 +305,9 @@ def autotune(
     cpus = available_cpus() if cpus is None else _positive_int("cpus", cpus)
     trials = [_Trial(s) for s in settings_grid(num_envs, cpus)]
     started = time.perf_counter()
-    _run_rounds(trials, env, num_envs, started + budget, rounds, seed, env_kwargs, progress)
+    # A tenth of the budget stays in reserve: a setting built for the first time (more
+    # workers, a heavy env) may take longer to build and close than the guess for it.
+    _run_rounds(trials, env, num_envs, started + (1 - _RESERVE) * budget, rounds, seed, env_kwargs, progress)
     result = _result(env, trials, num_envs, cpus, budget, rounds, time.perf_counter() - started, env_kwargs)
     if verbose:
         _print_result(result)
