@@ -128,14 +128,9 @@ def _check_renders(
         with warnings.catch_warnings():  # gymnasium warns of a mode outside render_modes: we say it better
             warnings.simplefilter("ignore")
             emulator = EnvFactory(env, {**env_kwargs, **render_kwargs})()
-    except PufferError as exc:
-        if not isinstance(exc, APIUsageError):  # a missing package, an unknown id: said well already
-            raise
-        works = _what_works(_render_modes(EnvFactory(env, env_kwargs)))
-        raise APIUsageError(
-            f"{name} cannot {what}: made with {_kwargs_text(render_kwargs)} it says {exc}; {works}"
-        ) from exc
     except Exception as exc:  # the env refuses the mode (TypeError, ValueError, gymnasium.error.Error, …)
+        if isinstance(exc, PufferError) and not isinstance(exc, APIUsageError):
+            raise  # a missing package, an unknown id: said well already
         works = _what_works(_render_modes(EnvFactory(env, env_kwargs)))
         raise APIUsageError(
             f"{name} cannot {what}: made with {_kwargs_text(render_kwargs)} it says {exc}; {works}"
