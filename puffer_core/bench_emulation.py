@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium
-import numpy as np
 
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats
@@ -50,78 +49,13 @@ def _nethack() -> Any:
     return env
 
 
-class NLEZeroCopy(gymnasium.Wrapper):
-    """Reference ``puffer_bind_observation`` for nle (for the nethack plugin to adopt).
-
-    NLE's C engine writes every observation into numpy buffers it is handed once, before
-    the first reset; pointing those at the emulator's views removes the per-step copy
-    (150 KB for NetHackScore-v0's default keys) altogether.
-    """
-
-    def puffer_bind_observation(self, views: Any) -> bool:
-        nethack = getattr(self.env.unwrapped, "nethack", None)
-        buffers = dict(getattr(nethack, "_obs_buffers", None) or {})
-        if not isinstance(views, dict) or not buffers:
-            return False
-        for key, view in views.items():
-            current = buffers.get(key)
-            if current is None or current.shape != view.shape or current.dtype != view.dtype:
-                return False
-        names = {id(array): key for key, array in buffers.items()}
-        order = [names.get(id(array)) for array in nethack._obs]
-        if None in order:
-            return False
-        rebound = {**buffers, **views}
-        try:
-            nethack._pynethack.set_buffers(**rebound)
-        except RuntimeError:  # NLE only accepts buffers before the first reset
-            return False
-        nethack._obs_buffers = rebound
-        nethack._obs = tuple(rebound[key] for key in order)
-        return True
-
-
-class ALEZeroCopy(gymnasium.Wrapper):
-    """Reference ``puffer_bind_observation`` for ale-py (for the atari plugin to adopt).
-
-    ALE renders the screen into whatever array it is given (``getScreenRGB(out)``), so the
-    env's observation getter can render straight into the emulator's view instead of into
-    a fresh array the emulator would then copy.
-    """
-
-    def puffer_bind_observation(self, views: Any) -> bool:
-        atari = self.env.unwrapped
-        ale = getattr(atari, "ale", None)
-        kind = getattr(atari, "_obs_type", None)
-        if ale is None or not isinstance(views, np.ndarray) or getattr(atari, "sound_obs", False):
-            return False
-        render = {"rgb": ale.getScreenRGB, "grayscale": ale.getScreenGrayscale, "ram": ale.getRAM}.get(kind)
-        if render is None or render().shape != views.shape or views.dtype != np.uint8:
-            return False
-
-        def get_obs() -> np.ndarray:
-            render(views)
-            return views
-
-        atari._get_obs = get_obs
-        return True
-
-
-def _breakout_zero_copy() -> Any:
-    return ALEZeroCopy(_breakout())
-
-
-def _nethack_zero_copy() -> Any:
-    return NLEZeroCopy(_nethack())
-
-
-#: name → (raw env factory, factory of the env handed to the emulator)
+#: name → (raw env factory, factory of the env handed to the emulator). The plugins'
+#: zero-copy paths (``bind_nle_buffers``, Atari's frame binding) are measured through
+#: ``puffer bench``'s emulation rows, which build envs with ``puffer_core.make``.
 FACTORIES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
     "cartpole": (_cartpole, _cartpole),
     "breakout": (_breakout, _breakout),
-    "breakout-zero-copy": (_breakout, _breakout_zero_copy),
     "nethack": (_nethack, _nethack),
-    "nethack-zero-copy": (_nethack, _nethack_zero_copy),
 }
 
 

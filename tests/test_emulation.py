@@ -615,28 +615,6 @@ def test_envs_that_write_into_the_buffer_themselves_skip_the_copy(accept):
     assert np.shares_memory(inner.arrays["a"], emu.buf.observations) is accept
 
 
-def test_nle_zero_copy_reference_binder_matches_the_copying_path():
-    import nle  # noqa: F401  (installed with the dev setup)
-
-    from puffer_core.bench_emulation import NLEZeroCopy, _nethack
-
-    bound = GymnasiumEmulator(NLEZeroCopy(_nethack()))
-    copied = GymnasiumEmulator(_nethack())
-    assert bound.zero_copy and not copied.zero_copy
-    for emu in (bound, copied):
-        emu.env.unwrapped.nethack.set_initial_seeds(1, 2, False)
-    bound.reset()
-    copied.reset()
-    for action in [0, 1, 2, 3, 5, 7, 11, 13] * 3:
-        a, *_ = bound.step(action)
-        b, *_ = copied.step(action)
-        np.testing.assert_array_equal(a, b)
-    assert bound.unflatten_observation(a)["glyphs"].any()
-    # The engine writes straight into the emulator's buffer.
-    inner = bound.env.unwrapped.nethack._obs_buffers["glyphs"]
-    assert np.shares_memory(inner, bound.buf.observations)
-
-
 def test_emulation_overhead_benchmark_reports_both_loops():
     from puffer_core.bench_emulation import emulation_overhead
 
@@ -672,24 +650,6 @@ def test_attach_moves_an_emulator_onto_new_buffers(multi):
     assert not np.array_equal(new.observations, before)
     with pytest.raises(APIUsageError):
         emu.attach(Buffers.allocate(emu.num_agents + 1, emu.observation_space))
-
-
-def test_ale_zero_copy_reference_binder_matches_the_copying_path():
-    import ale_py  # noqa: F401
-
-    from puffer_core.bench_emulation import ALEZeroCopy, _breakout
-
-    bound = GymnasiumEmulator(ALEZeroCopy(_breakout()))
-    copied = GymnasiumEmulator(_breakout())
-    assert bound.zero_copy and not copied.zero_copy
-    a, _ = bound.reset(seed=3)
-    b, _ = copied.reset(seed=3)
-    np.testing.assert_array_equal(a, b)
-    for action in [1, 2, 3, 0] * 10:
-        a, *_ = bound.step(action)
-        b, *_ = copied.step(action)
-        np.testing.assert_array_equal(a, b)
-    assert a.any() and np.shares_memory(bound.env.unwrapped._get_obs(), bound.buf.observations)
 
 
 @pytest.mark.parametrize("multi", [False, True])
