@@ -370,12 +370,17 @@ class EnvFault(Exception):
         }
 
     def to_worker_error(self, worker: int | None, backend: str) -> WorkerError:
-        where = f"worker {worker} " if worker is not None else ""
-        message = (
-            f"{backend}: {where}env {self.env_index} raised {self.exc_type} in {self.phase}; "
-            f"its traceback:\n{self.traceback.rstrip()}"
-        )
+        where = f"{backend}: worker {worker} " if worker is not None else f"{backend}: "
+        message = env_fault_message(self.to_dict(), where)
         return WorkerError(message, worker=worker, env_index=self.env_index, cause=self.traceback)
+
+
+def env_fault_message(report: dict, where: str) -> str:
+    """``WHERE env N raised TYPE in PHASE; its traceback: …`` for an ``EnvFault.to_dict()`` report."""
+    return (
+        f"{where}env {report['env_index']} raised {report['exc_type']} in {report['phase']}; "
+        f"its traceback:\n{report['traceback'].rstrip()}"
+    )
 
 
 def format_infos(raw: list, agents_per_env: int, possible_agents: Sequence[Any]) -> list[dict]:

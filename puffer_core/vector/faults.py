@@ -70,6 +70,11 @@ class Fault:
     restarts: int = 0  # this worker's restarts, this one included
     noticed_at: float = field(default_factory=time.perf_counter)
 
+    @classmethod
+    def reported(cls, worker: int, report: dict) -> Fault:
+        """The fault an ``EnvFault.to_dict()`` report describes, in ``worker``."""
+        return cls(worker, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
+
     def as_info(self) -> dict[str, Any]:
         return {
             "worker": self.worker,

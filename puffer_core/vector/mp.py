@@ -91,6 +91,7 @@ from puffer_core.vector.base import (
     available_cpus,
     check_counts,
     check_timeout,
+    env_fault_message,
     format_infos,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
@@ -521,7 +522,7 @@ class Multiprocessing(VectorEnv):
         try:
             if status == ERROR:
                 report = pickle.loads(self._read_payload(w))
-                self._fault(self._reported_fault(w, report), self._error_message(w, report))
+                self._fault(Fault.reported(w, report), self._error_message(w, report))
                 return  # a restart made w ready again (or raised)
             if status in (INFO_MAILBOX, INFO_PIPE):
                 if status == INFO_MAILBOX:
@@ -575,14 +576,8 @@ class Multiprocessing(VectorEnv):
             return "idle"
         return {BUILD: "construction", STEP: "step", RESET: "reset", CALL: "call"}.get(self._expected[w] & 0xFF, "")
 
-    def _reported_fault(self, w: int, report: dict) -> Fault:
-        return Fault(w, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
-
     def _error_message(self, w: int, report: dict) -> str:
-        return (
-            f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): env {report['env_index']} raised "
-            f"{report['exc_type']} in {report['phase']}; its traceback:\n{report['traceback'].rstrip()}"
-        )
+        return env_fault_message(report, f"Multiprocessing: worker {w} (pid {self._procs[w].pid}): ")
 
     def _check_deaths(self, events: list) -> None:
         for fd, _ in events:
@@ -679,7 +674,7 @@ class Multiprocessing(VectorEnv):
                 self._main_group = self._build_main_group(seeds)
                 break
             except EnvFault as exc:
-                fault = self._reported_fault(w, exc.to_dict())
+                fault = Fault.reported(w, exc.to_dict())
         self._fault_log.restarted(fault)
         if fault.phase == "call":
             self._call_results[w] = fault
@@ -714,7 +709,7 @@ class Multiprocessing(VectorEnv):
                 if self._from_w[w * SLOTS + STATUS] != ERROR:
                     return None
                 try:
-                    return self._reported_fault(w, pickle.loads(self._read_payload(w)))
+                    return Fault.reported(w, pickle.loads(self._read_payload(w)))
                 except _WorkerGone as gone:
                     return Fault(w, None, "construction", gone.cause)
             proc = self._procs[w]
@@ -825,11 +820,8 @@ class Multiprocessing(VectorEnv):
                 self._call_results[w] = sendable(group.call(local, request))
         except EnvFault as exc:
             report = exc.to_dict()
-            message = (
-                f"Multiprocessing: the main process's share: env {report['env_index']} raised "
-                f"{report['exc_type']} in {report['phase']}; its traceback:\n{report['traceback'].rstrip()}"
-            )
-            self._fault(self._reported_fault(w, report), message)
+            message = env_fault_message(report, "Multiprocessing: the main process's share: ")
+            self._fault(Fault.reported(w, report), message)
             return
         self._ready.append(w)
 

@@ -31,6 +31,7 @@ from puffer_core.vector.base import (
     allocate_arrays,
     check_counts,
     check_timeout,
+    env_fault_message,
     format_infos,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
@@ -236,12 +237,7 @@ class Ray(VectorEnv):
         return _RESTARTED
 
     def _reported(self, w: int, report: dict) -> tuple[Fault, str]:
-        fault = Fault(w, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
-        message = (
-            f"Ray: actor {w}: env {report['env_index']} raised {report['exc_type']} in {report['phase']}; "
-            f"its traceback:\n{report['traceback'].rstrip()}"
-        )
-        return fault, message
+        return Fault.reported(w, report), env_fault_message(report, f"Ray: actor {w}: ")
 
     def _fault(self, fault: Fault, message: str, kill: bool = True, due: bool = True, cause: str | None = None) -> None:
         """``on_fault="raise"`` (or while starting): close and raise WorkerError; else restart the actor."""
