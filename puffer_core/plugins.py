@@ -292,8 +292,7 @@ class PluginSet:
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
-            reason = info.error or _disabled_reason(plugin)
-            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {reason}")
+            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {info.error}")
         elif plugin is not None and plugin not in self.plugins:
             lines.append(f"No plugin named '{plugin}' is installed (try: pip install puffer-plugin-{plugin}).")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}
@@ -329,10 +328,6 @@ class PluginSet:
                     )
                 found.append(wrapper)
         return found
-
-
-def _disabled_reason(name: str) -> str:
-    return f"listed in {DISABLE_ENV}" if name in _split_names(os.environ.get(DISABLE_ENV)) else f"not in {LOAD_ENV}"
 
 
 def load_plugins(

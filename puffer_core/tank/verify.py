@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from puffer_core.plugins import get_plugins
+from puffer_core.plugins import LOADED, get_plugins
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         if info is None:
             print(f"puffertank: plugin {name!r} is not installed (no 'puffer' entry point named so)", file=sys.stderr)
             bad += 1
-        elif info.status != "loaded":
+        elif info.status != LOADED:
             print(f"puffertank: plugin {name!r} did not load ({info.status}): {info.error}", file=sys.stderr)
             bad += 1
         else:

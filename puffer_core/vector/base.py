@@ -92,18 +92,11 @@ def _attach(emulator: Any, buf: Any) -> Any:
     """Make ``emulator`` write into ``buf``; returns the env to use (maybe a copying proxy)."""
     if buf is None or emulator.buf is buf:
         return emulator
-    attach = getattr(emulator, "attach", None)  # preferred, if the emulator offers it
+    attach = getattr(emulator, "attach", None)  # both emulators offer it; their subclasses inherit it
     if callable(attach):
         attach(buf)
         return emulator
-    from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
-
-    if type(emulator) in (GymnasiumEmulator, PettingZooEmulator):
-        # The emulators bind their buffer at construction; re-running it on the same inner
-        # env (before its first reset) is cheap and rebinds every cached view.
-        type(emulator).__init__(emulator, emulator.env, buf)
-        return emulator
-    return _CopyingEmulator(emulator, buf)
+    return _CopyingEmulator(emulator, buf)  # an emulator-like object from elsewhere
 
 
 class _CopyingEmulator:
