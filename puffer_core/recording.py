@@ -197,8 +197,17 @@ def _check_writable(target: Path) -> None:
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise APIUsageError(f"cannot record to {str(target)!r}: the directory {str(parent)!r} does not exist")
-    if not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise APIUsageError(f"cannot record to {str(target)!r}: not writable here; choose another path")
+    # Try it: permission bits do not tell root (or a read-only mount, or /proc) the truth.
+    probe = parent / f".{target.stem}.{os.getpid()}.write-test"
+    try:
+        probe.open("w").close()
+        probe.unlink()
+        if target.exists():
+            target.open("a").close()
+    except OSError as exc:
+        raise APIUsageError(
+            f"cannot record to {str(target)!r}: not writable here ({exc.strerror}); choose another path"
+        ) from exc
 
 
 def _require_imageio(suffix: str) -> None:

@@ -129,6 +129,11 @@ def test_bad_paths_are_named(tmp_path, path, message):
         plan_recording("classic/cartpole", tmp_path / path)
 
 
+def test_a_path_that_cannot_be_written_is_named():
+    with pytest.raises(APIUsageError, match=r"cannot record to '/proc/run\.gif': not writable here \(.+\); choose"):
+        plan_recording("classic/cartpole", "/proc/run.gif")
+
+
 def test_a_directory_is_no_recording(tmp_path):
     (tmp_path / "out.mp4").mkdir()
     with pytest.raises(APIUsageError, match="it is a directory"):
