@@ -58,6 +58,8 @@ DEFAULT_NUM_ENVS = 16
 #: Shares of one measurement: an untimed pass that counts episode ends, the timing loop's
 #: warm-up, and the timed steps.
 _COUNT_SHARE, _WARMUP_SHARE = 0.2, 0.1
+#: The fewest agent steps the untimed pass counts episode ends over.
+_MIN_COUNT_STEPS = 256
 #: The share of the budget kept for building and closing that runs over its guess.
 _RESERVE = 0.1
 #: The shortest timed measurement (a tiny budget still steps every setting a little).
@@ -235,7 +237,9 @@ def _count_ends(envs: Any, seconds: float, seed: int) -> tuple[int, int]:
     envs.async_reset(seed)
     ends = steps = n = 0
     deadline = time.perf_counter() + seconds
-    while n < 2 or time.perf_counter() < deadline:  # at least one stepped batch after the reset
+    # At least _MIN_COUNT_STEPS agent steps (or batches, should masks hide every row),
+    # however short the share: a reset fraction from a handful of steps would be noise.
+    while (steps < _MIN_COUNT_STEPS and n < _MIN_COUNT_STEPS) or time.perf_counter() < deadline:
         _, _, terminals, truncations, _, _, masks = envs.recv()
         ended = terminals | truncations
         if masks is not None:
