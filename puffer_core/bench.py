@@ -330,6 +330,10 @@ def _cases(
     for workers, batch in [] if settings else main_share_settings(num_envs):
         label = f"Multiprocessing w={workers}+main b={batch}"
         cases.append(puffer_case(label, "multiprocessing", workers, batch, main_share=True))
+        even = num_envs // (workers + 1)
+        if batch == num_envs and workers == 1 and even >= 2:  # the main process one env lighter
+            label = f"Multiprocessing w={workers}+main({even - 1}) b={batch}"
+            cases.append(puffer_case(label, "multiprocessing", workers, batch, main_share=even - 1))
     if include_ray and importlib.util.find_spec("ray") is not None:
         workers = min(num_envs, available_cpus())
         cases.append(puffer_case(f"Ray w={workers} b={num_envs}", "ray", workers, num_envs))

@@ -70,19 +70,27 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class Setting:
-    """One vector setting: ``backend``, worker processes, envs per batch, main share."""
+    """One vector setting: ``backend``, worker processes, envs per batch, whether the main
+    process steps a share, and how many envs that share holds (None: an even share)."""
 
     backend: str
     num_workers: int
     batch_size: int
     main_share: bool = False
+    main_envs: int | None = None
 
     @property
     def name(self) -> str:
         if self.backend == "serial":
             return "Serial"
-        main = "+main" if self.main_share else ""
-        return f"Multiprocessing w={self.num_workers}{main} b={self.batch_size}"
+        return f"Multiprocessing w={self.num_workers}{self.main_label} b={self.batch_size}"
+
+    @property
+    def main_label(self) -> str:
+        """ "+main" (an even share), "+main(7)" (7 envs) or ""."""
+        if not self.main_share:
+            return ""
+        return "+main" if self.main_envs is None else f"+main({self.main_envs})"
 
     def make_kwargs(self, num_envs: int) -> dict[str, Any]:
         """The ``vector.make`` keyword arguments of this setting (the env and its kwargs aside)."""
@@ -93,7 +101,7 @@ class Setting:
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,
             "backend": "multiprocessing",
-            "vector_kwargs": {"main_share": self.main_share},
+            "vector_kwargs": {"main_share": self.main_share if self.main_envs is None else self.main_envs},
         }
 
 
@@ -119,6 +127,13 @@ def settings_grid(num_envs: int, cpus: int | None = None) -> list[Setting]:
                 setting = Setting("multiprocessing", w, batch, main_share)
                 if setting not in grid and _valid(setting, num_envs):
                     grid.append(setting)
+    # The main process also receives, sends and runs the caller's code, so an even share
+    # can make the workers wait for it: the same full-batch settings with one env less for it.
+    for setting in [s for s in grid if s.main_share and s.batch_size == num_envs]:
+        even = num_envs // (setting.num_workers + 1)
+        lighter = Setting("multiprocessing", setting.num_workers, num_envs, True, even - 1)
+        if even >= 2 and _valid(lighter, num_envs):
+            grid.append(lighter)
     return grid
 
 
@@ -129,6 +144,8 @@ def _valid(setting: Setting, num_envs: int) -> bool:
     units = setting.num_workers + int(setting.main_share)
     if setting.batch_size < 1 or (setting.main_share and num_envs < 2):
         return False
+    if setting.main_envs is not None:  # a count: full batches, room for the workers
+        return setting.batch_size == num_envs and 1 <= setting.main_envs <= num_envs - setting.num_workers
     try:
         check_counts(num_envs, units, setting.batch_size, "multiprocessing")
     except APIUsageError:
@@ -220,6 +237,7 @@ class _Trial:
             "num_workers": s.num_workers,
             "batch_size": s.batch_size,
             "main_share": s.main_share,
+            "main_envs": s.main_envs,
             "sps": round(max(self.sps), 1) if self.sps else None,
             "sps_rounds": [round(x, 1) for x in self.sps],
             "ram_per_env_mb": None if self.ram_mb is None else round(self.ram_mb, 2),
@@ -452,7 +470,7 @@ def render_table(result: dict[str, Any]) -> Any:
     for column in ("backend", "workers", "batch", "steps/s", "vs best", "RAM/env MB", "resets"):
         table.add_column(column, justify="left" if column == "backend" else "right")
     for row in sorted(result["rows"], key=lambda r: -(r["sps"] or 0)):
-        workers = "–" if row["backend"] == "serial" else f"{row['num_workers']}{'+main' if row['main_share'] else ''}"
+        workers = "–" if row["backend"] == "serial" else f"{row['num_workers']}{_main_label(row)}"
         cells = [row["backend"], workers, str(row["batch_size"])]
         if row["sps"] is None:
             table.add_row(*cells, f"[red]failed[/red] {escape(row['error'] or '')}", "", "", "")
@@ -467,6 +485,10 @@ def render_table(result: dict[str, Any]) -> Any:
             style="bold green" if best else None,
         )
     return table
+
+
+def _main_label(row: dict[str, Any]) -> str:
+    return Setting("multiprocessing", 1, 1, row["main_share"], row.get("main_envs")).main_label
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:

@@ -108,9 +108,15 @@ def test_grid_holds_every_bench_setting_and_only_valid_ones():
         for s in grid[1:]:
             vector.check_counts(num_envs, s.num_workers + s.main_share, s.batch_size, "multiprocessing")
             assert s.num_workers <= num_envs and s.batch_size in (num_envs, num_envs // 2)
+            if s.main_envs is not None:  # one env lighter than the even share
+                assert s.main_share and s.batch_size == num_envs
+                assert s.main_envs == num_envs // (s.num_workers + 1) - 1 and s.make_kwargs(num_envs)[
+                    "vector_kwargs"
+                ] == {"main_share": s.main_envs}
     names = [s.name for s in settings_grid(16, cpus=8)]
     assert "Multiprocessing w=7 b=16" in names and "Multiprocessing w=7+main b=16" in names  # cores - 1
     assert "Multiprocessing w=16 b=8" in names  # 2 × cores
+    assert "Multiprocessing w=1+main(7) b=16" in [s.name for s in settings_grid(16, cpus=2)]
 
 
 def test_default_num_envs_follows_the_standard_bench():

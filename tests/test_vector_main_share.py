@@ -115,10 +115,38 @@ def test_the_auto_choice_and_bad_values():
     assert _wants_main_share("auto", 16, None, cpus=8) is True
     assert _wants_main_share("auto", 16, 4, cpus=8) is False
     assert _wants_main_share(False, 16, None, cpus=2) is False
-    with pytest.raises(APIUsageError, match="main_share must be True, False or 'auto'"):
+    with pytest.raises(APIUsageError, match="main_share must be True, False, 'auto' or a number of envs"):
         _wants_main_share("yes", 4, None, cpus=2)
     with pytest.raises(APIUsageError, match="main_share needs num_envs ≥ 2"):
         vector.make(CountingEnv, num_envs=1, backend=MP, vector_kwargs={"main_share": True})
     with vector.make(CountingEnv, num_envs=4, backend=MP, vector_kwargs={"main_share": "auto"}) as envs:
         cpus = vector.base.available_cpus()
         assert envs.num_workers == max(1, min(4, cpus) - 1) and len(envs.pids) == envs.num_workers
+
+
+def test_a_lighter_main_share_keeps_serial_trajectories():
+    """main_share=k: the main process steps k envs, the workers share the rest."""
+    with vector.make(cartpole, num_envs=6, backend="serial") as serial:
+        want = rollout(serial, 120, seed=4)
+    for workers, k in ((1, 2), (2, 1)):
+        with vector.make(
+            cartpole, num_envs=6, num_workers=workers, backend=MP, vector_kwargs={"main_share": k}
+        ) as envs:
+            assert envs._env_counts[-1] == k and sum(envs._env_counts) == 6 and len(envs.pids) == workers
+            assert_same(want, rollout(envs, 120, seed=4))
+
+
+@pytest.mark.parametrize(
+    "k, batch, message",
+    [
+        (6, None, "main_share=6 envs for the main process leaves 0 for 1 worker"),
+        (0, None, "give 1 to 5, or True for an even share"),
+        (2, 3, "an uneven share\\) needs full batches"),
+    ],
+)
+def test_a_bad_main_share_count_says_what_works(k, batch, message):
+    with pytest.raises(APIUsageError, match=message):
+        vector.make(
+            "classic/cartpole", num_envs=6, num_workers=1, batch_size=batch, backend="multiprocessing",
+            vector_kwargs={"main_share": k},
+        )  # fmt: skip

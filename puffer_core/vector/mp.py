@@ -46,10 +46,12 @@ Infos
     (or, when larger than the mailbox, over the worker's data pipe after the completion
     byte). Env errors travel the same way, with the traceback text.
 
-The main share (``main_share=True``)
+The main share (``main_share=True``, or a number of envs)
     The main process steps one more unit of envs itself, in ``send``, right after it has
     signalled the workers: no process of its own, no control block; its unit completes
-    before ``send`` returns.
+    before ``send`` returns. ``main_share=k`` gives it k envs and the workers the rest
+    (full batches only): it also receives, sends and runs the caller's code, so a lighter
+    share can keep the workers from waiting for it.
 
 Faults
     An env that raises, a worker that dies, or one silent past ``timeout``: under
@@ -93,6 +95,7 @@ from puffer_core.vector.base import (
     check_timeout,
     env_fault_message,
     format_infos,
+    split_envs,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
 from puffer_core.vector.faults import (
@@ -146,8 +149,12 @@ RECORDING_CLOSE_GRACE = 60.0
 
 def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: int) -> bool:
     """Whether the main process steps a share of the envs itself (see the class docstring)."""
+    if _is_count(main_share):
+        return True  # _main_counts checks the count against the envs and workers
     if main_share not in (False, True, "auto"):
-        raise APIUsageError(f"main_share must be True, False or 'auto', got {main_share!r}")
+        raise APIUsageError(
+            f"main_share must be True, False, 'auto' or a number of envs (int ≥ 1), got {main_share!r}"
+        )
     if not isinstance(num_envs, int) or isinstance(num_envs, bool):
         return False  # check_counts says what is wrong with num_envs
     if main_share == "auto":  # on when the main process would be one process too many for the cores
@@ -158,6 +165,26 @@ def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: in
             f"main_share needs num_envs ≥ 2 (a share for the main process and one for a worker), got {num_envs}"
         )
     return bool(main_share)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _main_counts(main_envs: int, envs: int, workers: int, batch: int) -> list[int]:
+    """Env counts per unit when the main process steps ``main_envs`` of ``envs`` itself and the
+    workers share the rest (full batches only: smaller ones need units of one size)."""
+    if not 1 <= main_envs <= envs - workers:
+        raise APIUsageError(
+            f"main_share={main_envs} envs for the main process leaves {envs - main_envs} for {workers} "
+            f"worker(s); give 1 to {envs - workers}, or True for an even share"
+        )
+    if batch != envs:
+        raise APIUsageError(
+            f"main_share={main_envs} (an uneven share) needs full batches (batch_size={envs}); "
+            f"with batch_size={batch} use main_share=True"
+        )
+    return [*split_envs(envs - main_envs, workers), main_envs]
 
 
 class _WorkerGone(Exception):
@@ -263,6 +290,8 @@ class Multiprocessing(VectorEnv):
             workers = num_workers if num_workers is not None else max(1, min(num_envs, cpus) - 1)
             envs, units, batch, counts = check_counts(num_envs, workers + 1, batch_size, "multiprocessing")
             workers = units - 1
+            if _is_count(main_share):
+                counts = _main_counts(main_share, envs, workers, batch)
         else:
             envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
             units = workers
