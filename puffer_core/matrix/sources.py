@@ -55,21 +55,27 @@ MATRIX_HOST_ONLY = {
     "__main__.py",
 }
 #: Core modules a cell's smoke run never imports (the CLI, benchmarks, PufferTank, the authoring
-#: kit, the torch helper): editing them does not invalidate the matrix. Anything not listed
+#: kit, the torch helper, the trainer): editing them does not invalidate the matrix. Anything not listed
 #: here, a new module included, is hashed.
 CORE_HOST_ONLY = {
     "cli.py",
     "cli_errors.py",
     "cli_options.py",
     "bench.py",
+    "bench_autotune.py",
+    "bench_ceiling.py",
     "bench_emulation.py",
+    "bench_faults.py",
+    "bench_training.py",
+    "bench_uneven.py",
+    "tables.py",
     "scaffold.py",
     "runner.py",
     "testing.py",
     "isolation.py",
     "torch_helpers.py",
 }
-CORE_HOST_ONLY_DIRS = {"tank"}
+CORE_HOST_ONLY_DIRS = {"tank", "train"}
 #: Top-level files of the core that go into its distribution.
 CORE_TOP_FILES = ("pyproject.toml", "README.md", "README.rst", "LICENSE", "LICENSE.txt", "MANIFEST.in", "setup.cfg")
 
