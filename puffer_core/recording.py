@@ -313,16 +313,40 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class VideoSink:
-    """RGB frames into an MP4 (ffmpeg, H.264) or GIF (Pillow) through imageio, streamed."""
+class _FileSink:
+    """Frames into ``path`` through a hidden partial file, renamed when the recording ends;
+    subclasses open the writer at the first frame (``_open``) and write each (``_write``)."""
 
     def __init__(self, path: str, fps: float):
         self.path, self.fps = path, fps
         self.partial = _partial(path)
-        self.writer: Any = None
+        self.out: Any = None
         self.frames = 0
 
-    def _open(self) -> Any:
+    def write(self, frame: Any) -> None:
+        if self.out is None:
+            self.out = self._open(frame)
+        self._write(frame)
+        self.frames += 1
+
+    def close(self) -> None:
+        if self.out is None:
+            return
+        out, self.out = self.out, None
+        out.close()
+        os.replace(self.partial, self.path)
+
+    def _open(self, first: Any) -> Any:
+        raise NotImplementedError
+
+    def _write(self, frame: Any) -> None:
+        raise NotImplementedError
+
+
+class VideoSink(_FileSink):
+    """RGB frames into an MP4 (ffmpeg, H.264) or GIF (Pillow) through imageio, streamed."""
+
+    def _open(self, first: np.ndarray) -> Any:
         import imageio.v2 as imageio
 
         if self.partial.suffix.lower() == ".gif":
@@ -331,21 +355,11 @@ class VideoSink:
         # macro_block_size=1 keeps the frame size; H.264 needs even sides, which _even pads.
         return imageio.get_writer(self.partial, fps=self.fps, macro_block_size=1, ffmpeg_log_level="error")
 
-    def write(self, frame: np.ndarray) -> None:
-        if self.writer is None:
-            self.writer = self._open()
+    def _write(self, frame: np.ndarray) -> None:
         frame = np.asarray(frame)[..., :3]
         if self.partial.suffix.lower() == ".mp4":
             frame = _even(frame)
-        self.writer.append_data(frame)
-        self.frames += 1
-
-    def close(self) -> None:
-        if self.writer is None:
-            return
-        writer, self.writer = self.writer, None
-        writer.close()
-        os.replace(self.partial, self.path)
+        self.out.append_data(frame)
 
 
 def gif_frame_ms(fps: float) -> int:
@@ -362,40 +376,32 @@ def _even(frame: np.ndarray) -> np.ndarray:
     return np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0)))
 
 
-class CastSink:
+class CastSink(_FileSink):
     """Text frames into an asciinema v2 ``.cast``: a JSON header line, then one
     ``[seconds, "o", text]`` event per frame, each clearing the screen first."""
 
-    def __init__(self, path: str, fps: float):
-        self.path, self.fps = path, fps
-        self.partial = _partial(path)
-        self.file: Any = None
-        self.frames = 0
+    def _open(self, first: str) -> Any:
+        file = open(self.partial, "w", encoding="utf-8")
+        width, height = text_size(first)
+        header = {
+            "version": 2,
+            # At least a standard 80x24 terminal: later frames may be wider than the first.
+            "width": max(width, 80),
+            "height": max(height, 24),
+            "timestamp": int(time.time()),
+            "env": {"TERM": "xterm-256color"},
+        }
+        file.write(json.dumps(header) + "\n")
+        return file
 
-    def write(self, frame: str) -> None:
-        text = frame.replace("\r\n", "\n").replace("\n", "\r\n")  # a terminal needs CR to return to column 0
-        if self.file is None:
-            self.file = open(self.partial, "w", encoding="utf-8")
-            width, height = text_size(frame)
-            header = {
-                "version": 2,
-                # At least a standard 80x24 terminal: later frames may be wider than the first.
-                "width": max(width, 80),
-                "height": max(height, 24),
-                "timestamp": int(time.time()),
-                "env": {"TERM": "xterm-256color"},
-            }
-            self.file.write(json.dumps(header) + "\n")
-        event = [round(self.frames / self.fps, 6), "o", _CLEAR + text]
-        self.file.write(json.dumps(event, ensure_ascii=False) + "\n")
-        self.frames += 1
+    def _write(self, frame: str) -> None:
+        event = [round(self.frames / self.fps, 6), "o", _CLEAR + _crlf(frame)]
+        self.out.write(json.dumps(event, ensure_ascii=False) + "\n")
 
-    def close(self) -> None:
-        if self.file is None:
-            return
-        file, self.file = self.file, None
-        file.close()
-        os.replace(self.partial, self.path)
+
+def _crlf(text: str) -> str:
+    """Line ends a terminal understands: CR returns to column 0, LF moves down."""
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")
 
 
 def text_size(frame: str) -> tuple[int, int]:
@@ -420,7 +426,7 @@ class TerminalSink:
         wait = self.next_at - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        self.out.write(_CLEAR + frame.replace("\r\n", "\n").replace("\n", "\r\n") + "\r\n")
+        self.out.write(_CLEAR + _crlf(frame) + "\r\n")
         self.out.flush()
         self.next_at = time.monotonic() + self.interval
 
