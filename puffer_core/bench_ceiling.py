@@ -11,6 +11,7 @@ it beside the Multiprocessing rows so a target above it reads as what it is.
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from typing import Any
 
@@ -38,6 +39,7 @@ def _step_alone(env_id: str, num_envs: int, seed: int, barrier: Any, start_at: A
                 n += 1
             out.put(("ok", steps / (time.perf_counter() - start_at.value)))
     except Exception as exc:  # reported to the parent, which raises it
+        barrier.abort()  # the others (and the parent) stop waiting for this one
         out.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
@@ -60,8 +62,12 @@ def parallel_ceiling(
     for proc in procs:
         proc.start()
     try:
-        barrier.wait(timeout=120)
-        start_at.value = time.perf_counter() + 0.05  # perf_counter is CLOCK_MONOTONIC: shared by the processes
+        try:
+            barrier.wait(timeout=120)
+        except threading.BrokenBarrierError:
+            pass  # a process failed while building: its error is on the queue
+        else:
+            start_at.value = time.perf_counter() + 0.05  # perf_counter is CLOCK_MONOTONIC: shared by the processes
         results = [out.get(timeout=seconds + 120) for _ in procs]
     finally:
         for proc in procs:
@@ -70,6 +76,7 @@ def parallel_ceiling(
                 proc.kill()
                 proc.join()
     errors = [text for kind, text in results if kind == "error"]
-    if errors:
+    if errors:  # the cause first, not the others' broken barrier
+        errors.sort(key=lambda text: text.startswith("BrokenBarrierError"))
         raise RuntimeError(f"a ceiling process failed: {errors[0]}")
     return sum(value for _, value in results)

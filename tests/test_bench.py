@@ -76,6 +76,9 @@ def test_run_bench_rows(rows):
     adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
     assert set(adapters) == {"to_gymnasium(Multiprocessing w=2 b=2)", "to_sb3(Multiprocessing w=2 b=2 same_step)"}
     assert all(r["ratio_vs_backend"] > 0 and r["backend_sps"] > 0 for r in adapters.values())
+    ceiling = [r for r in result if r["kind"] == "ceiling"]
+    assert [r["name"] for r in ceiling] == ["ceiling: 2 independent Serial processes (no communication)"]
+    assert ceiling[0]["backend"] == "independent" and ceiling[0]["ratio_vs_serial"] > 0  # not the Serial baseline
     checked = [r for r in result if r["kind"] == "action-check"]
     assert [r["name"] for r in checked] == ["Multiprocessing w=2 b=2 check_actions=True"]
     assert checked[0]["ratio_vs_unchecked"] > 0 and checked[0]["unchecked_sps"] > 0
@@ -117,6 +120,14 @@ def test_failing_configuration_is_reported_not_raised():
     bad = next(r for r in result if r["name"] == "Multiprocessing w=3 b=2")
     assert bad["sps"] is None and "APIUsageError" in bad["error"]
     assert bad["ratio_vs_serial"] is None
+
+
+def test_parallel_ceiling_sums_independent_processes_and_names_a_failure():
+    from puffer_core.bench_ceiling import parallel_ceiling
+
+    assert parallel_ceiling("classic/cartpole", 4, seconds=0.1, processes=2) > 0
+    with pytest.raises(RuntimeError, match="a ceiling process failed: UnknownEnvError"):
+        parallel_ceiling("classic/cartpol", 2, seconds=0.1, processes=2)
 
 
 def test_render_table(rows):
