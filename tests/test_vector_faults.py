@@ -208,6 +208,12 @@ _SCRIPT = textwrap.dedent(
 )
 
 
+def default_sigint() -> None:
+    """Ctrl-C's default in the child: a test run from a background job (``nox ... &``)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def start_script():
     """Starts a script holding a 2-worker vector env: (process, worker pids). A script a
@@ -215,7 +221,12 @@ def start_script():
     procs = []
 
     def start(tail):
-        proc = subprocess.Popen([sys.executable, "-c", _SCRIPT.format(tail=tail)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SCRIPT.format(tail=tail)],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
         procs.append(proc)
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert len(pids) == 2, pids

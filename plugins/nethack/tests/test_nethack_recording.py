@@ -76,12 +76,19 @@ def test_a_cast_from_a_worker_parses_and_shows_the_dungeon(tmp_path):
     assert "Dlvl:1" in _plain(played.stdout)
 
 
+def _default_sigint() -> None:
+    # A test run from a background job (`nox ... &`) inherits SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: give the child Ctrl-C's default, as a terminal does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _puffer(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "puffer_core.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_default_sigint,
         **kwargs,
     )
 
