@@ -288,6 +288,27 @@ def render_envs(
     ``command`` is how the header says to regenerate the file (the CLI passes the options
     it was given); ``base`` is the default of ``ARG BASE``.
     """
+    layers = _checked_layers(layers, base)
+    names = list(layers)
+    out = _header(names, constraints, command, base)
+    out += _build_stages(layers)
+    out += _environment_layer(layers)
+    out += _constraints_block(constraints, names)
+    out += _artifacts_block(layers)
+    out += _env_block(layers)
+    out += _plugin_steps(layers)
+    out += _pip_block(layers)
+    # Last, so a change of selection does not invalidate the cached layers above.
+    out += [
+        "",
+        'LABEL org.opencontainers.image.title="PufferTank environments" \\',
+        f'      org.puffer.tank.plugins="{",".join(names)}"',
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _checked_layers(layers: Mapping[str, DockerLayer], base: str) -> dict[str, DockerLayer]:
+    """The layers sorted by plugin, each validated, none clashing; the base image checked."""
     if not layers:
         raise TankError("no plugin to render: install plugins (pip install -e plugins/NAME) or check the selection")
     layers = {name: layers[name] for name in sorted(layers)}
@@ -298,12 +319,15 @@ def render_envs(
     _check_clashes(layers)
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", base):
         raise TankError(f"{base!r} is not an image reference")
+    return layers
 
-    names = list(layers)
+
+def _header(names: list[str], constraints: Constraints, command: str, base: str) -> list[str]:
+    """The generated-file header: what rendered it, from what, how to regenerate and build."""
     # Both end up in comment lines: a newline in a path must not start an instruction.
     command = CONTROL_CHAR_RE.sub("?", command)
     source = CONTROL_CHAR_RE.sub("?", constraints.source) if constraints.source else None
-    out: list[str] = [
+    return [
         "# GENERATED FILE: do not edit. PufferTank layer 2, the environments' system dependencies.",
         "# Rendered by `puffer tank render` from the DockerLayer of the plugins",
         f"#   {', '.join(names)}",
@@ -318,7 +342,10 @@ def render_envs(
         f"ARG BASE={base}",
     ]
 
-    # Build stages: what compiles from source, apart from the image that ships.
+
+def _build_stages(layers: Mapping[str, DockerLayer]) -> list[str]:
+    """Build stages: what compiles from source, apart from the image that ships."""
+    out: list[str] = []
     for plugin, layer in layers.items():
         for stage in layer.stages:
             out += ["", f"# ---- build stage {stage.name} (plugin {plugin}); only its artifacts are copied on ----"]
@@ -326,16 +353,23 @@ def render_envs(
             if stage.apt:
                 out += _apt_block(stage.apt)
             out += [_step(step) for step in stage.run]
+    return out
 
-    # The environment layer.
-    out += ["", "# ---- the environment layer ----", "FROM ${BASE}", *_stage_header()]
+
+def _environment_layer(layers: Mapping[str, DockerLayer]) -> list[str]:
+    """The layer that ships: its FROM, the constraint file's place, every plugin's apt packages."""
+    out = ["", "# ---- the environment layer ----", "FROM ${BASE}", *_stage_header()]
     out.append(f"ARG PIP_CONSTRAINT={CONSTRAINTS_IN_IMAGE}")
     apt = sorted({package for layer in layers.values() for package in layer.apt})
     if apt:
         out += ["", "# System packages of every plugin, de-duplicated and sorted."]
         out += _apt_block(apt)
+    return out
 
-    out += ["", "# The common constraint set (pip reads it through PIP_CONSTRAINT in this layer's steps),"]
+
+def _constraints_block(constraints: Constraints, names: list[str]) -> list[str]:
+    """The common constraint set and the plugin list, written into the image."""
+    out = ["", "# The common constraint set (pip reads it through PIP_CONSTRAINT in this layer's steps),"]
     out += ["# and the plugins layer 3 installs."]
     block = _run_block("mkdir -p /opt/puffertank", [], [])
     if constraints.lines:
@@ -351,44 +385,50 @@ def render_envs(
         block.append(f" && : > {CONSTRAINTS_IN_IMAGE}")
     block[-1] += CONTINUE
     block.append(f" && printf '%s\\n' {' '.join(names)} > {PLUGINS_IN_IMAGE}")
-    out += block
+    return out + block
 
+
+def _artifacts_block(layers: Mapping[str, DockerLayer]) -> list[str]:
     artifacts = [(stage.name, path) for layer in layers.values() for stage in layer.stages for path in stage.artifacts]
-    if artifacts:
-        out += ["", "# What the build stages made."]
-        out += [f"COPY --from={stage} {path} {path}" for stage, path in artifacts]
+    if not artifacts:
+        return []
+    return ["", "# What the build stages made.", *(f"COPY --from={stage} {path} {path}" for stage, path in artifacts)]
 
+
+def _env_block(layers: Mapping[str, DockerLayer]) -> list[str]:
     env = sorted({(key, value) for layer in layers.values() for key, value in layer.env.items()})
-    if env:
-        out += ["", "# Environment variables of every plugin, sorted."]
-        entries = [f"{key}={_env_value(value)}" for key, value in env]
-        out.append("ENV " + entries[0] + (CONTINUE if len(entries) > 1 else ""))
-        for index, entry in enumerate(entries[1:], start=2):
-            out.append(f"    {entry}" + (CONTINUE if index < len(entries) else ""))
+    if not env:
+        return []
+    out = ["", "# Environment variables of every plugin, sorted."]
+    entries = [f"{key}={_env_value(value)}" for key, value in env]
+    out.append("ENV " + entries[0] + (CONTINUE if len(entries) > 1 else ""))
+    for index, entry in enumerate(entries[1:], start=2):
+        out.append(f"    {entry}" + (CONTINUE if index < len(entries) else ""))
+    return out
 
+
+def _plugin_steps(layers: Mapping[str, DockerLayer]) -> list[str]:
+    out: list[str] = []
     for plugin, layer in layers.items():
         if layer.run:
             out += ["", f"# Steps of plugin {plugin}, in its order."]
             out += [_step(step) for step in layer.run]
+    return out
 
+
+def _pip_block(layers: Mapping[str, DockerLayer]) -> list[str]:
     pip = sorted({str(Requirement(req)) for layer in layers.values() for req in layer.pip}, key=str.lower)
-    if pip:
-        out += [
-            "",
-            "# Python packages of every plugin, constrained by the common set (hence no pins here: DL3013).",
-            "# hadolint ignore=DL3013",
-        ]
-        head = f". {CA_HELPER}"
-        install = f" && pip install --no-cache-dir -c {CONSTRAINTS_IN_IMAGE}"
-        block = _run_block(head, [install], [])
-        for req in pip:
-            block[-1] += CONTINUE
-            block.append(f"{ITEM_INDENT}{_quote(req)}")
-        out += block
-    # Last, so a change of selection does not invalidate the cached layers above.
-    out += [
+    if not pip:
+        return []
+    out = [
         "",
-        'LABEL org.opencontainers.image.title="PufferTank environments" \\',
-        f'      org.puffer.tank.plugins="{",".join(names)}"',
+        "# Python packages of every plugin, constrained by the common set (hence no pins here: DL3013).",
+        "# hadolint ignore=DL3013",
     ]
-    return "\n".join(out) + "\n"
+    head = f". {CA_HELPER}"
+    install = f" && pip install --no-cache-dir -c {CONSTRAINTS_IN_IMAGE}"
+    block = _run_block(head, [install], [])
+    for req in pip:
+        block[-1] += CONTINUE
+        block.append(f"{ITEM_INDENT}{_quote(req)}")
+    return out + block
