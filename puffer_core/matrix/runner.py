@@ -576,63 +576,13 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     started = time.monotonic()
     started_at = now()
     summary = RunSummary()
-    options.plugins = _split(options.plugins)
-    options.pythons = _split(options.pythons)
-    for py in options.pythons:
-        if not re.match(r"^3\.\d+$", py):
-            raise MatrixError(f"--python {py!r}: write versions like 3.12")
-
-    sources = discover(options.plugins_dir, include_builtins=options.builtins)
-    unknown = [name for name in options.plugins if name not in sources]
-    if unknown:
-        raise MatrixError(
-            f"no plugin named {', '.join(map(repr, unknown))} declares compat axes; "
-            f"known: {', '.join(sources) or 'none'} (plugins are read from {options.plugins_dir})"
-        )
-    selected = {name: src for name, src in sources.items() if not options.plugins or name in options.plugins}
-
+    sources, selected = _selection(options)
     store = ResultStore(options.out / "results.json")
     core_hash = core_tree_hash(options.root)
     uv = find_uv()
     procs = Processes()
     wheels = Wheels(options, uv, procs)
-
-    todo: list[tuple[Cell, str, PluginSource]] = []
-    current: dict[str, set[str]] = {}
-    if options.builtins and not options.plugins:
-        # A plugin folder that is gone takes its rows with it (a filtered run cannot tell).
-        for gone in sorted(set(store.data["plugins"]) - set(sources)):
-            store.data["plugins"].pop(gone, None)
-            store.prune(gone, set())
-    for name, source in sources.items():
-        store.data["plugins"][name] = _plugin_meta(source, options)
-        if source.axes is None:
-            if name in selected:
-                summary.warnings.append(f"plugin {name} could not be loaded, so it has no cells: {source.error}")
-            continue
-        all_cells = cells_for(name, source.axes)
-        current[name] = {c.id for c in all_cells}
-        store.prune(name, current[name])
-        if name not in selected:
-            continue
-        plugin_hash = source.tree_hash()
-        for cell in select_cells(all_cells, options.pythons, options.quick):
-            input_hash = cell_input_hash(cell, plugin_hash, core_hash)
-            old = store.get(cell.id)
-            if cell.excluded is not None:
-                summary.excluded += 1
-                summary.outcomes["excluded"] += 1
-                if old is None or old.input_hash != input_hash or old.outcome != "excluded" or options.force:
-                    store.put(_record(cell, input_hash, None, excluded=True))
-                continue
-            unchanged = old is not None and old.input_hash == input_hash and old.outcome != "excluded"
-            if unchanged and old.outcome == "interpreter-missing" and _interpreter_found(uv, cell.python):
-                unchanged = False  # the interpreter has appeared since: worth a real try
-            if unchanged and not options.force:
-                summary.skipped += 1
-                summary.outcomes[old.outcome] += 1
-                continue
-            todo.append((cell, input_hash, source))
+    todo, current = _plan_cells(options, store, sources, selected, core_hash, uv, summary)
     report(
         "start",
         None,
@@ -655,6 +605,103 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     except BaseException:
         procs.kill_all()  # an interrupt during a wheel build ends the build too
         raise
+    _run_cells(todo, options, store, uv, wheels, core_hash, procs, report, summary)
+    if options.common:
+        summary.common = run_common(options, store, sources, current, uv, wheels, core_hash, procs, report)
+    summary.seconds = round(time.monotonic() - started, 2)
+    _record_run(store, options, summary, started_at)
+    render.write_views(store.data, options.out)
+    return summary
+
+
+def _selection(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, PluginSource]]:
+    """Every plugin with compat axes, and the ones this run selects; bad selections refused."""
+    options.plugins = _split(options.plugins)
+    options.pythons = _split(options.pythons)
+    for py in options.pythons:
+        if not re.match(r"^3\.\d+$", py):
+            raise MatrixError(f"--python {py!r}: write versions like 3.12")
+    sources = discover(options.plugins_dir, include_builtins=options.builtins)
+    unknown = [name for name in options.plugins if name not in sources]
+    if unknown:
+        raise MatrixError(
+            f"no plugin named {', '.join(map(repr, unknown))} declares compat axes; "
+            f"known: {', '.join(sources) or 'none'} (plugins are read from {options.plugins_dir})"
+        )
+    selected = {name: src for name, src in sources.items() if not options.plugins or name in options.plugins}
+    return sources, selected
+
+
+def _plan_cells(
+    options: RunOptions,
+    store: ResultStore,
+    sources: dict[str, PluginSource],
+    selected: dict[str, PluginSource],
+    core_hash: str,
+    uv: str,
+    summary: RunSummary,
+) -> tuple[list[tuple[Cell, str, PluginSource]], dict[str, set[str]]]:
+    """The cells to run (with their input hashes) and every plugin's current cell ids; records
+    excluded cells, counts unchanged ones, and prunes rows of cells and plugins that are gone."""
+    todo: list[tuple[Cell, str, PluginSource]] = []
+    current: dict[str, set[str]] = {}
+    if options.builtins and not options.plugins:
+        # A plugin folder that is gone takes its rows with it (a filtered run cannot tell).
+        for gone in sorted(set(store.data["plugins"]) - set(sources)):
+            store.data["plugins"].pop(gone, None)
+            store.prune(gone, set())
+    for name, source in sources.items():
+        store.data["plugins"][name] = _plugin_meta(source, options)
+        if source.axes is None:
+            if name in selected:
+                summary.warnings.append(f"plugin {name} could not be loaded, so it has no cells: {source.error}")
+            continue
+        all_cells = cells_for(name, source.axes)
+        current[name] = {c.id for c in all_cells}
+        store.prune(name, current[name])
+        if name not in selected:
+            continue
+        plugin_hash = source.tree_hash()
+        for cell in select_cells(all_cells, options.pythons, options.quick):
+            input_hash = cell_input_hash(cell, plugin_hash, core_hash)
+            if _needs_run(cell, input_hash, store, options, uv, summary):
+                todo.append((cell, input_hash, source))
+    return todo, current
+
+
+def _needs_run(
+    cell: Cell, input_hash: str, store: ResultStore, options: RunOptions, uv: str, summary: RunSummary
+) -> bool:
+    """Whether ``cell`` must run; an excluded cell is recorded, an unchanged one counted."""
+    old = store.get(cell.id)
+    if cell.excluded is not None:
+        summary.excluded += 1
+        summary.outcomes["excluded"] += 1
+        if old is None or old.input_hash != input_hash or old.outcome != "excluded" or options.force:
+            store.put(_record(cell, input_hash, None, excluded=True))
+        return False
+    unchanged = old is not None and old.input_hash == input_hash and old.outcome != "excluded"
+    if unchanged and old.outcome == "interpreter-missing" and _interpreter_found(uv, cell.python):
+        unchanged = False  # the interpreter has appeared since: worth a real try
+    if unchanged and not options.force:
+        summary.skipped += 1
+        summary.outcomes[old.outcome] += 1
+        return False
+    return True
+
+
+def _run_cells(
+    todo: list[tuple[Cell, str, PluginSource]],
+    options: RunOptions,
+    store: ResultStore,
+    uv: str,
+    wheels: Wheels,
+    core_hash: str,
+    procs: Processes,
+    report: Reporter,
+    summary: RunSummary,
+) -> None:
+    """Run the cells ``options.jobs`` at a time, each recorded as it ends; an interrupt kills the rest."""
 
     def work(item: tuple[Cell, str, PluginSource]) -> CellRecord:
         cell, input_hash, source = item
@@ -693,10 +740,9 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
         raise
     pool.shutdown(wait=True)
 
-    if options.common:
-        summary.common = run_common(options, store, sources, current, uv, wheels, core_hash, procs, report)
 
-    summary.seconds = round(time.monotonic() - started, 2)
+def _record_run(store: ResultStore, options: RunOptions, summary: RunSummary, started_at: str) -> None:
+    """The run's statistics as results.json's ``runs.last`` (and ``runs.cold`` for a full cold run)."""
     stats = {
         "started_at": started_at,
         "finished_at": now(),
@@ -720,8 +766,6 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     if options.full and summary.ran and summary.skipped == 0:
         runs["cold"] = stats
     store.update(runs=runs)
-    render.write_views(store.data, options.out)
-    return summary
 
 
 def _prebuild(
