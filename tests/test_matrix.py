@@ -320,6 +320,11 @@ def test_dry_run_lists_cells_and_changes_nothing(tmp_path):
     assert "would run fixture-gymnasium1.2.0-py3.11: gymnasium==1.2.0 six==1.17.0" in result.output
     assert "py3.99" not in result.output
     assert not (out / "results.json").exists()
+    # Unfiltered, the selection holds an excluded (known-bad) cell: still nothing is written.
+    args = ["run", "--dry-run", "--no-builtins", "--plugins-dir", str(plugins), "--out", str(out)]
+    result = CliRunner().invoke(matrix, args)
+    assert result.exit_code == 0 and "excluded" in result.output, result.output
+    assert not (out / "results.json").exists()
     result = CliRunner().invoke(matrix, ["run", "--dry-run", "--plugins-dir", str(plugins), "--out", str(out),
                                          "--python", "three"])
     assert result.exit_code != 0 and "write versions like 3.12" in result.output

@@ -577,7 +577,7 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     started_at = now()
     summary = RunSummary()
     sources, selected = _selection(options)
-    store = ResultStore(options.out / "results.json")
+    store = ResultStore(options.out / "results.json", read_only=options.dry_run)
     core_hash = core_tree_hash(options.root)
     uv = find_uv()
     procs = Processes()

@@ -95,9 +95,11 @@ class CellRecord:
 class ResultStore:
     """Thread-safe results.json: ``put`` a record and the file is rewritten atomically."""
 
-    def __init__(self, path: pathlib.Path):
+    def __init__(self, path: pathlib.Path, read_only: bool = False):
         self.path = pathlib.Path(path)
         self._lock = threading.Lock()
+        #: a dry run plans on the records in memory and writes nothing
+        self.read_only = read_only
         self.data: dict[str, Any] = self._load()
 
     def _load(self) -> dict[str, Any]:
@@ -160,6 +162,8 @@ class ResultStore:
             return stale
 
     def _save(self) -> None:
+        if self.read_only:
+            return
         self.data["schema"] = SCHEMA
         self.data["updated_at"] = now()
         cells = dict(sorted(self.data["cells"].items()))
