@@ -283,10 +283,12 @@ class Ray(VectorEnv):
         allowed = max(self.timeout, self._startup_timeout)
         deadline = time.monotonic() + allowed
         try:
-            built = self._when_back(actor, deadline)
+            built = self._when_back(actor.ready.remote, deadline)
             if built is not None:
                 return self._reported(w, built)[0]
-            status, payload, _ = ray.get(actor.reset.remote(ResetPlan(seeds, None, None)), timeout=allowed)
+            plan = ResetPlan(seeds, None, None)
+            # A reset is safe to send again: the same seeds give the same envs.
+            status, payload, _ = self._when_back(lambda: actor.reset.remote(plan), deadline)
         except ray.exceptions.GetTimeoutError:
             return Fault(w, None, "construction", f"silent for {allowed:g} s")
         except ray.exceptions.RayError as exc:
@@ -296,13 +298,14 @@ class Ray(VectorEnv):
         self._store(w, payload)
         return None
 
-    def _when_back(self, actor: Any, deadline: float) -> dict | None:
-        """The restarted actor's construction report, once Ray has it running again (calls made
-        while it restarts fail as "unavailable": ask again until ``deadline``)."""
+    def _when_back(self, call: Any, deadline: float) -> Any:
+        """``ray.get(call())`` once Ray has the restarted actor running again: calls made while
+        it restarts fail as "unavailable" (also one queued before the kill), so ask again until
+        ``deadline``."""
         ray = self._ray
         while True:
             try:
-                return ray.get(actor.ready.remote(), timeout=max(0.0, deadline - time.monotonic()))
+                return ray.get(call(), timeout=max(0.0, deadline - time.monotonic()))
             except ray.exceptions.ActorUnavailableError:
                 if time.monotonic() >= deadline:
                     raise
