@@ -152,9 +152,7 @@ def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: in
     if _is_count(main_share):
         return True  # _main_counts checks the count against the envs and workers
     if main_share not in (False, True, "auto"):
-        raise APIUsageError(
-            f"main_share must be True, False, 'auto' or a number of envs (int ≥ 1), got {main_share!r}"
-        )
+        raise APIUsageError(f"main_share must be True, False, 'auto' or a number of envs (int ≥ 1), got {main_share!r}")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool):
         return False  # check_counts says what is wrong with num_envs
     if main_share == "auto":  # on when the main process would be one process too many for the cores
@@ -165,6 +163,31 @@ def _wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: in
             f"main_share needs num_envs ≥ 2 (a share for the main process and one for a worker), got {num_envs}"
         )
     return bool(main_share)
+
+
+def _plan_units(
+    num_envs: Any, num_workers: Any, batch_size: Any, main_share: Any, cpus: int
+) -> tuple[int, int, int, int, list[int]]:
+    """(envs, worker processes, units, batch, envs per unit): the main share, if any, is the
+    last unit, after the workers (default: one fewer worker than cores then)."""
+    if not _wants_main_share(main_share, num_envs, num_workers, cpus):
+        envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
+        return envs, workers, workers, batch, counts
+    workers = num_workers if num_workers is not None else max(1, min(num_envs, cpus) - 1)
+    envs, units, batch, counts = check_counts(num_envs, workers + 1, batch_size, "multiprocessing")
+    if _is_count(main_share):
+        counts = _main_counts(main_share, envs, units - 1, batch)
+    return envs, units - 1, units, batch, counts
+
+
+def _context(start_method: str | None) -> tuple[str, Any]:
+    """The start method ("fork" on Linux by default, else "spawn") and its multiprocessing context."""
+    if start_method is None:
+        start_method = "fork" if sys.platform.startswith("linux") else "spawn"
+    try:
+        return start_method, multiprocessing.get_context(start_method)
+    except ValueError as exc:
+        raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
 
 
 def _is_count(value: Any) -> bool:
@@ -286,15 +309,7 @@ class Multiprocessing(VectorEnv):
         self._closed = True  # until fully started; close() is then a no-op
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         cpus = available_cpus()
-        if _wants_main_share(main_share, num_envs, num_workers, cpus):
-            workers = num_workers if num_workers is not None else max(1, min(num_envs, cpus) - 1)
-            envs, units, batch, counts = check_counts(num_envs, workers + 1, batch_size, "multiprocessing")
-            workers = units - 1
-            if _is_count(main_share):
-                counts = _main_counts(main_share, envs, workers, batch)
-        else:
-            envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
-            units = workers
+        envs, workers, units, batch, counts = _plan_units(num_envs, num_workers, batch_size, main_share, cpus)
         self._procs_n, self._units = workers, units
         #: the unit the main process steps itself (``main_share``), after the workers; None: none
         self._main_unit: int | None = workers if units > workers else None
@@ -315,12 +330,7 @@ class Multiprocessing(VectorEnv):
         self._spin = spin
         self._worker_spin = spin if workers <= cpus else 0.0
 
-        if start_method is None:
-            start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-        try:
-            ctx = multiprocessing.get_context(start_method)
-        except ValueError as exc:
-            raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
+        start_method, ctx = _context(start_method)
 
         self._init_workers(factory, envs, units, batch, counts)
         self.num_workers = workers  # processes; the main share is one more unit of ``counts``
