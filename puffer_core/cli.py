@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
@@ -315,8 +317,6 @@ def bench_cmd(
     full batches) and asynchronously (recv/send, half the envs per batch), one worker per
     core and two, in at least 2 interleaved rounds of --seconds each.
     """
-    from rich.progress import Progress
-
     from puffer_core import bench
 
     if training_only:
@@ -331,12 +331,7 @@ def bench_cmd(
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
     if out_dir is None:
         _require_known_env(env_id)  # every row would fail alike, each with the same error
-    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
-        task = bar.add_task("bench", total=None)
-
-        def progress(name: str, done: int, total: int) -> None:
-            bar.update(task, description=name, completed=done, total=total)
-
+    with _progress_callback("bench", hidden=as_json) as progress:
         if out_dir is not None:
             results = bench.run_standard(
                 out_dir,
@@ -426,18 +421,22 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
+@contextlib.contextmanager
+def _progress_callback(description: str, hidden: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A transient bar on stderr (none in a log or a pipe), as the ``progress(name, done,
+    total)`` callback the bench runners take."""
     from rich.progress import Progress
 
+    with Progress(console=err_console, transient=True, disable=hidden or not err_console.is_terminal) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+
+
+def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
     from puffer_core import bench_uneven
 
-    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
-        task = bar.add_task("uneven cores", total=None)
-        result = bench_uneven.run_uneven(
-            seconds,
-            rounds,
-            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total),
-        )
+    with _progress_callback("uneven cores", hidden=as_json) as progress:
+        result = bench_uneven.run_uneven(seconds, rounds, progress=progress)
     if as_json:
         print_json(result)
     else:
