@@ -178,6 +178,31 @@ def render_cmd(
     )
 
 
+def _lock_constraints(lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path) -> bytes | None:
+    """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out)."""
+    from puffer_core.tank.lock import build_constraints, local_projects
+
+    if lock_path is None:
+        return None
+    if not lock_path.is_file():
+        raise TankError(f"--lock {lock_path}: no such file; write one with puffer tank lock IMAGE > FILE")
+    if network != "host":
+        raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
+    return build_constraints(lock_path.read_text(encoding="utf-8"), local_projects(root), str(lock_path))
+
+
+def _note_stale_render(root: pathlib.Path, layers: dict, constraints: Constraints, command: str) -> None:
+    """Say so when the committed Dockerfile.envs is not what the installed plugins render."""
+    committed = root / DEFAULT_OUTPUT
+    rendered = render_envs(layers, constraints, command=command)
+    if not committed.is_file() or committed.read_text(encoding="utf-8") != rendered:
+        console.print(
+            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
+            "render (commit it after `nox -s tank`)",
+            soft_wrap=True,
+        )
+
+
 @tank.command("build")
 @click.option(
     "--stage",
@@ -239,7 +264,6 @@ def build_cmd(
     and the label org.puffer.tank.lock); `puffer tank lock IMAGE` prints it.
     """
     from puffer_core.tank import build as builder
-    from puffer_core.tank.lock import build_constraints, local_projects
 
     root = find_root()
     # The arguments first: a typo should not wait for (or be hidden by) the engine.
@@ -253,15 +277,7 @@ def build_cmd(
         extra[key] = value
     stages = builder.STAGES if stage == "all" else (stage,)
     tags = builder.image_tags(tag)
-    lock_constraints = None
-    if lock_path is not None:
-        if not lock_path.is_file():
-            raise TankError(f"--lock {lock_path}: no such file; write one with puffer tank lock IMAGE > FILE")
-        if network != "host":
-            raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
-        lock_constraints = build_constraints(
-            lock_path.read_text(encoding="utf-8"), local_projects(root), str(lock_path)
-        )
+    lock_constraints = _lock_constraints(lock_path, network, root)
     layers, constraints, command = _selection(
         root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
     )
@@ -272,14 +288,7 @@ def build_cmd(
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
 
     if "envs" in stages and command == DEFAULT_COMMAND:
-        committed = root / DEFAULT_OUTPUT
-        rendered = render_envs(layers, constraints, command=command)
-        if not committed.is_file() or committed.read_text(encoding="utf-8") != rendered:
-            console.print(
-                f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
-                "render (commit it after `nox -s tank`)",
-                soft_wrap=True,
-            )
+        _note_stale_render(root, layers, constraints, command)
 
     plan = builder.BuildPlan(
         root=root,
