@@ -173,12 +173,10 @@ class EnvFactory:
             made = puffer_core.make(self.env, **kwargs)
         else:
             made = self.env(**kwargs)
-        if _is_emulator(made) or isinstance(made, _CopyingEmulator):
-            env = _attach(made, buf)
-        elif hasattr(made, "buf") and hasattr(made, "num_agents") and hasattr(made, "observation_space"):
-            env = _attach(made, buf)  # an emulator-like object from elsewhere (e.g. a subclass)
-        else:
-            env = _emulate(made, buf)
+        emulated = _is_emulator(made) or isinstance(made, _CopyingEmulator)
+        # ... or an emulator-like object from elsewhere (e.g. a subclass)
+        emulated = emulated or all(hasattr(made, name) for name in ("buf", "num_agents", "observation_space"))
+        env = _attach(made, buf) if emulated else _emulate(made, buf)
         if recording is None:
             return env
         from puffer_core.recording import Recorder  # deferred: only a recording run needs it
