@@ -129,10 +129,11 @@ def train_cmd(
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
     env_kwargs = _pairs(kwargs, "--kwarg") or None
     _check_before_torch(env_id, resume, chosen)
+    recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         from puffer_core.recording import plan_recording
 
-        plan_recording(env_id, record_path, env_kwargs, record_episodes)
+        recording = plan_recording(env_id, record_path, env_kwargs, record_episodes)
     train = _import_train()
     if resume is None and out is None:
         out = _default_out(env_id)
@@ -151,7 +152,7 @@ def train_cmd(
             curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
     recorded = None
     if record_path is not None:
-        recorded = train.evaluate(out or resume, record_episodes, record=record_path).to_json()
+        recorded = train.evaluate(out or resume, record_episodes, record=recording).to_json()
         recorded["record"] = record_path
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
 

@@ -56,12 +56,13 @@ def evaluate(
     env: Any = None,
     device: str | None = "cpu",
     max_steps: int = DEFAULT_MAX_STEPS,
-    record: str | Path | None = None,
+    record: Any = None,
 ) -> EvalResult:
     """Play ``episodes`` episodes of the policy saved in ``run`` (a ``puffer train`` out dir),
     greedy by default (``greedy=False`` samples); ``env`` replaces the saved env id (needed for
     runs trained on a creator). Every finished agent episode counts, one env at a time.
-    ``record``: a path (.mp4, .gif, .cast) that gets the episodes played."""
+    ``record``: a path (.mp4, .gif, .cast) that gets the episodes played, or a ``Recording``
+    already planned (``puffer_core.recording.plan_recording``)."""
     if not isinstance(episodes, int) or episodes < 1:
         raise APIUsageError(f"episodes must be a positive int, got {episodes!r}")
     saved = checkpoints.load(run)
@@ -69,9 +70,11 @@ def evaluate(
     env = saved.env if env is None else env
     vector_kwargs = None
     if record is not None:
-        from puffer_core.recording import plan_recording
+        from puffer_core.recording import Recording, plan_recording
 
-        vector_kwargs = {"record": plan_recording(env, record, saved.env_kwargs, episodes)}
+        if not isinstance(record, Recording):
+            record = plan_recording(env, record, saved.env_kwargs, episodes)
+        vector_kwargs = {"record": record}
     envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **saved.env_kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
