@@ -17,6 +17,7 @@ stepping when it goes silent past ``timeout``.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -76,6 +77,9 @@ class _EnvActor:
         action_dtype: Any,
         autoreset: str = NEXT_STEP,
     ):
+        # Tells a restarted actor from the one it replaces: ray.kill is asynchronous, and
+        # the old actor may still answer calls made right after it.
+        self.incarnation = uuid.uuid4().hex
         self.fault: dict | None = None
         self.progress = np.full(1, -1, np.int32)
         arrays = allocate_arrays(num_envs * agents_per_env, obs_space, action_shape, action_dtype)
@@ -94,8 +98,9 @@ class _EnvActor:
             self.group = None
             self.fault = fault.to_dict()
 
-    def ready(self) -> dict | None:
-        return self.fault
+    def ready(self) -> tuple[str, dict | None]:
+        """This actor's incarnation and the fault that stopped its envs being built, if any."""
+        return self.incarnation, self.fault
 
     def where(self) -> int:
         return int(self.progress[0])
@@ -181,6 +186,7 @@ class Ray(VectorEnv):
         self._pending: dict = {}  # ObjectRef -> worker
         self._sent_at = [0.0] * workers
         self._ready: list[int] = []
+        self._incarnations: list[str | None] = [None] * workers
         self._infos: list[list] = [[] for _ in range(workers)]
         self._held: list[int] | None = None
         self._state = "new"
@@ -212,7 +218,7 @@ class Ray(VectorEnv):
                     cause="timeout",
                 )
             for w, ref in enumerate(refs):
-                report = self._get(ref, w, "construction")
+                self._incarnations[w], report = self._get(ref, w, "construction")
                 if report is not None:
                     self._fault(*self._reported(w, report))
         except BaseException:
@@ -283,7 +289,8 @@ class Ray(VectorEnv):
         allowed = max(self.timeout, self._startup_timeout)
         deadline = time.monotonic() + allowed
         try:
-            built = self._when_back(actor.ready.remote, deadline)
+            incarnation, built = self._when_back(actor.ready.remote, deadline, replacing=self._incarnations[w])
+            self._incarnations[w] = incarnation
             if built is not None:
                 return self._reported(w, built)[0]
             plan = ResetPlan(seeds, None, None)
@@ -298,18 +305,22 @@ class Ray(VectorEnv):
         self._store(w, payload)
         return None
 
-    def _when_back(self, call: Any, deadline: float) -> Any:
-        """``ray.get(call())`` once Ray has the restarted actor running again: calls made while
-        it restarts fail as "unavailable" (also one queued before the kill), so ask again until
-        ``deadline``."""
+    def _when_back(self, call: Any, deadline: float, replacing: str | None = None) -> Any:
+        """``ray.get(call())`` once Ray has the restarted actor running again, asking again until
+        ``deadline``: calls made while it restarts fail as "unavailable" (also one queued before
+        the kill), and with ``replacing`` (the old incarnation) an answer from the old actor,
+        which ``ray.kill`` has not stopped yet, does not count either."""
         ray = self._ray
         while True:
             try:
-                return ray.get(call(), timeout=max(0.0, deadline - time.monotonic()))
+                answer = ray.get(call(), timeout=max(0.0, deadline - time.monotonic()))
+                if replacing is None or answer[0] != replacing:
+                    return answer
             except ray.exceptions.ActorUnavailableError:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.05)
+                pass
+            if time.monotonic() >= deadline:
+                raise ray.exceptions.GetTimeoutError("the restarted actor did not answer within the deadline")
+            time.sleep(0.05)
 
     def _envs_of(self, w: int) -> range:
         return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
