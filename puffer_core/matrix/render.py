@@ -164,6 +164,7 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(data: Mapping[str, Any]) -> str:
+    """compat_matrix/README.md: the run's figures, the legend, the common set, one table per plugin."""
     out = [GENERATED, "\n# Compatibility matrix\n\n"]
     out.append(
         "Every cell is a fresh virtual environment (uv) with puffer-core, the plugin and the pinned versions "
@@ -171,6 +172,28 @@ def render_markdown(data: Mapping[str, Any]) -> str:
         "emulation round trip and a 2-env Multiprocessing run. Rows are the environment package's versions "
         "(with the companion pins that version fixes), columns are Python versions.\n\n"
     )
+    out.append(_runs_markdown(data))
+    out.append("## Legend\n\n| symbol | outcome | meaning |\n| --- | --- | --- |\n")
+    for outcome in (*OUTCOMES, "not run"):
+        out.append(f"| {SYMBOLS[outcome]} | `{outcome}` | {MEANINGS[outcome]} |\n")
+    out.append(
+        "\nA number in brackets points to the note under the table: the most telling line of the cell's log "
+        "(or the plugin's reason for excluding it), and links to the logs.\n\n"
+    )
+    out.append(_common_markdown(data.get("common")))
+    out.extend(_plugin_markdown(table) for table in plugin_tables(data))
+    out.append(
+        "Logs (`compat_matrix/logs/`) are not committed; run `nox -s compat -- --plugin NAME --force` to make them "
+        "again. Options: `--plugin NAME`, `--python 3.12`, `--quick`, `--force`, `--jobs N`, `--timeout SECONDS`. "
+        "uv finds the interpreters on PATH and never downloads one; with pyenv, make them all visible first, e.g. "
+        "`PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 nox -s compat -- --jobs 2`.\n"
+    )
+    return "".join(out)
+
+
+def _runs_markdown(data: Mapping[str, Any]) -> str:
+    """The cell counts and the cold and last runs' figures."""
+    out = []
     counts = _counts(data)
     if counts:
         out.append("**Cells:** " + ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in counts.items()) + "\n\n")
@@ -191,81 +214,70 @@ def render_markdown(data: Mapping[str, Any]) -> str:
             or "all cells"
         )
         out.append(f"**Last run** ({filters}{', forced' if sel.get('force') else ''}): {_run_line(runs['last'])}.\n\n")
+    return "".join(out)
 
-    out.append("## Legend\n\n| symbol | outcome | meaning |\n| --- | --- | --- |\n")
-    for outcome in (*OUTCOMES, "not run"):
-        out.append(f"| {SYMBOLS[outcome]} | `{outcome}` | {MEANINGS[outcome]} |\n")
-    out.append(
-        "\nA number in brackets points to the note under the table: the most telling line of the cell's log "
-        "(or the plugin's reason for excluding it), and links to the logs.\n\n"
-    )
 
-    out.append(_common_markdown(data.get("common")))
+def _plugin_markdown(table: Mapping[str, Any]) -> str:
+    """One plugin's section: where it comes from, its table, the notes under it, resolved versions."""
+    out = [f"## {table['plugin']} — `{table['package']}`\n\n"]
+    if table.get("source") == "builtin":
+        out.append("Built into puffer-core.\n\n")
+    elif table.get("source"):
+        out.append(f"Source: `{table['source']}`.\n\n")
+    if table.get("error"):
+        out.append(f"**The plugin could not be loaded, so it has no cells:** {_md_escape(table['error'])}\n\n")
+    if not table["rows"]:
+        return "".join(out)
+    notes: dict[str, list[dict[str, Any]]] = {}  # note text -> the cells it explains
+    header = [f"{table['package']} (companion pins)"] + [f"Python {py}" for py in table["pythons"]]
+    out.append("| " + " | ".join(header) + " |\n")
+    out.append("| " + " | ".join("---" for _ in header) + " |\n")
+    for row in table["rows"]:
+        label = f"**{row['label']}**" + (f"<br>{row['detail']}" if row["detail"] else "")
+        cells = [_table_cell(row["cells"].get(py), notes) for py in table["pythons"]]
+        out.append("| " + " | ".join([_md_escape(label).replace("\\|", "|"), *cells]) + " |\n")
+    out.append("\n")
+    out.append(_notes_markdown(notes))
+    passed = [c for c in table["cells"] if c["outcome"] == "pass" and c.get("resolved")]
+    if passed:
+        out.append("<details><summary>Versions resolved in passing cells</summary>\n\n")
+        for cell in passed:
+            versions = ", ".join(f"{k} {v}" for k, v in sorted(cell["resolved"].items()))
+            envs = f" — envs: {', '.join(cell.get('envs') or [])}" if cell.get("envs") else ""
+            out.append(f"- `{cell['id']}`: {versions}{envs}\n")
+        out.append("\n</details>\n\n")
+    return "".join(out)
 
-    for table in plugin_tables(data):
-        out.append(f"## {table['plugin']} — `{table['package']}`\n\n")
-        if table.get("source") == "builtin":
-            out.append("Built into puffer-core.\n\n")
-        elif table.get("source"):
-            out.append(f"Source: `{table['source']}`.\n\n")
-        if table.get("error"):
-            out.append(f"**The plugin could not be loaded, so it has no cells:** {_md_escape(table['error'])}\n\n")
-        if not table["rows"]:
+
+def _table_cell(cell: Mapping[str, Any] | None, notes: dict[str, list[dict[str, Any]]]) -> str:
+    """A cell's symbol and outcome; a failure or a long exclusion reason gets a numbered note."""
+    if cell is None or cell["outcome"] == "pass":
+        return _cell_text(cell)
+    if cell["outcome"] == "excluded" and len(cell.get("error") or "") <= SHORT_REASON:
+        return _cell_text(cell)
+    text = cell.get("error") or "?"
+    notes.setdefault(text, []).append(cell)
+    number = f"[{list(notes).index(text) + 1}]"
+    if cell["outcome"] == "excluded":
+        return f"{SYMBOLS['excluded']} excluded {number}"
+    return f"{_cell_text(cell)} {number}"
+
+
+def _notes_markdown(notes: dict[str, list[dict[str, Any]]]) -> str:
+    out = []
+    for number, (text, explained) in enumerate(notes.items(), start=1):
+        if explained[0]["outcome"] == "excluded":
+            out.append(f"{number}. excluded: {_md_escape(text)}\n")
             continue
-        notes: dict[str, list[dict[str, Any]]] = {}  # note text -> the cells it explains
-
-        def note(cell: Mapping[str, Any], notes: dict[str, list[dict[str, Any]]] = notes) -> str:
-            text = cell.get("error") or "?"
-            if text not in notes:
-                notes[text] = []
-            notes[text].append(cell)
-            return f"[{list(notes).index(text) + 1}]"
-
-        header = [f"{table['package']} (companion pins)"] + [f"Python {py}" for py in table["pythons"]]
-        out.append("| " + " | ".join(header) + " |\n")
-        out.append("| " + " | ".join("---" for _ in header) + " |\n")
-        for row in table["rows"]:
-            label = f"**{row['label']}**" + (f"<br>{row['detail']}" if row["detail"] else "")
-            cells = []
-            for py in table["pythons"]:
-                cell = row["cells"].get(py)
-                if cell is None or cell["outcome"] == "pass":
-                    cells.append(_cell_text(cell))
-                elif cell["outcome"] == "excluded" and len(cell.get("error") or "") <= SHORT_REASON:
-                    cells.append(_cell_text(cell))
-                elif cell["outcome"] == "excluded":
-                    cells.append(f"{SYMBOLS['excluded']} excluded {note(cell)}")
-                else:
-                    cells.append(f"{_cell_text(cell)} {note(cell)}")
-            out.append("| " + " | ".join([_md_escape(label).replace("\\|", "|"), *cells]) + " |\n")
+        where = ", ".join(
+            f"[{_row_label(c)[0]}, Python {c['python']}]({_log_link(c['log'])})"
+            if c.get("log")
+            else f"{_row_label(c)[0]}, Python {c['python']}"
+            for c in explained
+        )
+        out.append(f"{number}. {explained[0]['outcome']}: {_md_escape(text)} — {where}\n")
+    if notes:
         out.append("\n")
-        for number, (text, explained) in enumerate(notes.items(), start=1):
-            if explained[0]["outcome"] == "excluded":
-                out.append(f"{number}. excluded: {_md_escape(text)}\n")
-                continue
-            where = ", ".join(
-                f"[{_row_label(c)[0]}, Python {c['python']}]({_log_link(c['log'])})"
-                if c.get("log")
-                else f"{_row_label(c)[0]}, Python {c['python']}"
-                for c in explained
-            )
-            out.append(f"{number}. {explained[0]['outcome']}: {_md_escape(text)} — {where}\n")
-        if notes:
-            out.append("\n")
-        passed = [c for c in table["cells"] if c["outcome"] == "pass" and c.get("resolved")]
-        if passed:
-            out.append("<details><summary>Versions resolved in passing cells</summary>\n\n")
-            for cell in passed:
-                versions = ", ".join(f"{k} {v}" for k, v in sorted(cell["resolved"].items()))
-                envs = f" — envs: {', '.join(cell.get('envs') or [])}" if cell.get("envs") else ""
-                out.append(f"- `{cell['id']}`: {versions}{envs}\n")
-            out.append("\n</details>\n\n")
-    out.append(
-        "Logs (`compat_matrix/logs/`) are not committed; run `nox -s compat -- --plugin NAME --force` to make them "
-        "again. Options: `--plugin NAME`, `--python 3.12`, `--quick`, `--force`, `--jobs N`, `--timeout SECONDS`. "
-        "uv finds the interpreters on PATH and never downloads one; with pyenv, make them all visible first, e.g. "
-        "`PYENV_VERSION=3.11.7:3.10.13:3.12.1:3.13.0 nox -s compat -- --jobs 2`.\n"
-    )
     return "".join(out)
 
 

@@ -412,95 +412,126 @@ def _python_version(venv: pathlib.Path) -> str | None:
     return None
 
 
+@dataclass
+class _JobRun:
+    """One job's venv, log and deadline; each stage returns False when the job has ended."""
+
+    job: Job
+    options: RunOptions
+    uv: str
+    procs: Processes
+    log: IO[str]
+    deadline: float
+    result: JobResult
+
+    @property
+    def venv(self) -> pathlib.Path:
+        return self.options.work / "venvs" / self.job.id
+
+    @property
+    def python(self) -> pathlib.Path:
+        return self.venv / "bin" / "python"
+
+    def run(self, cmd: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        return self.procs.run(cmd, self.log, self.deadline, **kwargs)
+
+    def create_venv(self) -> bool:
+        rc, out, _ = self.run([self.uv, "venv", "--clear", "--python", self.job.python, str(self.venv)])
+        if rc == 0:
+            return True
+        missing = _NO_INTERPRETER.search(out)
+        self.result.outcome = "interpreter-missing" if missing else "install-failed"
+        self.result.error = summarize_log(out)
+        if missing:
+            self.result.error = f"no Python {self.job.python} found by uv: {self.result.error}"
+        return False
+
+    def install(self, wheels: Wheels, core_hash: str) -> bool:
+        """puffer-core, the plugins and the pins; records the resolved versions."""
+        job, options = self.job, self.options
+        try:
+            targets = [str(wheels.get("puffer-core", options.root, core_hash, core=True))]
+            for plugin in job.plugins:
+                if plugin.path is not None:
+                    targets.append(str(wheels.get(plugin.name, plugin.path, plugin.tree_hash())))
+        except WheelError as exc:
+            self.log.write(f"\n{exc.summary}\n(see {exc.log})\n")
+            self.result.error = exc.summary
+            return False
+        rc, out, _ = self.run([self.uv, "pip", "install", "--python", str(self.python), *targets, *job.requirements])
+        if rc != 0:
+            self.result.error = summarize_log(out)
+            return False
+        rc, out, _ = self.run(
+            [self.uv, "pip", "list", "--format", "json", "--python", str(self.python)], capture_stdout=True
+        )
+        installed = {}
+        if rc == 0:
+            with contextlib.suppress(json.JSONDecodeError):
+                installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(out)}
+        wanted = dict.fromkeys(canonicalize_name(n) for n in job.reported)
+        self.result.resolved = {name: installed[name] for name in wanted if name in installed}
+        version = _python_version(self.venv)
+        if version:
+            self.result.resolved["python"] = version
+        return True
+
+    def smoke(self) -> None:
+        """The smoke run, from inside the venv (cwd is the venv: never the source tree)."""
+        result = self.result
+        cmd = [str(self.python), "-X", "faulthandler", "-m", "puffer_core.matrix.smoke", "--json"]
+        for plugin in self.job.plugins:
+            cmd += ["--plugin", plugin.name]
+        rc, out, err = self.run(cmd, cwd=self.venv, capture_stdout=True)
+        report = None
+        with contextlib.suppress(json.JSONDecodeError, IndexError):
+            report = json.loads(out.strip().splitlines()[-1])
+        if report is None:
+            result.outcome = "smoke-failed"
+            why = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
+            result.error = f"smoke run printed no report ({why}): {summarize_log(err)}"
+            return
+        result.envs = [env for plugin in report["plugins"] for env in plugin.get("envs", [])]
+        if report["ok"]:
+            result.outcome = "pass"
+            return
+        failed = next(plugin for plugin in report["plugins"] if not plugin["ok"])
+        result.outcome = "import-failed" if failed.get("kind") == "import" else "smoke-failed"
+        where = failed.get("failed_stage", "?")
+        if failed.get("failed_env"):
+            where += f" {failed['failed_env']}"
+        result.error = f"{failed['plugin']}: {where}: {failed.get('error')}"
+        if failed.get("where"):
+            result.error += f" (at {failed['where']})"
+
+
 def run_job(job: Job, options: RunOptions, uv: str, wheels: Wheels, core_hash: str, procs: Processes) -> JobResult:
+    """Fresh venv, install, smoke run; the outcome, never raised (a timeout is an outcome too)."""
     start = time.monotonic()
-    deadline = start + options.timeout
     log_path = options.out / "logs" / f"{job.id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    venv = options.work / "venvs" / job.id
-    python = venv / "bin" / "python"
     result = JobResult("install-failed", 0.0, log=_rel(log_path, options))
     stage = "install"
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"# cell {job.id}: Python {job.python}, plugins {', '.join(p.name for p in job.plugins)}\n")
         log.write(f"# requirements: {' '.join(job.requirements) or '(none)'}\n# started {now()}\n")
+        run = _JobRun(job, options, uv, procs, log, start + options.timeout, result)
         try:
-            # 1. a fresh venv
-            rc, out, _ = procs.run([uv, "venv", "--clear", "--python", job.python, str(venv)], log, deadline)
-            if rc != 0:
-                missing = _NO_INTERPRETER.search(out)
-                result.outcome = "interpreter-missing" if missing else "install-failed"
-                result.error = summarize_log(out)
-                if missing:
-                    result.error = f"no Python {job.python} found by uv: {result.error}"
-                return result
-            # 2. install puffer-core + plugins + pins
-            try:
-                targets = [str(wheels.get("puffer-core", options.root, core_hash, core=True))]
-                for plugin in job.plugins:
-                    if plugin.path is not None:
-                        targets.append(str(wheels.get(plugin.name, plugin.path, plugin.tree_hash())))
-            except WheelError as exc:
-                log.write(f"\n{exc.summary}\n(see {exc.log})\n")
-                result.error = exc.summary
-                return result
-            rc, out, _ = procs.run(
-                [uv, "pip", "install", "--python", str(python), *targets, *job.requirements], log, deadline
-            )
-            if rc != 0:
-                result.error = summarize_log(out)
-                return result
-            rc, out, _ = procs.run(
-                [uv, "pip", "list", "--format", "json", "--python", str(python)], log, deadline, capture_stdout=True
-            )
-            installed = {}
-            if rc == 0:
-                with contextlib.suppress(json.JSONDecodeError):
-                    installed = {canonicalize_name(p["name"]): p["version"] for p in json.loads(out)}
-            wanted = dict.fromkeys(canonicalize_name(n) for n in job.reported)
-            result.resolved = {name: installed[name] for name in wanted if name in installed}
-            version = _python_version(venv)
-            if version:
-                result.resolved["python"] = version
-            # 3. the smoke run, from inside the venv (cwd is the venv: never the source tree)
-            stage = "smoke"
-            cmd = [str(python), "-X", "faulthandler", "-m", "puffer_core.matrix.smoke", "--json"]
-            for plugin in job.plugins:
-                cmd += ["--plugin", plugin.name]
-            rc, out, err = procs.run(cmd, log, deadline, cwd=venv, capture_stdout=True)
-            report = None
-            with contextlib.suppress(json.JSONDecodeError, IndexError):
-                report = json.loads(out.strip().splitlines()[-1])
-            if report is None:
-                result.outcome = "smoke-failed"
-                why = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
-                result.error = f"smoke run printed no report ({why}): {summarize_log(err)}"
-                return result
-            result.envs = [env for plugin in report["plugins"] for env in plugin.get("envs", [])]
-            if report["ok"]:
-                result.outcome = "pass"
-                return result
-            failed = next(plugin for plugin in report["plugins"] if not plugin["ok"])
-            result.outcome = "import-failed" if failed.get("kind") == "import" else "smoke-failed"
-            where = failed.get("failed_stage", "?")
-            if failed.get("failed_env"):
-                where += f" {failed['failed_env']}"
-            result.error = f"{failed['plugin']}: {where}: {failed.get('error')}"
-            if failed.get("where"):
-                result.error += f" (at {failed['where']})"
-            return result
+            if run.create_venv() and run.install(wheels, core_hash):
+                stage = "smoke"
+                run.smoke()
         except CellTimeout:
             result.outcome = "timeout"
             result.error = f"timed out after {options.timeout:g} s during {stage}"
             log.write(f"\n{result.error}\n")
-            return result
         finally:
             result.seconds = round(time.monotonic() - start, 2)
             log.write(f"\n# outcome: {result.outcome} in {result.seconds} s\n")
             if result.error:
                 log.write(f"# error: {result.error}\n")
             if not options.keep_venvs:
-                shutil.rmtree(venv, ignore_errors=True)
+                shutil.rmtree(run.venv, ignore_errors=True)
+    return result
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -790,6 +821,88 @@ def _prebuild(
 # -- the common set ----------------------------------------------------------------------
 
 
+@dataclass
+class _JointCells:
+    """Runs the joint cell (every member plugin installed together) of one common-set plan."""
+
+    options: RunOptions
+    store: ResultStore
+    sources: dict[str, PluginSource]  # the plugins with axes
+    python: str
+    uv: str
+    wheels: Wheels
+    core_hash: str
+    procs: Processes
+    report: Reporter
+
+    def input_hash(self, members: list[common_mod.Choice]) -> str:
+        data = {
+            "runner": RUNNER_SCHEMA,
+            "python": self.python,
+            "core_src": self.core_hash,
+            "members": [(m.plugin, m.cell, self.store.get(m.cell).input_hash, m.pins) for m in members],
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def job(self, members: list[common_mod.Choice]) -> Job:
+        reqs: dict[str, str] = {}
+        for member in members:
+            for name, version in member.pins.items():
+                reqs.setdefault(canonicalize_name(name), f"{name}=={version}")
+            for extra in member.extras:
+                reqs.setdefault(extra, extra)
+        reported = [n for m in members for n in m.pins] + list(REPORTED)
+        reported += [self.sources[m.plugin].distribution for m in members if self.sources[m.plugin].distribution]
+        reported += [n for m in members for n in _requirement_names(m.extras)]
+        return Job(
+            id=f"common-py{self.python}",
+            python=self.python,
+            plugins=[self.sources[m.plugin] for m in members],
+            requirements=list(reqs.values()),
+            reported=reported,
+        )
+
+    def run(self, members: list[common_mod.Choice]) -> dict[str, Any]:
+        self.report("common-start", None, {"members": [m.plugin for m in members]})
+        result = run_job(self.job(members), self.options, self.uv, self.wheels, self.core_hash, self.procs)
+        joint = {
+            "id": f"common-py{self.python}",
+            "python": self.python,
+            "members": [m.plugin for m in members],
+            "outcome": result.outcome,
+            "seconds": result.seconds,
+            "resolved": result.resolved,
+            "error": result.error,
+            "log": result.log,
+            "input_hash": self.input_hash(members),
+            "finished_at": now(),
+        }
+        self.report("common", None, joint)
+        return joint
+
+    def largest_passing(
+        self, members: list[common_mod.Choice], dropped: dict[str, str]
+    ) -> tuple[list[common_mod.Choice], dict[str, Any] | None]:
+        """The members whose joint cell passes, and that cell; those left out go to ``dropped``."""
+        joint = self.run(members)
+        if joint["outcome"] == "pass":
+            return members, joint
+        if len(members) == 1:
+            dropped[members[0].plugin] = f"the joint cell fails ({joint['outcome']}): {joint['error']}"
+            return [], joint
+        # Find who breaks it: add the plugins one at a time, keep those that still pass.
+        kept: list[common_mod.Choice] = []
+        last_pass = None
+        for member in members:
+            trial = self.run([*kept, member])
+            if trial["outcome"] == "pass":
+                kept.append(member)
+                last_pass = trial
+            else:
+                dropped[member.plugin] = f"the joint cell with it fails ({trial['outcome']}): {trial['error']}"
+        return kept, last_pass or joint
+
+
 def run_common(
     options: RunOptions,
     store: ResultStore,
@@ -801,6 +914,7 @@ def run_common(
     procs: Processes,
     report: Reporter,
 ) -> dict[str, Any]:
+    """Choose the common set from the records, prove it in a joint cell, write constraints-common.txt."""
     python = DEFAULT_PYTHON
     with_axes = {name: src for name, src in sources.items() if src.axes is not None}
     plan = common_mod.choose_common(
@@ -812,76 +926,12 @@ def run_common(
     )
     previous = store.data.get("common") or {}
     dropped = dict(plan.dropped)
-
-    def joint_hash(members: list[common_mod.Choice]) -> str:
-        data = {
-            "runner": RUNNER_SCHEMA,
-            "python": python,
-            "core_src": core_hash,
-            "members": [(m.plugin, m.cell, store.get(m.cell).input_hash, m.pins) for m in members],
-        }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-    def joint_job(members: list[common_mod.Choice]) -> Job:
-        reqs: dict[str, str] = {}
-        for member in members:
-            for name, version in member.pins.items():
-                reqs.setdefault(canonicalize_name(name), f"{name}=={version}")
-            for extra in member.extras:
-                reqs.setdefault(extra, extra)
-        reported = [n for m in members for n in m.pins] + list(REPORTED)
-        reported += [with_axes[m.plugin].distribution for m in members if with_axes[m.plugin].distribution]
-        reported += [n for m in members for n in _requirement_names(m.extras)]
-        return Job(
-            id=f"common-py{python}",
-            python=python,
-            plugins=[with_axes[m.plugin] for m in members],
-            requirements=list(reqs.values()),
-            reported=reported,
-        )
-
-    def run_joint(members: list[common_mod.Choice]) -> dict[str, Any]:
-        report("common-start", None, {"members": [m.plugin for m in members]})
-        result = run_job(joint_job(members), options, uv, wheels, core_hash, procs)
-        joint = {
-            "id": f"common-py{python}",
-            "python": python,
-            "members": [m.plugin for m in members],
-            "outcome": result.outcome,
-            "seconds": result.seconds,
-            "resolved": result.resolved,
-            "error": result.error,
-            "log": result.log,
-            "input_hash": joint_hash(members),
-            "finished_at": now(),
-        }
-        report("common", None, joint)
-        return joint
-
-    plan_hash = joint_hash(plan.members) if plan.members else "empty"
+    cells = _JointCells(options, store, with_axes, python, uv, wheels, core_hash, procs, report)
+    plan_hash = cells.input_hash(plan.members) if plan.members else "empty"
     if previous.get("plan_hash") == plan_hash and not options.force and "members" in previous:
         atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(previous))
         return previous  # same members, same cells, same core: the joint cell's verdict stands
-    members = list(plan.members)
-    joint = None
-    if members:
-        joint = run_joint(members)
-        if joint["outcome"] != "pass" and len(members) > 1:
-            # Find who breaks it: add the plugins one at a time, keep those that still pass.
-            kept: list[common_mod.Choice] = []
-            last_pass = None
-            for member in members:
-                trial = run_joint([*kept, member])
-                if trial["outcome"] == "pass":
-                    kept.append(member)
-                    last_pass = trial
-                else:
-                    dropped[member.plugin] = f"the joint cell with it fails ({trial['outcome']}): {trial['error']}"
-            members = kept
-            joint = last_pass or joint
-        elif joint["outcome"] != "pass":
-            dropped[members[0].plugin] = f"the joint cell fails ({joint['outcome']}): {joint['error']}"
-            members = []
+    members, joint = cells.largest_passing(list(plan.members), dropped) if plan.members else ([], None)
     section = {
         "python": python,
         "plan_hash": plan_hash,

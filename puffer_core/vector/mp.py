@@ -334,35 +334,7 @@ class Multiprocessing(VectorEnv):
 
         self._init_workers(factory, envs, units, batch, counts)
         self.num_workers = workers  # processes; the main share is one more unit of ``counts``
-        action_dtype = self._action_dtype
-
-        obs_space = self.single_observation_space
-        layout = Layout(  # control blocks and mailboxes for the worker processes only
-            self.num_envs,
-            envs,
-            workers,
-            obs_space.shape,
-            obs_space.dtype,
-            self._action_shape,
-            action_dtype,
-            info_buffer_bytes,
-        )
-        self._layout = layout
-
-        # Resources, all owned by the finalizer from here on.
-        self._procs: list = [None] * workers
-        self._cmd_w: list[int] = [-1] * workers  # main's end of each worker's command-hint pipe
-        self._data_r: list[int] = [-1] * workers  # main's end of each worker's data pipe
-        self._shared_fds: list[int] = []  # the completion-hint pipe (both ends: replacements need it)
-        self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
-        self._memfd_box: list[int] = []
-        self._buffer = self._map_memory(start_method, layout.size)
-        # Workers get a second to close their envs, or a minute when env 0 records (its
-        # worker writes the video's end, a GIF all of it, as env 0 closes).
-        grace = 1.0 if getattr(factory, "recording", None) is None else RECORDING_CLOSE_GRACE
-        self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, grace
-        )
+        self._allocate(envs, workers, info_buffer_bytes, start_method, recording=factory.recording is not None)
         self._closed = False
         self._state = "new"
         try:
@@ -372,6 +344,34 @@ class Multiprocessing(VectorEnv):
             raise
 
     # ---------------------------------------------------------------- start-up
+    def _allocate(self, envs: int, workers: int, info_buffer_bytes: int, start_method: str, recording: bool) -> None:
+        """The shared memory and pipe slots, all owned by the finalizer from here on."""
+        obs_space = self.single_observation_space
+        layout = Layout(  # control blocks and mailboxes for the worker processes only
+            self.num_envs,
+            envs,
+            workers,
+            obs_space.shape,
+            obs_space.dtype,
+            self._action_shape,
+            self._action_dtype,
+            info_buffer_bytes,
+        )
+        self._layout = layout
+        self._procs: list = [None] * workers
+        self._cmd_w: list[int] = [-1] * workers  # main's end of each worker's command-hint pipe
+        self._data_r: list[int] = [-1] * workers  # main's end of each worker's data pipe
+        self._shared_fds: list[int] = []  # the completion-hint pipe (both ends: replacements need it)
+        self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
+        self._memfd_box: list[int] = []
+        self._buffer = self._map_memory(start_method, layout.size)
+        # Workers get a second to close their envs, or a minute when env 0 records (its
+        # worker writes the video's end, a GIF all of it, as env 0 closes).
+        grace = RECORDING_CLOSE_GRACE if recording else 1.0
+        self._finalizer = weakref.finalize(
+            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, grace
+        )
+
     def _map_memory(self, start_method: str, size: int) -> mmap.mmap:
         if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
             return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)

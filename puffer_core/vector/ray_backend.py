@@ -171,8 +171,9 @@ class Ray(VectorEnv):
         self._seed = check_seed(seed)
 
         self._init_workers(factory, envs, workers, batch, counts)
-        a, action_dtype = self.agents_per_env, self._action_dtype
-        self._arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
+        self._arrays = allocate_arrays(
+            self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
+        )
 
         if not ray.is_initialized():
             ray.init(include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
@@ -181,7 +182,6 @@ class Ray(VectorEnv):
             # Ray restarts a dead actor itself (re-running __init__: its envs are re-created);
             # "in a row" is counted here (FaultLog), so Ray's lifetime count is unlimited.
             options = {"max_restarts": -1, "max_task_retries": 0, **options}
-        remote_cls = ray.remote(_EnvActor)
         self._actors: list = []
         self._pending: dict = {}  # ObjectRef -> worker
         self._sent_at = [0.0] * workers
@@ -192,39 +192,46 @@ class Ray(VectorEnv):
         self._state = "new"
         self._closed = False
         try:
-            for w in range(workers):
-                self._actors.append(
-                    remote_cls.options(**options).remote(
-                        factory,
-                        self._first_env[w],
-                        counts[w],
-                        a,
-                        self.single_observation_space,
-                        self._action_shape,
-                        action_dtype,
-                        self.autoreset_mode,
-                    )
-                )
-            refs = [actor.ready.remote() for actor in self._actors]
-            self._sent_at = [time.monotonic()] * workers
-            done, not_done = ray.wait(refs, num_returns=len(refs), timeout=max(timeout, startup_timeout))
-            if not_done:
-                w = refs.index(not_done[0])
-                self._fault(
-                    Fault(w, None, "construction", f"silent for {max(timeout, startup_timeout):g} s"),
-                    f"Ray: actor {w} did not build its envs within {max(timeout, startup_timeout):g} s; if it "
-                    "was never scheduled, the cluster lacks the resources asked for in actor_options "
-                    f"({options})",
-                    cause="timeout",
-                )
-            for w, ref in enumerate(refs):
-                self._incarnations[w], report = self._get(ref, w, "construction")
-                if report is not None:
-                    self._fault(*self._reported(w, report))
+            self._start_actors(factory, counts, options)
         except BaseException:
             self.close()
             raise
         self._started = True
+
+    # ---------------------------------------------------------------- start-up
+    def _start_actors(self, factory: EnvFactory, counts: list[int], options: dict) -> None:
+        """One actor per worker, each building its envs; raises WorkerError if one cannot."""
+        ray, workers = self._ray, len(counts)
+        remote_cls = ray.remote(_EnvActor)
+        for w in range(workers):
+            self._actors.append(
+                remote_cls.options(**options).remote(
+                    factory,
+                    self._first_env[w],
+                    counts[w],
+                    self.agents_per_env,
+                    self.single_observation_space,
+                    self._action_shape,
+                    self._action_dtype,
+                    self.autoreset_mode,
+                )
+            )
+        refs = [actor.ready.remote() for actor in self._actors]
+        self._sent_at = [time.monotonic()] * workers
+        allowed = max(self.timeout, self._startup_timeout)
+        done, not_done = ray.wait(refs, num_returns=len(refs), timeout=allowed)
+        if not_done:
+            w = refs.index(not_done[0])
+            self._fault(
+                Fault(w, None, "construction", f"silent for {allowed:g} s"),
+                f"Ray: actor {w} did not build its envs within {allowed:g} s; if it was never scheduled, the "
+                f"cluster lacks the resources asked for in actor_options ({options})",
+                cause="timeout",
+            )
+        for w, ref in enumerate(refs):
+            self._incarnations[w], report = self._get(ref, w, "construction")
+            if report is not None:
+                self._fault(*self._reported(w, report))
 
     # ---------------------------------------------------------------- helpers
     def _get(self, ref: Any, w: int, phase: str = "step", timeout: float | None = None) -> Any:
