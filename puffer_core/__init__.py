@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from puffer_core import errors
-from puffer_core.environments import make
+from puffer_core.environments import make, make_raw
 from puffer_core.hooks import hookimpl
 from puffer_core.specs import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad
 
@@ -22,6 +22,7 @@ __all__ = [
     "errors",
     "hookimpl",
     "make",
+    "make_raw",
 ]
 
 _LAZY_SUBMODULES = {"vector", "emulation", "postprocess", "plugins", "testing", "adapters"}

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium
 from packaging.requirements import Requirement
 
+from puffer_core import emulation, postprocess
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.specs import EnvSpec
@@ -121,7 +122,6 @@ def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> An
 
 def make(env_id: str, **kwargs: Any) -> Any:
     """The emulated env for ``env_id``: a GymnasiumEmulator or PettingZooEmulator."""
-    from puffer_core import emulation, postprocess
 
     env = make_raw(env_id, **kwargs)
     if _is_multiagent(env):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pluggy
+
+from puffer_core.specs import CompatAxes, DockerLayer, EnvSpec
 
 __all__ = [
     "PROJECT",
@@ -25,27 +28,27 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec
-def puffer_envs() -> list[Any]:
+def puffer_envs() -> list[EnvSpec]:
     """Called once when the plugin is loaded; returns the list of ``EnvSpec`` it provides."""
 
 
 @hookspec(firstresult=True)
-def puffer_adapt(env: Any, spec: Any) -> Any:
+def puffer_adapt(env: Any, spec: EnvSpec) -> Any | None:
     """Called by ``make`` on every raw env; returns it converted to Gymnasium or PettingZoo
     Parallel, or None when this adapter does not apply (the first non-None result wins)."""
 
 
 @hookspec
-def puffer_wrappers(spec: Any) -> list[Any]:
+def puffer_wrappers(spec: EnvSpec) -> list[Callable[[Any], Any]] | None:
     """Called by ``make`` after adaptation; returns callables ``wrapper(env) -> env`` the
     plugin applies to its own envs (an empty list, or None, for other plugins' specs)."""
 
 
 @hookspec
-def puffer_docker_layer() -> Any:
+def puffer_docker_layer() -> DockerLayer | None:
     """Called when rendering PufferTank; returns the plugin's ``DockerLayer`` (or None)."""
 
 
 @hookspec
-def puffer_compat_axes() -> Any:
+def puffer_compat_axes() -> CompatAxes | None:
     """Called by the compatibility matrix; returns the plugin's ``CompatAxes`` (or None)."""

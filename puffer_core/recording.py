@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
+from puffer_core.plugins import get_plugins
+from puffer_core.vector.base import EnvFactory
 
 __all__ = [
     "FORMATS",
@@ -104,8 +106,6 @@ def _plan(
 def _render_settings(env: Any, mode: str) -> tuple[dict[str, Any], float | None]:
     """The creator kwargs that turn ``mode`` on and the plugin's frames per second."""
     if isinstance(env, str):
-        from puffer_core.plugins import get_plugins
-
         spec = get_plugins().get_spec(env)
         return dict(spec.render_kwargs.get(mode, {"render_mode": mode})), spec.render_fps
     return {"render_mode": mode}, None
@@ -116,7 +116,6 @@ def _check_renders(
 ) -> float | None:
     """Build the env once as env 0 will be, reset it and render one frame of the right kind;
     returns the env's ``metadata["render_fps"]``."""
-    from puffer_core.vector.base import EnvFactory
 
     # pygame (classic control, butterfly) opens a sound device and a display at init; an
     # rgb_array recording needs neither, and workers inherit these, so no ALSA or

@@ -41,10 +41,19 @@ INSTRUCTION_STEP_RE = re.compile(
 CONTROL_CHAR_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
 # Docker stage names: lower case, start with a letter.
 STAGE_NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
+# An image reference (``debian:12``, ``registry/name@sha256:…``).
+IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 # An image reference, or a build argument standing for one (``${BASE}``).
-IMAGE_REF_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/:@-]*|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?)$")
+IMAGE_REF_RE = re.compile(rf"^({IMAGE_NAME_RE.pattern[1:-1]}|\$\{{?[A-Za-z_][A-Za-z0-9_]*\}}?)$")
 # Artifact paths are copied verbatim into ``COPY --from=...`` lines: plain absolute paths only.
 ARTIFACT_PATH_RE = re.compile(r"^/[A-Za-z0-9._+@/-]*$")
+
+
+def plugin_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a plugin (the prefix of its env ids), or None when it can."""
+    if PLUGIN_NAME_RE.match(name):
+        return None
+    return f"plugin name {name!r} is not valid: use lower-case letters, digits, '-' and '_'"
 
 
 def _fail(plugin: str, what: str, field_name: str, problem: str) -> PluginError:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepare this machine for PufferTank's real build tests (tests/test_tank_docker.py):
+# Prepare this machine for PufferTank's real build tests (tests/tank/test_tank_docker.py):
 #   1. Debian's docker.io (the engine) and debootstrap, installed if missing;
 #   2. a Docker engine answering on DOCKER_HOST (default unix:///var/run/docker.sock),
 #      started as `dockerd --iptables=false --bridge=none` when none answers

@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-GOOD = '''
+GOOD = """
 import functools
 import puffer_core
 from puffer_core import EnvSpec, DockerLayer, CompatAxes
@@ -38,33 +38,33 @@ def puffer_docker_layer():
 @puffer_core.hookimpl
 def puffer_compat_axes():
     return CompatAxes(package="gymnasium", versions=("1.2.0",), python=("3.11",))
-'''
+"""
 
-BROKEN_IMPORT = '''
+BROKEN_IMPORT = """
 import definitely_missing_dependency_of_broken  # noqa: F401  (the point of this plugin)
-'''
+"""
 
-BAD_SPEC = '''
+BAD_SPEC = """
 import puffer_core
 from puffer_core import EnvSpec
 
 @puffer_core.hookimpl
 def puffer_envs():
     return [EnvSpec("NoSlashHere", lambda: None)]
-'''
+"""
 
-NO_CREATOR = '''
+NO_CREATOR = """
 import puffer_core
 from puffer_core import EnvSpec
 
 @puffer_core.hookimpl
 def puffer_envs():
     return [EnvSpec("nocreator/env", None)]
-'''
+"""
 
 
 def claims(env_id: str) -> str:
-    return f'''
+    return f"""
 import puffer_core
 from puffer_core import EnvSpec
 
@@ -75,7 +75,7 @@ def _make():
 @puffer_core.hookimpl
 def puffer_envs():
     return [EnvSpec({env_id!r}, _make), EnvSpec({env_id!r}.split("/")[0] + "/own_" + __name__[-1], _make)]
-'''
+"""
 
 
 def write_plugin(site: Path, name: str, source: str, dist: str | None = None, version: str = "1.0.0") -> None:
@@ -106,7 +106,7 @@ def run_puffer(site: Path | None, *args: str, extra_env: dict[str, str] | None =
     env.pop("PUFFER_DEBUG", None)
     env.update(extra_env or {})
     return subprocess.run(
-        [sys.executable, "-m", "puffer_core.cli", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", *args],
         capture_output=True,
         text=True,
         env=env,

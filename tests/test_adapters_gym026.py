@@ -30,7 +30,8 @@ def test_gym026_env_adapted_through_shimmy():
 
 def test_gym026_env_through_make_and_emulation(monkeypatch):
     import puffer_core
-    from puffer_core import hookimpl, plugins
+    from puffer_core import hookimpl
+    from puffer_core.plugins import manager
 
     class GymPlugin:
         @hookimpl
@@ -42,7 +43,7 @@ def test_gym026_env_through_make_and_emulation(monkeypatch):
     for spec in GymPlugin().puffer_envs():
         loaded.env_specs[spec.id] = spec
         loaded.env_owner[spec.id] = "gymtest"
-    monkeypatch.setattr(plugins, "_cached", loaded)
+    monkeypatch.setattr(manager, "_cached", loaded)
     env = puffer_core.make("gymtest/cartpole")
     obs, _ = env.reset(seed=1)
     assert obs.shape == (4,)

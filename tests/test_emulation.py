@@ -616,7 +616,7 @@ def test_envs_that_write_into_the_buffer_themselves_skip_the_copy(accept):
 
 
 def test_emulation_overhead_benchmark_reports_both_loops():
-    from puffer_core.bench_emulation import emulation_overhead
+    from puffer_core.bench.emulation import emulation_overhead
 
     result = emulation_overhead(lambda: gymnasium.make("CartPole-v1"), steps=400, rounds=2)
     assert set(result) == {"raw_sps", "emulated_sps", "ratio"}

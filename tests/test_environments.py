@@ -7,11 +7,11 @@ import pytest
 from plugin_site import GOOD, site_entry_points, write_plugin
 
 import puffer_core
-from puffer_core import plugins as plugin_module
 from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
 from puffer_core.environments import make_raw, missing_requirements
 from puffer_core.errors import MissingDependencyError, UnknownEnvError
 from puffer_core.plugins import load_plugins
+from puffer_core.plugins import manager as plugin_module
 from puffer_core.specs import EnvSpec
 
 

@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_PYTHON", "OUTCOMES", "Cell", "cells_for"]
 def __getattr__(name: str) -> Any:
     # Lazy, so the in-cell smoke run (puffer_core.matrix.smoke) imports nothing else from here.
     if name in __all__:
-        from puffer_core.matrix import model
+        from puffer_core.matrix import model  # deferred: see above
 
         return getattr(model, name)
     raise AttributeError(f"module 'puffer_core.matrix' has no attribute {name!r}")

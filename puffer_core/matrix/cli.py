@@ -11,9 +11,12 @@ from typing import Any
 import click
 from rich.console import Console
 
-from puffer_core.cli_errors import MessageGroup
-from puffer_core.cli_options import Bounded
-from puffer_core.matrix.store import MatrixError
+from puffer_core.cli.errors import MessageGroup
+from puffer_core.cli.options import Bounded
+from puffer_core.matrix import render
+from puffer_core.matrix.render import SYMBOLS, _seconds
+from puffer_core.matrix.runner import RunOptions, run_matrix
+from puffer_core.matrix.store import MatrixError, ResultStore
 
 __all__ = ["main", "matrix"]
 
@@ -51,8 +54,6 @@ def matrix() -> None:
 @click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
 def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
     """Print the matrix from results.json (and rewrite README.md and index.html from it)."""
-    from puffer_core.matrix import render
-    from puffer_core.matrix.store import ResultStore
 
     folder = _out_dir(out)
     store = ResultStore(folder / "results.json")
@@ -81,7 +82,6 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
 
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
-    from puffer_core.matrix.render import SYMBOLS, _seconds
 
     colours = {"pass": "green", "excluded": "magenta", "interpreter-missing": "bright_black", "timeout": "yellow"}
 
@@ -172,9 +172,6 @@ def run_cmd(
     machinery itself breaks.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from puffer_core.matrix.render import SYMBOLS
-    from puffer_core.matrix.runner import RunOptions, run_matrix
 
     options = RunOptions(
         root=REPO_ROOT,

@@ -13,6 +13,7 @@ import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from puffer_core.cli.tables import print_table
 from puffer_core.matrix.model import OUTCOMES, version_key
 from puffer_core.matrix.store import atomic_write_text
 
@@ -191,19 +192,23 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _runs_markdown(data: Mapping[str, Any]) -> str:
-    """The cell counts and the cold and last runs' figures."""
-    out = []
+def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, qualifier, text) of the cell counts and the cold and last runs, for both renderings."""
+    facts = []
     counts = _counts(data)
     if counts:
-        out.append("**Cells:** " + ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in counts.items()) + "\n\n")
+        facts.append(("Cells", "", ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in counts.items())))
     runs = data.get("runs") or {}
     if runs.get("cold"):
-        out.append(f"**Cold run** (every cell, nothing cached in results.json): {_run_line(runs['cold'])}.\n\n")
+        facts.append(("Cold run", "every cell, nothing cached in results.json", _run_line(runs["cold"]) + "."))
     else:
-        out.append(
-            "**Cold run:** none recorded yet (a full run with nothing cached, e.g. `nox -s compat -- --force`, "
-            "records its rate here).\n\n"
+        facts.append(
+            (
+                "Cold run",
+                "",
+                "none recorded yet (a full run with nothing cached, e.g. `nox -s compat -- --force`, "
+                "records its rate here).",
+            )
         )
     if runs.get("last"):
         sel = runs["last"].get("selection") or {}
@@ -213,8 +218,15 @@ def _runs_markdown(data: Mapping[str, Any]) -> str:
             )
             or "all cells"
         )
-        out.append(f"**Last run** ({filters}{', forced' if sel.get('force') else ''}): {_run_line(runs['last'])}.\n\n")
-    return "".join(out)
+        facts.append(("Last run", filters + (", forced" if sel.get("force") else ""), _run_line(runs["last"]) + "."))
+    return facts
+
+
+def _runs_markdown(data: Mapping[str, Any]) -> str:
+    return "".join(
+        f"**{label}** ({qualifier}): {text}\n\n" if qualifier else f"**{label}:** {text}\n\n"
+        for label, qualifier, text in _header_facts(data)
+    )
 
 
 def _plugin_markdown(table: Mapping[str, Any]) -> str:
@@ -341,14 +353,9 @@ def render_html(data: Mapping[str, Any]) -> str:
         "</style></head><body>\n",
         "<h1>Compatibility matrix</h1>\n",
     ]
-    counts = _counts(data)
-    if counts:
-        out.append("<p><b>Cells:</b> " + ", ".join(f"{esc(k)} {v}" for k, v in counts.items()) + "</p>\n")
-    runs = data.get("runs") or {}
-    if runs.get("cold"):
-        out.append(f"<p><b>Cold run:</b> {esc(_run_line(runs['cold']).replace('**', ''))}</p>\n")
-    if runs.get("last"):
-        out.append(f"<p><b>Last run:</b> {esc(_run_line(runs['last']).replace('**', ''))}</p>\n")
+    for label, qualifier, text in _header_facts(data):
+        label += f" ({qualifier})" if qualifier else ""
+        out.append(f"<p><b>{esc(label)}:</b> {esc(text.replace('**', '').replace('`', ''))}</p>\n")
     out.append('<table class="legend"><tr><th></th><th>outcome</th><th>meaning</th></tr>\n')
     for outcome in (*OUTCOMES, "not run"):
         out.append(
@@ -406,8 +413,6 @@ def render_html(data: Mapping[str, Any]) -> str:
 def render_terminal(data: Mapping[str, Any], console: Any, plugins: Iterable[str] | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
-
-    from puffer_core.tables import print_table
 
     for table in plugin_tables(data, plugins):
         if table.get("error"):

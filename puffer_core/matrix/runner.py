@@ -45,6 +45,7 @@ from puffer_core.matrix.model import DEFAULT_PYTHON, Cell, cells_for, select_cel
 from puffer_core.matrix.smoke import REPORTED
 from puffer_core.matrix.sources import PluginSource, copy_tree, core_tree_hash, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, atomic_write_text, now
+from puffer_core.specs import PYTHON_VERSION_RE
 
 __all__ = ["RunOptions", "RunSummary", "cell_input_hash", "run_matrix", "summarize_log"]
 
@@ -650,7 +651,7 @@ def _selection(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, 
     options.plugins = _split(options.plugins)
     options.pythons = _split(options.pythons)
     for py in options.pythons:
-        if not re.match(r"^3\.\d+$", py):
+        if not PYTHON_VERSION_RE.match(py):
             raise MatrixError(f"--python {py!r}: write versions like 3.12")
     sources = discover(options.plugins_dir, include_builtins=options.builtins)
     unknown = [name for name in options.plugins if name not in sources]

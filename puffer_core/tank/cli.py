@@ -26,11 +26,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from puffer_core.cli_errors import MessageGroup
+from puffer_core.cli.errors import MessageGroup
+from puffer_core.cli.tables import print_table
 from puffer_core.errors import PufferError
-from puffer_core.tables import print_table
+from puffer_core.plugins import get_plugins
 from puffer_core.tank import container
 from puffer_core.tank.errors import BuildError, TankError
+from puffer_core.tank.lock import build_constraints, image_lock, local_projects, lock_digest, parse_lock
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
@@ -76,7 +78,6 @@ def _selection(
     need_constraints: bool = True,
 ) -> tuple[dict, Constraints, str]:
     """The selected layers, the constraint set and the command that reproduces the render."""
-    from puffer_core.plugins import get_plugins
 
     if constraints_path is not None and no_constraints:
         raise TankError("give --constraints PATH or --no-constraints, not both")
@@ -180,7 +181,6 @@ def render_cmd(
 
 def _lock_constraints(lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path) -> bytes | None:
     """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out)."""
-    from puffer_core.tank.lock import build_constraints, local_projects
 
     if lock_path is None:
         return None
@@ -263,6 +263,7 @@ def build_cmd(
     The final layer records every Python package's resolved version (/opt/puffertank/lock.txt
     and the label org.puffer.tank.lock); `puffer tank lock IMAGE` prints it.
     """
+    # deferred: the docker SDK loads only for commands that talk to an engine
     from puffer_core.tank import build as builder
 
     root = find_root()
@@ -368,6 +369,7 @@ def _request(options: dict, command: tuple[str, ...], tty: bool) -> tuple[contai
     env = container.check_env(options["env"])
     mount = container.check_mount(options["mount"], find_root)
     client_path = container.docker_client_path()
+    # deferred: the docker SDK loads only for commands that talk to an engine
     from puffer_core.tank.build import connect
 
     client = connect()
@@ -449,8 +451,8 @@ def lock_cmd(image: str, as_json: bool) -> None:
     Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`; equal
     sha256 digests mean equal environments. Rebuild the same: puffer tank build --lock FILE.
     """
+    # deferred: the docker SDK loads only for commands that talk to an engine
     from puffer_core.tank.build import connect
-    from puffer_core.tank.lock import image_lock, lock_digest, parse_lock
 
     text, found = image_lock(connect(), image)
     packages = parse_lock(text, f"the lock of {image}")

@@ -23,7 +23,6 @@ one name, two values for one env var, two stages writing one path) are caught he
 from __future__ import annotations
 
 import pathlib
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -31,7 +30,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
-from puffer_core.specs import CONTROL_CHAR_RE, DockerLayer
+from puffer_core.specs import CONTROL_CHAR_RE, IMAGE_NAME_RE, DockerLayer
 from puffer_core.tank.errors import ConstraintsError, TankError
 
 __all__ = [
@@ -317,7 +316,7 @@ def _checked_layers(layers: Mapping[str, DockerLayer], base: str) -> dict[str, D
             raise PluginError(f"plugin '{name}': {layer!r} is not a puffer_core.DockerLayer", plugin=name)
         layer.validate(name)
     _check_clashes(layers)
-    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", base):
+    if not IMAGE_NAME_RE.match(base):
         raise TankError(f"{base!r} is not an image reference")
     return layers
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from puffer_core.errors import MissingDependencyError
+
 __all__ = [
     "Checkpoint",
     "Curve",
@@ -45,8 +47,6 @@ def __getattr__(name: str) -> Any:
     try:
         import torch  # noqa: F401
     except ImportError as exc:
-        from puffer_core.errors import MissingDependencyError
-
         raise MissingDependencyError(
             "puffer train needs torch; install the extra with `pip install 'puffer-core[train]'`"
         ) from exc

@@ -14,24 +14,22 @@ from typing import Any
 
 import click
 
-from puffer_core.cli_errors import err_console
-from puffer_core.cli_options import EPISODES, NUM_ENVS, NUM_WORKERS, SEED, STEPS
+from puffer_core.cli.errors import err_console
+from puffer_core.cli.options import (
+    EPISODES,
+    NUM_ENVS,
+    NUM_WORKERS,
+    SEED,
+    STEPS,
+    env_kwargs_option,
+    parse_pairs,
+    record_option,
+)
+from puffer_core.plugins import get_plugins
+from puffer_core.recording import plan_recording
+from puffer_core.train.curve import require_matplotlib
 
 __all__ = ["eval_cmd", "train_cmd"]
-
-
-def _pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
-    """KEY=VALUE pairs, VALUE parsed as JSON when it is JSON (so 0.5, true, null, [1, 2])."""
-    out: dict[str, Any] = {}
-    for pair in values:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
 
 
 def _default_out(env_id: str) -> Path:
@@ -41,8 +39,7 @@ def _default_out(env_id: str) -> Path:
 
 def _import_train() -> Any:
     """``puffer_core.train``, or a one-line MissingDependencyError naming the extra to install."""
-    from puffer_core import train
-    from puffer_core.train.curve import require_matplotlib
+    from puffer_core import train  # deferred: torch and matplotlib, optional extras
 
     train.ppo  # noqa: B018  (imports torch: the package defers it to first use)
     require_matplotlib()
@@ -83,13 +80,8 @@ def _progress(total: int, label: str) -> Any:
     help="Continue the run in this directory.",
 )
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
-@click.option("--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON).")
-@click.option(
-    "--record",
-    "record_path",
-    type=click.Path(dir_okay=False),
-    help="After training, record evaluation episodes of the policy (.mp4, .gif or .cast).",
-)
+@env_kwargs_option
+@record_option("After training, record evaluation episodes of the policy (.mp4, .gif or .cast).")
 @click.option("--record-episodes", default=1, show_default=True, type=EPISODES, help="Episodes --record plays.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
 def train_cmd(
@@ -124,15 +116,13 @@ def train_cmd(
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(seed=seed, device=device)
     chosen = {key: value for key, value in options.items() if value is not None}
-    chosen.update(_pairs(settings, "--set"))
+    chosen.update(parse_pairs(settings, "--set"))
     if resume is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
-    env_kwargs = _pairs(kwargs, "--kwarg") or None
+    env_kwargs = parse_pairs(kwargs, "--kwarg") or None
     _check_before_torch(env_id, resume, chosen)
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
-        from puffer_core.recording import plan_recording
-
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes)
     train = _import_train()
     if resume is None and out is None:
@@ -164,8 +154,6 @@ def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[
 
     PPOConfig().replace(**settings).validate()
     if env_id is not None:
-        from puffer_core.plugins import get_plugins
-
         get_plugins().get_spec(env_id)
     if resume is not None:
         _checkpoint_file(resume, "--resume")
@@ -216,12 +204,7 @@ def _report_training(
 @click.option("--episodes", default=10, show_default=True, type=EPISODES, help="Episodes to play.")
 @click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
 @click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
-@click.option(
-    "--record",
-    "record_path",
-    type=click.Path(dir_okay=False),
-    help="Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).",
-)
+@record_option("Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
 def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, record_path: str | None, as_json: bool) -> None:
     """Play the policy that `puffer train` saved in DIR; report its episode returns."""

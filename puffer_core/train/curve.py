@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.errors import MissingDependencyError
+
 __all__ = ["Curve", "require_matplotlib", "write_atomically"]
 
 #: episodes the "mean return" of a curve row averages over
@@ -38,8 +40,6 @@ COLUMNS = (
 def require_matplotlib() -> None:
     """Fail before training, not at its end, when curve.png cannot be drawn."""
     if importlib.util.find_spec("matplotlib") is None:
-        from puffer_core.errors import MissingDependencyError
-
         raise MissingDependencyError(
             "puffer train draws curve.png with matplotlib, which is missing; pip install 'puffer-core[train]'"
         )

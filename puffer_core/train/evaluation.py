@@ -11,6 +11,7 @@ import torch
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
+from puffer_core.recording import Recording, plan_recording
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.policy import Policy
@@ -70,8 +71,6 @@ def evaluate(
     env = saved.env if env is None else env
     vector_kwargs = None
     if record is not None:
-        from puffer_core.recording import Recording, plan_recording
-
         if not isinstance(record, Recording):
             record = plan_recording(env, record, saved.env_kwargs, episodes)
         vector_kwargs = {"record": record}

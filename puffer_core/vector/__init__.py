@@ -35,11 +35,11 @@ _ALIASES = {"serial": "serial", "multiprocessing": "multiprocessing", "mp": "mul
 
 def __getattr__(name: str) -> Any:
     if name == "Multiprocessing":
-        from puffer_core.vector.mp import Multiprocessing
+        from puffer_core.vector.mp import Multiprocessing  # deferred: loads only for this backend
 
         return Multiprocessing
     if name == "Ray":
-        from puffer_core.vector.ray_backend import Ray
+        from puffer_core.vector.ray_backend import Ray  # deferred: Ray is an optional extra
 
         return Ray
     raise AttributeError(f"module 'puffer_core.vector' has no attribute {name!r}")
@@ -61,8 +61,8 @@ def to_sb3(envs: VectorEnv) -> Any:
 
 def autotune(env: Any, num_envs: int | None = None, budget: float = 60.0, **kwargs: Any) -> dict[str, Any]:
     """Measure Serial and Multiprocessing settings on ``env`` within ``budget`` seconds and
-    print the fastest as a ``vector.make(...)`` call (see :mod:`puffer_core.bench_autotune`)."""
-    from puffer_core.bench_autotune import autotune as run  # deferred: the bench code is not needed to make envs
+    print the fastest as a ``vector.make(...)`` call (see :mod:`puffer_core.vector.autotuner`)."""
+    from puffer_core.vector.autotuner import autotune as run  # deferred: the bench code is not needed to make envs
 
     return run(env, num_envs, budget, **kwargs)
 
@@ -76,10 +76,10 @@ def _backend_class(backend: Any) -> type:
     if key == "serial":
         return Serial
     if key == "multiprocessing":
-        from puffer_core.vector.mp import Multiprocessing
+        from puffer_core.vector.mp import Multiprocessing  # deferred: loads only for this backend
 
         return Multiprocessing
-    from puffer_core.vector.ray_backend import Ray
+    from puffer_core.vector.ray_backend import Ray  # deferred: Ray is an optional extra
 
     return Ray
 
@@ -140,7 +140,7 @@ def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
     """``vector_kwargs["record"]``: a path (checked here, in the main process) or a planned ``Recording``."""
     if record is None:
         return None
-    from puffer_core.recording import Recording, plan_recording
+    from puffer_core.recording import Recording, plan_recording  # breaks a cycle: recording imports vector.base
 
     return record if isinstance(record, Recording) else plan_recording(env, record, env_kwargs)
 

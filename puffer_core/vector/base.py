@@ -41,7 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.errors import APIUsageError, WorkerError
+import puffer_core
+from puffer_core import emulation, postprocess
+from puffer_core.emulation import Buffers, GymnasiumEmulator, PettingZooEmulator
+from puffer_core.errors import APIUsageError, PufferError, WorkerError
+from puffer_core.vector.actions import ActionCheck
 from puffer_core.vector.autoreset import (
     DISABLED,
     NEXT_STEP,
@@ -72,14 +76,12 @@ __all__ = [
 
 
 def _is_emulator(env: Any) -> bool:
-    from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
 
     return isinstance(env, (GymnasiumEmulator, PettingZooEmulator))
 
 
 def _emulate(raw: Any, buf: Any) -> Any:
     """Episode statistics + the right emulator for a raw Gymnasium / PettingZoo env."""
-    from puffer_core import emulation, postprocess
 
     if hasattr(raw, "possible_agents"):
         wrapped = postprocess.MultiAgentEpisodeStats(raw)
@@ -168,8 +170,6 @@ class EnvFactory:
         recording = self.recording if index == 0 else None
         kwargs = self.env_kwargs if recording is None else {**self.env_kwargs, **recording.env_kwargs}
         if isinstance(self.env, str):
-            import puffer_core
-
             made = puffer_core.make(self.env, **kwargs)
         else:
             made = self.env(**kwargs)
@@ -189,7 +189,6 @@ def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
 
     Errors of Puffer Core itself (unknown env id, missing package, bad space) propagate
     as they are; anything else the env raises becomes a WorkerError for env 0."""
-    from puffer_core.errors import PufferError
 
     try:
         env = factory()
@@ -447,7 +446,6 @@ class EnvGroup:
         self._steps = [getattr(env, "step_in_place", env.step) for env in self.envs]
 
     def _build(self, factory: Callable[..., Any], i: int, prebuilt: Any) -> Any:
-        from puffer_core.emulation import Buffers
 
         a, arrays = self.agents_per_env, self.arrays
         rows = slice(i * a, (i + 1) * a)
@@ -682,6 +680,60 @@ class VectorEnv:
         self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
         self._all_ids = np.arange(self.num_envs)
 
+    def _envs_of(self, w: int) -> range:
+        """The envs worker ``w`` steps (MP and Ray)."""
+        return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
+
+    def _batch_rows(self, batch: list[int]) -> tuple[Any, np.ndarray]:
+        """(rows, env ids) of a batch of workers (MP and Ray): a slice when they are
+        contiguous, so the arrays handed out are views; else the row indices."""
+        lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
+        if hi - lo == self.batch_size:
+            rows = slice(lo, hi)
+            return rows, self._all_ids[rows]
+        rows = np.concatenate([self._env_ids[w] for w in batch])
+        return rows, rows
+
+    def _batch_infos(self, batch: list[int]) -> list:
+        """The infos a batch's workers gathered since their last batch (MP and Ray), formatted; cleared."""
+        infos: list = []
+        for w in batch:
+            if self._infos[w]:
+                infos.extend(self._infos[w])
+                self._infos[w] = []
+        return format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
+
+    def _count_fault(self, fault: Any, w: int) -> None:
+        """Log a fault against worker ``w``'s envs (``on_fault="restart"``); one too many in a
+        row closes the vector env and raises the log's WorkerError."""
+        try:
+            self._fault_log.record(fault, self._envs_of(w))
+        except WorkerError:
+            self.close()
+            raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise APIUsageError(f"this {type(self).__name__} vector env is closed")
+
+    def _check_recv(self, holding: bool) -> None:
+        """recv() comes after a reset, once per send(); ``holding``: the last batch is not acted on yet."""
+        self._check_open()
+        if self._state == "new":
+            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
+        if holding:
+            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+
+    def _check_send(self, holding: bool) -> None:
+        """send() acts on the batch the last recv() returned."""
+        self._check_open()
+        if not holding:
+            raise APIUsageError(
+                "send() without a batch to act on; call reset()/async_reset() and recv() first"
+                if self._state == "new"
+                else "send() called twice without recv(); call recv() to get the next batch first"
+            )
+
     def _init_autoreset(self, autoreset: Any, batch_size_envs: int, num_envs_envs: int) -> None:
         self.autoreset_mode = check_autoreset(autoreset)
         if self.autoreset_mode == DISABLED and batch_size_envs != num_envs_envs:
@@ -833,8 +885,6 @@ class VectorEnv:
     def _check_actions(self, actions: Any, rows: int) -> np.ndarray:
         check = self.__dict__.get("_action_check")
         if check is None:  # built on first use: every backend knows its action space by then
-            from puffer_core.vector.actions import ActionCheck
-
             check = ActionCheck(self.single_action_space, *action_buffer_spec(self.single_action_space))
             self.__dict__["_action_check"] = check
         actions = check.shaped(actions, rows)

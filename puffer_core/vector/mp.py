@@ -30,16 +30,11 @@ Synchronisation (a short polite spin, then block)
       calling ``sched_yield()`` between looks, for about 1.5× its usual wait (at most
       ``spin_us``; not at all when waits run longer than twice that). Workers spin only
       when ``num_workers <= cpus``; the main process always may, since at each look it
-      hands its core to whichever worker shares it. Measured on 2 cores, 2 workers,
-      CartPole 16 envs: 160k steps/s with only the workers spinning, 235k with the main
-      process too (NetHack 4 envs, batch 2: 32k → 37k; Breakout unchanged: its waits are
-      too long to spin). The yield matters: a spin without it that shares a core with the
-      process it waits for holds that core for its whole budget (about 400 µs per step
-      seen here), which is what made PufferLib's busy-waiting backend crawl at 300
-      steps/s with 2 workers on 2 cores. Spinning workers on a core with another of
-      ours slowed synchronous batches (NetHack, 4 workers, batch 8: 21k → 16k steps/s),
+      hands its core to whichever worker shares it. The yield matters: a spin without it
+      that shares a core with the process it waits for holds that core for its whole
+      budget. Spinning workers on a core with another of ours slow synchronous batches,
       so with more workers than cores they sleep at once; ``spin_us=0`` turns all
-      spinning off.
+      spinning off. (The measurements behind these choices: README, "Vectorization".)
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -94,7 +89,6 @@ from puffer_core.vector.base import (
     check_counts,
     check_timeout,
     env_fault_message,
-    format_infos,
     split_envs,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
@@ -607,9 +601,6 @@ class Multiprocessing(VectorEnv):
         env = self._from_w[w * SLOTS + PROGRESS]
         return self._first_env[w] + env if env >= 0 else None
 
-    def _envs_of(self, w: int) -> range:
-        return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
-
     def _phase(self, w: int) -> str:
         if w not in self._running:
             return "idle"
@@ -671,11 +662,7 @@ class Multiprocessing(VectorEnv):
             return
         failure: Fault | None = fault
         while failure is not None:
-            try:
-                self._fault_log.record(failure, self._envs_of(w))
-            except WorkerError:
-                self.close()
-                raise
+            self._count_fault(failure, w)
             self._retire(w)
             envs = self._envs_of(w)
             seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
@@ -699,11 +686,7 @@ class Multiprocessing(VectorEnv):
         """The main share's envs raised: re-create them here (there is no process to replace)."""
         w = self._main_unit
         while True:
-            try:
-                self._fault_log.record(fault, self._envs_of(w))
-            except WorkerError:
-                self.close()
-                raise
+            self._count_fault(fault, w)
             if self._main_group is not None:
                 self._main_group.close()
                 self._main_group = None
@@ -934,11 +917,7 @@ class Multiprocessing(VectorEnv):
         return [results[i] for i in indices]
 
     def recv(self) -> tuple:
-        self._check_open()
-        if self._state == "new":
-            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
-        if self._held is not None:
-            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        self._check_recv(holding=self._held is not None)
         k = self._workers_per_batch
         if k < self._units:
             self._scan()  # workers that finished meanwhile queue up now, not after the main share
@@ -964,21 +943,10 @@ class Multiprocessing(VectorEnv):
                     self._scan()  # it may just be unread
                     self._timeout("stepping")
         self._held = batch
-        infos: list = []
-        for w in batch:
-            if self._infos[w]:
-                infos.extend(self._infos[w])
-                self._infos[w] = []
-        infos = format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
+        infos = self._batch_infos(batch)
         if k == self._units:
             return self._obs, self._rew, self._term, self._trunc, infos, self._all_ids, self._masks
-        lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
-        if hi - lo == self.batch_size:  # contiguous workers: views
-            rows: Any = slice(lo, hi)
-            env_ids = self._all_ids[rows]
-        else:
-            rows = np.concatenate([self._env_ids[w] for w in batch])
-            env_ids = rows
+        rows, env_ids = self._batch_rows(batch)
         return (
             self._obs[rows],
             self._rew[rows],
@@ -990,14 +958,8 @@ class Multiprocessing(VectorEnv):
         )
 
     def send(self, actions: Any) -> None:
-        self._check_open()
+        self._check_send(holding=self._held is not None)
         batch = self._held
-        if batch is None:
-            raise APIUsageError(
-                "send() without a batch to act on; call reset()/async_reset() and recv() first"
-                if self._state == "new"
-                else "send() called twice without recv(); call recv() to get the next batch first"
-            )
         actions = self._check_actions(actions, self.batch_size)
         if self.autoreset_mode == DISABLED:  # disabled needs full batches
             self._check_not_ended(self._term, self._trunc)
@@ -1041,10 +1003,6 @@ class Multiprocessing(VectorEnv):
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
             finalizer()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise APIUsageError("this Multiprocessing vector env is closed")
 
     @property
     def pids(self) -> list[int]:

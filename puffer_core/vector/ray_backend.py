@@ -33,7 +33,6 @@ from puffer_core.vector.base import (
     check_counts,
     check_timeout,
     env_fault_message,
-    format_infos,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
 from puffer_core.vector.faults import (
@@ -269,11 +268,7 @@ class Ray(VectorEnv):
             del self._pending[ref]  # its task died with it
         failure: Fault | None = fault
         while failure is not None:
-            try:
-                self._fault_log.record(failure, self._envs_of(w))
-            except WorkerError:
-                self.close()
-                raise
+            self._count_fault(failure, w)
             if kill:
                 self._ray.kill(self._actors[w], no_restart=False)  # Ray's own restart, not ours
             failure = self._rebuild(w)
@@ -328,9 +323,6 @@ class Ray(VectorEnv):
             if time.monotonic() >= deadline:
                 raise ray.exceptions.GetTimeoutError("the restarted actor did not answer within the deadline")
             time.sleep(0.05)
-
-    def _envs_of(self, w: int) -> range:
-        return range(self._first_env[w], self._first_env[w] + self._env_counts[w])
 
     def _submit(self, w: int, ref: Any) -> None:
         self._pending[ref] = w
@@ -427,34 +419,15 @@ class Ray(VectorEnv):
         return [results[i] for i in indices]
 
     def recv(self) -> tuple:
-        self._check_open()
-        if self._state == "new":
-            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
-        if self._held is not None:
-            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        self._check_recv(holding=self._held is not None)
         k = self._workers_per_batch
         self._wait(k)
         batch = sorted(self._ready[:k])
         del self._ready[:k]
         self._held = batch
-        infos: list = []
-        for w in batch:
-            if self._infos[w]:
-                infos.extend(self._infos[w])
-                self._infos[w] = []
-        infos = format_infos(infos, self.agents_per_env, self.possible_agents) if infos else infos
+        infos = self._batch_infos(batch)
         arrays = self._arrays
-        if k == self.num_workers:
-            rows: Any = slice(None)
-            env_ids = self._all_ids
-        else:
-            lo, hi = self._row_bounds[batch[0]][0], self._row_bounds[batch[-1]][1]
-            if hi - lo == self.batch_size:
-                rows = slice(lo, hi)
-                env_ids = self._all_ids[rows]
-            else:
-                rows = np.concatenate([self._env_ids[w] for w in batch])
-                env_ids = rows
+        rows, env_ids = (slice(None), self._all_ids) if k == self.num_workers else self._batch_rows(batch)
         return (
             arrays["observations"][rows],
             arrays["rewards"][rows],
@@ -466,14 +439,8 @@ class Ray(VectorEnv):
         )
 
     def send(self, actions: Any) -> None:
-        self._check_open()
+        self._check_send(holding=self._held is not None)
         batch = self._held
-        if batch is None:
-            raise APIUsageError(
-                "send() without a batch to act on; call reset()/async_reset() and recv() first"
-                if self._state == "new"
-                else "send() called twice without recv(); call recv() to get the next batch first"
-            )
         actions = self._check_actions(actions, self.batch_size)
         if self.autoreset_mode == DISABLED:  # disabled needs full batches
             self._check_not_ended(self._arrays["terminals"], self._arrays["truncations"])
@@ -505,7 +472,3 @@ class Ray(VectorEnv):
                     ray.kill(actor)
                 except Exception:
                     pass
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise APIUsageError("this Ray vector env is closed")

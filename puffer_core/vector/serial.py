@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.errors import APIUsageError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
     EnvFactory,
@@ -96,11 +95,7 @@ class Serial(VectorEnv):
         self._state = "ready"
 
     def recv(self) -> tuple:
-        self._check_open()
-        if self._state == "new":
-            raise APIUsageError("recv() before async_reset(); call reset() or async_reset() first")
-        if self._state == "held":
-            raise APIUsageError("recv() called twice without send(); send actions for the last batch first")
+        self._check_recv(holding=self._state == "held")
         self._state = "held"
         g = self._cursor
         rows = self.batch_size
@@ -129,13 +124,7 @@ class Serial(VectorEnv):
         return ids
 
     def send(self, actions: Any) -> None:
-        self._check_open()
-        if self._state != "held":
-            raise APIUsageError(
-                "send() without a batch to act on; call reset()/async_reset() and recv() first"
-                if self._state == "new"
-                else "send() called twice without recv(); call recv() to get the next batch first"
-            )
+        self._check_send(holding=self._state == "held")
         actions = self._check_actions(actions, self.batch_size)
         g = self._cursor
         rows = self.batch_size
@@ -160,7 +149,3 @@ class Serial(VectorEnv):
         group = getattr(self, "group", None)
         if group is not None:
             group.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise APIUsageError("this Serial vector env is closed")

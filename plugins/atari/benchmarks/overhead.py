@@ -12,7 +12,7 @@ Two raw baselines, both on the same seed and actions (so the same trajectory, ch
   episode statistics and emulation (its frame stack unbound: a copy per step).
 
 The loops are interleaved in short rounds, timed in CPU time of this thread with resets
-left out (as ``puffer_core.bench_emulation`` does); the ratio printed is the median over
+left out (as ``puffer_core.bench.emulation`` does); the ratio printed is the median over
 the repeats of each repeat's median round ratio. ``--copying`` measures the emulator with
 the zero-copy binding refused (the copying path).
 """
@@ -27,10 +27,10 @@ import gymnasium
 import numpy as np
 
 import puffer_core
-from puffer_core.bench_emulation import interleaved
+from puffer_core import make_raw
 from puffer_core.emulation import GymnasiumEmulator
-from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
+from puffer_core.testing import interleaved
 
 
 class Copying(gymnasium.Wrapper):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 
-from puffer_core import EnvSpec, hookimpl
-from puffer_core.specs import CompatAxes, DockerLayer
-from puffer_plugin_atari.compat import compat_axes, docker_layer
+from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
+from puffer_plugin_atari.compat import compat_axes
+from puffer_plugin_atari.docker import docker_layer
 from puffer_plugin_atari.envs import MIN_ALE_PY, make_atari
 from puffer_plugin_atari.games import game_ids, title
 

@@ -1,4 +1,4 @@
-"""What PufferTank and the compatibility matrix need to know about ale-py.
+"""What the compatibility matrix needs to know about ale-py: the versions to try and why.
 
 Evidence (each wheel's METADATA, and ``pip download --only-binary=:all: --python-version X``):
 
@@ -17,17 +17,9 @@ Evidence (each wheel's METADATA, and ``pip download --only-binary=:all: --python
 
 from __future__ import annotations
 
-from puffer_core.specs import CompatAxes, DockerLayer, KnownBad
+from puffer_core import CompatAxes, KnownBad
 
-__all__ = ["compat_axes", "docker_layer"]
-
-
-def docker_layer() -> DockerLayer:
-    # Nothing to add: the ale-py and opencv-python-headless wheels are self-contained
-    # manylinux builds (SDL2 is bundled in ale-py; cv2 links only libc, libstdc++ and zlib,
-    # all in a minimal Debian). The headless OpenCV build needs no libGL. Only
-    # render_mode="human" would want X11/audio libraries, which a training image does not need.
-    return DockerLayer()
+__all__ = ["compat_axes"]
 
 
 def compat_axes() -> CompatAxes:

@@ -1,6 +1,6 @@
 """Every atari/<game>, as puffer_core.make emulates it, passes Gymnasium's own ``check_env``.
 
-Here rather than in the core's tests/test_conformance.py: ~100 games at ~0.6 s each (ale-py
+Here rather than in the core's tests/testing/test_conformance.py: ~100 games at ~0.6 s each (ale-py
 reloads the ROM on each of the checker's seeded resets) is over a minute.
 """
 

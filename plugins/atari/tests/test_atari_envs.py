@@ -8,7 +8,7 @@ from ale_py.env import AtariEnv
 from puffer_plugin_atari.envs import check_ale_py_version
 from puffer_plugin_atari.wrappers import AtariEpisodeStats, FrameStack
 
-from puffer_core.environments import make_raw
+from puffer_core import make_raw
 from puffer_core.errors import MissingDependencyError
 
 STATS_KEYS = {"lives_lost", "start_lives"}

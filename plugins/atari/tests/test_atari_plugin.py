@@ -12,9 +12,8 @@ from packaging.version import Version
 from puffer_plugin_atari import INSTALL_HINT
 from puffer_plugin_atari.games import MULTIPLAYER_ONLY, STANDARD_GAMES, installed_game_ids
 
-from puffer_core.isolation import envs_json, run_puffer, run_python
-from puffer_core.plugins import load_plugins
-from puffer_core.specs import CompatAxes, DockerLayer
+from puffer_core import CompatAxes, DockerLayer
+from puffer_core.testing import envs_json, load_plugins, run_puffer, run_python
 
 
 def test_plugin_loads_through_its_entry_point():
@@ -108,7 +107,7 @@ def test_too_old_ale_py_is_marked_unavailable(tmp_path):
 def test_preprocessing_without_opencv_says_what_to_install():
     result = run_python(
         """
-        from puffer_core.environments import make_raw
+        from puffer_core import make_raw
         from puffer_core.errors import MissingDependencyError
         try:
             make_raw("atari/breakout")

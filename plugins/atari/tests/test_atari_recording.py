@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from puffer_core import vector
-from puffer_core.recording import plan_recording
-from puffer_core.testing import played_frames
+from puffer_core.testing import plan_recording, played_frames
 
 SCREEN = (210, 160)  # ALE's frame, height x width
 

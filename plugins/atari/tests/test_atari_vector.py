@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 import puffer_core
-from puffer_core import vector
-from puffer_core.environments import make_raw
-from puffer_core.isolation import run_puffer
+from puffer_core import make_raw, vector
+from puffer_core.testing import run_puffer
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"preprocess": False}])

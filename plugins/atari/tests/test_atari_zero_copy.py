@@ -14,11 +14,10 @@ import pytest
 from puffer_plugin_atari.wrappers import FrameStack, bind_ale_screen
 
 import puffer_core
-from puffer_core import vector
+from puffer_core import make_raw, vector
 from puffer_core.emulation import Buffers, GymnasiumEmulator
-from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
-from puffer_core.vector.testing import rollout as vector_rollout
+from puffer_core.testing import rollout as vector_rollout
 
 
 class Copying(gymnasium.Wrapper):

@@ -13,6 +13,7 @@ from typing import Any
 from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
 
 from puffer_plugin_dmlab.actions import ACTION_NAMES, IMPALA_ACTION_SET
+from puffer_plugin_dmlab.compat import compat_axes
 from puffer_plugin_dmlab.docker import docker_layer
 from puffer_plugin_dmlab.levels import LEVELS
 
@@ -29,7 +30,7 @@ INSTALL_HINT = (
 
 def make_env(**kwargs: Any) -> Any:
     """Build a ``DMLabEnv`` (imports ``deepmind_lab`` only now)."""
-    from puffer_plugin_dmlab.env import DMLabEnv
+    from puffer_plugin_dmlab.envs import DMLabEnv
 
     return DMLabEnv(**kwargs)
 
@@ -64,6 +65,4 @@ def puffer_docker_layer() -> DockerLayer:
 
 @hookimpl
 def puffer_compat_axes() -> CompatAxes:
-    # Honest by construction: `deepmind-lab` is not on the package index, so every cell
-    # records an install failure; the row is there so the table says so.
-    return CompatAxes(package="deepmind-lab", versions=("1.0",), python=("3.10", "3.11"))
+    return compat_axes()

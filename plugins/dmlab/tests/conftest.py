@@ -6,7 +6,7 @@ from pathlib import Path
 
 import deepmind_lab_double
 import pytest
-from puffer_core import plugins as plugin_module
+from puffer_core.testing import reset_plugins
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -14,9 +14,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 @pytest.fixture(autouse=True)
 def fresh_plugins():
     """Each test loads plugins anew."""
-    plugin_module.reset_plugins()
+    reset_plugins()
     yield
-    plugin_module.reset_plugins()
+    reset_plugins()
 
 
 @pytest.fixture

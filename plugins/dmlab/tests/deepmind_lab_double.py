@@ -239,9 +239,7 @@ class Lab:
             raise ValueError("action must have dtype np.intc")
         for value, spec in zip(action.tolist(), self.ACTION_SPEC):
             if not spec["min"] <= value <= spec["max"]:
-                raise ValueError(
-                    f"[test double] {spec['name']}={value} is outside [{spec['min']}, {spec['max']}]"
-                )
+                raise ValueError(f"[test double] {spec['name']}={value} is outside [{spec['min']}, {spec['max']}]")
         self.actions.append(action.copy())
         self.step_calls.append(num_steps)
         frames = min(num_steps, self.episode_frames - self.frames)

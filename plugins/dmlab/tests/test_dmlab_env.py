@@ -12,7 +12,7 @@ SMALL = {"width": 8, "height": 6}
 
 
 def make(level="seekavoid_arena_01", **kwargs):
-    from puffer_plugin_dmlab.env import DMLabEnv
+    from puffer_plugin_dmlab.envs import DMLabEnv
 
     return DMLabEnv(level=level, **{**SMALL, **kwargs})
 
@@ -173,7 +173,7 @@ def test_episode_end_is_terminated_with_the_last_frame_and_needs_reset(lab_doubl
 
 
 def test_language_levels_observe_the_instruction_by_default(lab_double):
-    from puffer_core.environments import make_raw
+    from puffer_core import make_raw
 
     env = make_raw("dmlab/language_select_described_object", width=8, height=6)
     assert env.lab.level == "contributed/dmlab30/language_select_described_object"

@@ -9,10 +9,9 @@ import sys
 import numpy as np
 import puffer_core
 import pytest
-from puffer_core import BuildStage, CompatAxes, DockerLayer
-from puffer_core.environments import make_raw
+from puffer_core import BuildStage, CompatAxes, DockerLayer, make_raw
 from puffer_core.errors import MissingDependencyError
-from puffer_core.plugins import load_plugins
+from puffer_core.testing import load_plugins
 
 import puffer_plugin_dmlab as plugin
 from puffer_plugin_dmlab import docker
@@ -59,7 +58,7 @@ def test_ids_map_to_level_scripts():
 def test_listing_does_not_import_deepmind_lab_or_the_adapter():
     code = (
         "import sys; from puffer_plugin_dmlab import puffer_envs; puffer_envs(); "
-        "assert 'deepmind_lab' not in sys.modules and 'puffer_plugin_dmlab.env' not in sys.modules"
+        "assert 'deepmind_lab' not in sys.modules and 'puffer_plugin_dmlab.envs' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -78,7 +77,7 @@ def test_missing_deepmind_lab_says_how_to_get_it(no_deepmind_lab):
 def test_puffer_envs_lists_dmlab_as_unavailable_with_the_hint():
     # A fresh interpreter where deepmind_lab is not installed (it is not on this machine).
     out = subprocess.run(
-        [sys.executable, "-m", "puffer_core.cli", "envs", "--plugin", "dmlab", "--json"],
+        [sys.executable, "-m", "puffer_core.cli.main", "envs", "--plugin", "dmlab", "--json"],
         check=True,
         capture_output=True,
         text=True,

@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from puffer_core.environments import make_raw
+from puffer_core import make_raw
 
 ENV_ID = "nethack/score"
 

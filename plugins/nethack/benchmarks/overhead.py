@@ -7,7 +7,7 @@ Both envs have the same observation keys (the plugin's default glyphs, blstats, 
 the same games: the raw env's NetHack is seeded before every reset with the (core, disp)
 pairs the plugin's wrapper draws from the same seed, and both get the same actions, so the
 trajectories are identical (checked). The loops are interleaved in short rounds, timed in
-CPU time of this thread with resets left out (as ``puffer_core.bench_emulation`` does);
+CPU time of this thread with resets left out (as ``puffer_core.bench.emulation`` does);
 the ratio printed is the median over the repeats of each repeat's median round ratio.
 ``--copying`` measures the emulator with the zero-copy binding refused (the copying path).
 """
@@ -23,12 +23,12 @@ import numpy as np
 from puffer_plugin_nethack.envs import resolve_observation_keys
 
 import puffer_core
-from puffer_core.bench_emulation import interleaved
+from puffer_core import make_raw
 from puffer_core.emulation import GymnasiumEmulator
-from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
+from puffer_core.testing import interleaved
 
-SEED_HIGH = 2**63 - 1  # as puffer_plugin_nethack.wrapper draws them
+SEED_HIGH = 2**63 - 1  # as puffer_plugin_nethack.wrappers draws them
 
 
 class Copying(gymnasium.Wrapper):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from puffer_core import EnvSpec, hookimpl
-from puffer_core.specs import CompatAxes, DockerLayer
-from puffer_plugin_nethack.compat import compat_axes, docker_layer
+from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
+from puffer_plugin_nethack.compat import compat_axes
+from puffer_plugin_nethack.docker import docker_layer
 from puffer_plugin_nethack.envs import (
     DEFAULT_OBSERVATION_KEYS,
     TASKS,
@@ -57,7 +57,7 @@ def puffer_envs() -> list[EnvSpec]:
 def puffer_wrappers(spec: Any) -> list[Any]:
     if getattr(spec, "plugin", None) != PLUGIN:
         return []
-    from puffer_plugin_nethack.wrapper import NetHackWrapper
+    from puffer_plugin_nethack.wrappers import NetHackWrapper
 
     return [NetHackWrapper]
 

@@ -1,4 +1,4 @@
-"""What PufferTank and the compatibility matrix need to know about nle.
+"""What the compatibility matrix needs to know about nle: the versions to try and why.
 
 Evidence for the values below (checked against the package index and by building here):
 
@@ -19,28 +19,9 @@ Evidence for the values below (checked against the package index and by building
 
 from __future__ import annotations
 
-from puffer_core.specs import CompatAxes, DockerLayer, KnownBad
+from puffer_core import CompatAxes, KnownBad
 
-__all__ = ["compat_axes", "docker_layer"]
-
-#: Debian packages NLE's README lists for building from source (nle 0.9.x, or any nle on
-#: a Python it ships no wheel for). The 1.x wheels are self-contained manylinux builds
-#: and need nothing at run time beyond libc and libstdc++.
-BUILD_APT = (
-    "autoconf",
-    "bison",
-    "build-essential",
-    "cmake",
-    "flex",
-    "libbz2-dev",
-    "libncurses-dev",
-    "libtool",
-    "pkg-config",
-)
-
-
-def docker_layer() -> DockerLayer:
-    return DockerLayer(apt=BUILD_APT)
+__all__ = ["compat_axes"]
 
 
 def compat_axes() -> CompatAxes:

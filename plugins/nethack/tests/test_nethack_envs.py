@@ -10,9 +10,9 @@ from nle import nethack
 from nle.env import base as nle_base
 from puffer_plugin_nethack import env_specs
 from puffer_plugin_nethack.envs import DEFAULT_OBSERVATION_KEYS, TASKS, resolve_observation_keys
-from puffer_plugin_nethack.wrapper import BL_DEPTH, BL_GOLD, BL_SCORE, BL_TIME, BL_XP, EndReason, NetHackWrapper
+from puffer_plugin_nethack.wrappers import BL_DEPTH, BL_GOLD, BL_SCORE, BL_TIME, BL_XP, EndReason, NetHackWrapper
 
-from puffer_core.environments import make_raw
+from puffer_core import make_raw
 from puffer_core.errors import APIUsageError
 
 STATS_KEYS = {"score", "depth", "experience_level", "turns", "gold", "died", "end_code", "end_reason"}

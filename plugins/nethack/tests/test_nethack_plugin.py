@@ -7,12 +7,11 @@ import importlib.metadata
 import puffer_plugin_nethack
 import pytest
 from puffer_plugin_nethack.envs import api_for_version, make_nethack
-from puffer_plugin_nethack.wrapper import EndReason, NetHackWrapper, end_reason, find_nle
+from puffer_plugin_nethack.wrappers import EndReason, NetHackWrapper, end_reason, find_nle
 
+from puffer_core import CompatAxes, DockerLayer
 from puffer_core.adapters import LegacyGymEnv
-from puffer_core.isolation import envs_json, run_python
-from puffer_core.plugins import load_plugins
-from puffer_core.specs import CompatAxes, DockerLayer
+from puffer_core.testing import envs_json, load_plugins, run_python
 
 IDS = {
     f"nethack/{task}"

@@ -84,7 +84,7 @@ def _default_sigint() -> None:
 
 def _puffer(*args: str, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "puffer_core.cli", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

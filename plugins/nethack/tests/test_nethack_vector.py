@@ -8,9 +8,8 @@ import nle  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
 
 import puffer_core
-from puffer_core import vector
-from puffer_core.environments import make_raw
-from puffer_core.isolation import run_puffer
+from puffer_core import make_raw, vector
+from puffer_core.testing import run_puffer
 
 
 def test_emulation_round_trip_matches_the_raw_observation():

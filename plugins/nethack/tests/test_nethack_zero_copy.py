@@ -11,14 +11,13 @@ import gymnasium
 import nle as _nle  # noqa: F401  (a dependency: a broken install must fail, not skip)
 import numpy as np
 import pytest
-from puffer_plugin_nethack.wrapper import bind_nle_buffers, find_nle
+from puffer_plugin_nethack.wrappers import bind_nle_buffers, find_nle
 
 import puffer_core
-from puffer_core import vector
+from puffer_core import make_raw, vector
 from puffer_core.emulation import Buffers, GymnasiumEmulator
-from puffer_core.environments import make_raw
 from puffer_core.postprocess import EpisodeStats
-from puffer_core.vector.testing import rollout as vector_rollout
+from puffer_core.testing import rollout as vector_rollout
 
 LEAN = ("glyphs", "blstats", "message")
 

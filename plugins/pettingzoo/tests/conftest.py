@@ -3,15 +3,15 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from puffer_core import plugins as plugin_module
+from puffer_core.testing import reset_plugins
 
 
 @pytest.fixture(autouse=True)
 def fresh_plugins():
     """Each test loads plugins anew (a test may hide pettingzoo or change the environment)."""
-    plugin_module.reset_plugins()
+    reset_plugins()
     yield
-    plugin_module.reset_plugins()
+    reset_plugins()
 
 
 @pytest.fixture(autouse=True)

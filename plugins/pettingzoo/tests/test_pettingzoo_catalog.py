@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from puffer_plugin_pettingzoo import catalog
+from puffer_plugin_pettingzoo import envs as catalog
 
 
 def _touch(path):

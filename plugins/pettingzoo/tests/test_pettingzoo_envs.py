@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import puffer_core
 import pytest
-from puffer_core.environments import make_raw
-from puffer_core.plugins import get_plugins
+from puffer_core import make_raw
+from puffer_core.testing import get_plugins
 
 
 def test_butterfly_parallel_env_through_make_raw():
@@ -127,7 +127,7 @@ def test_other_envs_emulate_and_step(env_id):
 def test_illegal_moves_end_the_game_without_printing_or_leaking(capsys):
     from pettingzoo.utils.env_logger import EnvLogger
 
-    from puffer_plugin_pettingzoo.quirks import PettingZooEnvWarning
+    from puffer_plugin_pettingzoo.wrappers import PettingZooEnvWarning
 
     env = puffer_core.make("pettingzoo/connect_four")
     env.reset(seed=0)

@@ -6,10 +6,9 @@ import re
 import sys
 
 import pytest
-from puffer_core import CompatAxes, DockerLayer
-from puffer_core.environments import make_raw
+from puffer_core import CompatAxes, DockerLayer, make_raw
 from puffer_core.errors import MissingDependencyError
-from puffer_core.plugins import load_plugins
+from puffer_core.testing import load_plugins
 
 import puffer_plugin_pettingzoo as plugin
 

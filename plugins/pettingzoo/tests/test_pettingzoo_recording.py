@@ -8,8 +8,7 @@ import os
 import imageio.v3 as iio
 import numpy as np
 from puffer_core import vector
-from puffer_core.recording import plan_recording
-from puffer_core.testing import played_frames
+from puffer_core.testing import plan_recording, played_frames
 
 
 def test_cooperative_pong_records_its_screen_from_a_worker(tmp_path):

@@ -8,12 +8,12 @@ import sys
 
 import numpy as np
 from puffer_core import vector
-from puffer_core.runner import random_actions
+from puffer_core.testing import random_actions
 
 
 def test_puffer_run_pistonball_200_steps():
     result = subprocess.run(
-        [sys.executable, "-m", "puffer_core.cli", "run", "pettingzoo/pistonball", "--steps", "200", "--json"],
+        [sys.executable, "-m", "puffer_core.cli.main", "run", "pettingzoo/pistonball", "--steps", "200", "--json"],
         check=True,
         capture_output=True,
         text=True,
@@ -27,7 +27,7 @@ def test_puffer_run_pistonball_200_steps():
 
 def test_puffer_run_turn_based_game_finishes_episodes():
     result = subprocess.run(
-        [sys.executable, "-m", "puffer_core.cli", "run", "pettingzoo/connect_four", "--steps", "400", "--json"],
+        [sys.executable, "-m", "puffer_core.cli.main", "run", "pettingzoo/connect_four", "--steps", "400", "--json"],
         check=True,
         capture_output=True,
         text=True,

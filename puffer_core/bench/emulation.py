@@ -1,0 +1,165 @@
+"""Emulation overhead: raw env step loop vs emulated (+ EpisodeStats) step loop.
+
+Run ``python -m puffer_core.bench.emulation [cartpole|breakout|nethack ...] [--steps N]``.
+Both loops run in this process on the same action sequence and seed, interleaved in short
+rounds so that drift (CPU frequency, other processes) hits both alike; the ratio is
+emulated step time (``step_in_place``, as the vector backends step it: the public ``step``
+adds one copy of the observation) over raw step time (lower is better, 1.0 is free).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+
+from puffer_core.emulation import GymnasiumEmulator
+from puffer_core.postprocess import EpisodeStats
+
+__all__ = ["FACTORIES", "emulation_overhead", "interleaved"]
+
+
+def _cartpole() -> Any:
+    import gymnasium
+
+    return gymnasium.make("CartPole-v1")
+
+
+def _breakout() -> Any:
+    import ale_py
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+    return gymnasium.make("ALE/Breakout-v5")
+
+
+def _nethack() -> Any:
+    import gymnasium
+    import nle  # noqa: F401 - registers NetHackScore-v0
+
+    env = gymnasium.make("NetHackScore-v0")
+    # NetHack's game RNGs ignore reset(seed=): fix them so the raw and the emulated env play
+    # the same games under the same actions (game state changes the cost of a step a lot).
+    env.unwrapped.nethack.set_initial_seeds(12345, 67890, False)
+    return env
+
+
+#: name → (raw env factory, factory of the env handed to the emulator). The plugins'
+#: zero-copy paths (``bind_nle_buffers``, Atari's frame binding) are measured through
+#: ``puffer bench``'s emulation rows, which build envs with ``puffer_core.make``.
+FACTORIES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+    "cartpole": (_cartpole, _cartpole),
+    "breakout": (_breakout, _breakout),
+    "nethack": (_nethack, _nethack),
+}
+
+
+def _run(step: Callable, reset: Callable, actions: list, start: int, count: int) -> float:
+    """CPU seconds spent in ``count`` steps; resets are run but not timed (their length
+    varies from episode to episode and would swamp the per-step difference)."""
+    n = len(actions)
+    clock = time.thread_time  # CPU time of this thread: other processes on the box do not count
+    elapsed = 0.0
+    t0 = clock()
+    for i in range(start, start + count):
+        _, _, terminated, truncated, _ = step(actions[i % n])
+        if terminated or truncated:
+            elapsed += clock() - t0
+            reset()
+            t0 = clock()
+    return elapsed + clock() - t0
+
+
+Loop = tuple[Callable, Callable, list]  # (step, reset, actions)
+
+
+def interleaved(raw: Loop, emulated: Loop, steps: int, rounds: int = 10) -> dict:
+    """Time ``steps`` steps of each loop in ``rounds`` alternating rounds; returns raw_sps,
+    emulated_sps (totals over all rounds) and ratio (median of the per-round ratios, robust
+    to a round disturbed by noise). Both loops must already be reset."""
+    per_round = max(1, steps // rounds)
+    raw_time = emu_time = 0.0
+    ratios = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection landing in one loop only would bias the ratio
+    try:
+        _run(*raw, 0, min(per_round, 200))  # warm-up both
+        _run(*emulated, 0, min(per_round, 200))
+        for r in range(rounds):
+            # Alternate which loop goes first so neither always follows the other.
+            order = ((True, raw), (False, emulated))
+            if r % 2:
+                order = order[::-1]
+            times = {}
+            for is_raw, loop in order:
+                times[is_raw] = _run(*loop, r * per_round, per_round)
+            raw_time += times[True]
+            emu_time += times[False]
+            ratios.append(times[False] / times[True])
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    total = per_round * rounds
+    return {"raw_sps": total / raw_time, "emulated_sps": total / emu_time, "ratio": statistics.median(ratios)}
+
+
+def emulation_overhead(
+    env_factory: Callable[[], Any],
+    steps: int,
+    rounds: int = 10,
+    seed: int = 0,
+    emulated_factory: Callable[[], Any] | None = None,
+) -> dict:
+    """Measure ``steps`` raw and ``steps`` emulated steps; returns raw_sps, emulated_sps, ratio.
+
+    The emulated env is ``GymnasiumEmulator(EpisodeStats(emulated_factory()))``, by default
+    built from ``env_factory`` like the raw one.
+
+    ``ratio`` is the median of the per-round ratios (robust to a round disturbed by noise);
+    the SPS figures are totals over all rounds.
+    """
+    raw = env_factory()
+    emulated = GymnasiumEmulator(EpisodeStats((emulated_factory or env_factory)()))
+    raw.action_space.seed(seed)
+    raw_actions = [raw.action_space.sample() for _ in range(min(steps, 10_000))]
+    flat_actions = [emulated.flatten_action(a) for a in raw_actions]  # numpy values, as a vector env holds them
+    if isinstance(raw.action_space, gymnasium.spaces.Discrete):
+        # The raw loop gets the cheapest action type (a Python int, which gymnasium's checks
+        # accept fastest), so the emulator's own int() conversion cannot flatter the ratio.
+        raw_actions = [int(a) for a in raw_actions]
+    raw.reset(seed=seed)
+    emulated.reset(seed=seed)
+    try:
+        return interleaved(
+            (raw.step, raw.reset, raw_actions), (emulated.step_in_place, emulated.reset, flat_actions), steps, rounds
+        )
+    finally:
+        raw.close()
+        emulated.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("envs", nargs="*", metavar="ENV", help=f"any of {', '.join(FACTORIES)} (default: all)")
+    parser.add_argument("--steps", type=int, default=None, help="steps per loop (default depends on the env)")
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.envs) - set(FACTORIES))
+    if unknown:
+        parser.error(f"unknown env(s) {', '.join(unknown)}; choose from {', '.join(FACTORIES)}")
+    default_steps = {"cartpole": 200_000}
+    print(f"{'env':<18} {'raw SPS':>12} {'emulated SPS':>14} {'ratio':>7}")
+    for name in args.envs or FACTORIES:
+        raw_factory, emulated_factory = FACTORIES[name]
+        steps = args.steps or default_steps.get(name, 20_000)
+        result = emulation_overhead(raw_factory, steps, rounds=args.rounds, emulated_factory=emulated_factory)
+        print(f"{name:<18} {result['raw_sps']:>12,.0f} {result['emulated_sps']:>14,.0f} {result['ratio']:>7.3f}")
+
+
+if __name__ == "__main__":
+    main()

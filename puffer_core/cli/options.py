@@ -1,0 +1,86 @@
+"""The value types `puffer` options share, with their limits: a negative seed or a billion
+envs is refused by click, on one line, before anything is built (or torch imported).
+
+The limits are generous sanity bounds, not tuning advice: they catch typos (an extra
+zero, a minus sign) that would otherwise start a run that never ends or fail deep inside.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+__all__ = [
+    "BATCH_SIZE",
+    "EPISODES",
+    "MAX_ENVS",
+    "MAX_STEPS",
+    "MAX_WORKERS",
+    "NUM_ENVS",
+    "NUM_WORKERS",
+    "SEED",
+    "STEPS",
+    "Bounded",
+]
+
+MAX_SEED = 2**62 - 1  # vector envs seed env i with seed + i, in [0, 2**62)
+MAX_STEPS = 10**12
+MAX_ENVS = 65_536
+MAX_WORKERS = 1_024
+MAX_EPISODES = 1_000_000
+
+
+class Bounded(click.ParamType):
+    """An integer in [low, high]; out of range, the message says the range (``high`` may be
+    shown as text, e.g. ``2**62 - 1``)."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int, high_text: str | None = None):
+        self.low, self.high = low, high
+        self.high_text = high_text or f"{high:,}"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number = click.INT.convert(value, param, ctx)
+        if not self.low <= number <= self.high:
+            self.fail(f"{number} is out of range: give an integer from {self.low} to {self.high_text}", param, ctx)
+        return number
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return f"INTEGER {self.low}..{self.high_text.replace(',', '').replace(' ', '')}"
+
+
+SEED = Bounded(0, MAX_SEED, "2**62 - 1")
+STEPS = Bounded(1, MAX_STEPS, "10**12")
+NUM_ENVS = Bounded(1, MAX_ENVS)
+NUM_WORKERS = Bounded(1, MAX_WORKERS)
+BATCH_SIZE = Bounded(1, MAX_ENVS)
+EPISODES = Bounded(1, MAX_EPISODES)
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
+    """KEY=VALUE pairs, VALUE parsed as JSON when it is JSON (0.5, true, null, [1, 2]), else
+    kept as the string (plain strings need no quotes)."""
+    out: dict[str, Any] = {}
+    for pair in values:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def record_option(help: str) -> Any:
+    """``--record PATH`` (the command's ``record_path``): where a recording goes; its suffix picks the format."""
+    return click.option("--record", "record_path", type=click.Path(dir_okay=False), help=help)
+
+
+#: ``--kwarg KEY=VALUE`` (repeatable): keyword arguments for the env's creator.
+env_kwargs_option = click.option(
+    "--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON)."
+)

@@ -1,0 +1,101 @@
+"""The built-in ``classic`` plugin: gymnasium's classic-control envs and the probe envs."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from puffer_core.hooks import hookimpl
+from puffer_core.plugins.builtin import probes
+from puffer_core.specs import CompatAxes, EnvSpec
+
+#: puffer id name -> (gymnasium id, description)
+CLASSIC_CONTROL = {
+    "cartpole": ("CartPole-v1", "balance a pole on a cart (Gymnasium CartPole-v1)"),
+    "acrobot": ("Acrobot-v1", "swing a two-link arm above a line (Gymnasium Acrobot-v1)"),
+    "mountaincar": ("MountainCar-v0", "drive an underpowered car up a hill (Gymnasium MountainCar-v0)"),
+    "mountaincar_continuous": (
+        "MountainCarContinuous-v0",
+        "mountain car with a continuous throttle (Gymnasium MountainCarContinuous-v0)",
+    ),
+    "pendulum": ("Pendulum-v1", "swing up and balance a pendulum, continuous torque (Gymnasium Pendulum-v1)"),
+}
+
+PROBES = {
+    "probe_dict": ("ProbeDictEnv", "probe: nested Dict/Tuple observation, Dict action", "gymnasium"),
+    "probe_mixed": ("ProbeMixedActionEnv", "probe: mixed discrete + continuous Tuple action", "gymnasium"),
+    "probe_multiagent": ("ProbeMultiAgentEnv", "probe: 3 agents that leave one by one (Parallel API)", "pettingzoo"),
+}
+
+#: Andy Jones' RL debugging probes (puffer_core.plugins.builtin.probes.DebugProbeEnv): number -> what it tests
+DEBUG_PROBES = {
+    1: "debug probe 1, value: 1 action, obs 0, reward +1 (V = 1)",
+    2: "debug probe 2, obs-dependent value: 1 action, obs -1 or +1, reward = obs (V(obs) = obs)",
+    3: "debug probe 3, discounting: 1 action, obs 0 then 1, reward +1 at the end (V(0) = gamma, V(1) = 1)",
+    4: "debug probe 4, policy: 2 actions, obs 0, reward +1 for action 1, -1 for action 0 (V = 1)",
+    5: "debug probe 5, obs-dependent policy: 2 actions, obs -1 or +1, reward +1 for action = (obs > 0) else -1 (V = 1)",
+}
+
+#: id suffix -> (class in puffer_core.plugins.builtin.probes, api, how the variant presents the probe)
+DEBUG_PROBE_VARIANTS = {
+    "": ("DebugProbeEnv", "gymnasium", ""),
+    "_dict": ("DebugProbeDictEnv", "gymnasium", "; obs inside a nested Dict of mixed dtypes"),
+    "_2agents": ("DebugProbeTwoAgentEnv", "pettingzoo", "; 2 staggered agents, dead rows masked (Parallel API)"),
+}
+
+
+def make_gymnasium(gym_id: str, **kwargs: Any) -> Any:
+    """Build a gymnasium env; the passive checker is off since emulation validates spaces."""
+    import gymnasium
+
+    kwargs.setdefault("disable_env_checker", True)
+    return gymnasium.make(gym_id, **kwargs)
+
+
+def make_probe(class_name: str, **kwargs: Any) -> Any:
+
+    return getattr(probes, class_name)(**kwargs)
+
+
+@hookimpl
+def puffer_envs() -> list[EnvSpec]:
+    specs = [
+        EnvSpec(
+            id=f"classic/{name}",
+            creator=functools.partial(make_gymnasium, gym_id),
+            description=description,
+        )
+        for name, (gym_id, description) in CLASSIC_CONTROL.items()
+    ]
+    specs += [
+        EnvSpec(
+            id=f"classic/{name}",
+            creator=functools.partial(make_probe, class_name),
+            api=api,
+            description=description,
+        )
+        for name, (class_name, description, api) in PROBES.items()
+    ]
+    specs += [
+        EnvSpec(
+            id=f"classic/probe_{number}{suffix}",
+            creator=functools.partial(make_probe, class_name),
+            kwargs={"number": number},
+            api=api,
+            description=description + variant,
+        )
+        for suffix, (class_name, api, variant) in DEBUG_PROBE_VARIANTS.items()
+        for number, description in DEBUG_PROBES.items()
+    ]
+    return specs
+
+
+@hookimpl
+def puffer_compat_axes() -> CompatAxes:
+    return CompatAxes(
+        package="gymnasium",
+        versions=("0.29.1", "1.0.0", "1.1.1", "1.2.0"),
+        python=("3.10", "3.11", "3.12", "3.13"),
+        # gymnasium 0.29 predates numpy 2 (its Acrobot uses np.float_).
+        pins={"0.29.1": {"numpy": "1.26.4"}},
+    )

@@ -1,0 +1,193 @@
+"""The benchmark code path, tiny and fast: structure only, never timing."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from puffer_core.bench import settings
+from puffer_core.bench import vectorization as bench
+
+
+def test_main_share_settings_leave_a_core_to_the_main_process():
+    assert settings.main_share_settings(16, cpus=2) == [(1, 16), (1, 8), (2, 16)]
+    assert settings.main_share_settings(2, cpus=8) == [(1, 2), (1, 1)]
+
+
+def test_mp_settings_cover_one_worker_per_core_and_envpool():
+    assert settings.mp_settings(16, cpus=2) == [(1, 16), (2, 16), (2, 8), (4, 16), (4, 8)]
+    assert settings.mp_settings(3, cpus=2) == [(1, 3), (2, 3), (3, 3), (3, 1)]
+    assert settings.mp_settings(1, cpus=8) == [(1, 1)]
+
+
+@pytest.fixture(scope="module")
+def rows():
+    calls = []
+    result = bench.run_bench(
+        "classic/cartpole",
+        num_envs=2,
+        seconds=0.05,
+        warmup=0.01,
+        settings=[(1, 2), (2, 1)],
+        progress=lambda name, i, total: calls.append((name, i, total)),
+    )
+    return result, calls
+
+
+def test_run_bench_rows(rows):
+    result, calls = rows
+    names = [r["name"] for r in result]
+    assert names[0] == "raw env loop (1 env)"
+    assert "Serial" in names
+    assert "Multiprocessing w=1 b=2" in names and "Multiprocessing w=2 b=1" in names
+    assert "gymnasium AsyncVectorEnv (shared memory)" in names
+    keys = {
+        "name",
+        "kind",
+        "backend",
+        "num_envs",
+        "num_workers",
+        "batch_size",
+        "sps",
+        "ratio_vs_raw",
+        "ratio_vs_serial",
+        "ratio_vs_async",
+        "ratio_vs_pufferlib",
+        "env",
+    }
+    restart = [r for r in result if r["kind"] == "restart"]
+    assert len(restart) == 1 and restart[0]["latency_seconds"] > 0 and len(restart[0]["latencies"]) == 3
+    for row in result:
+        assert keys <= set(row), row
+        assert row["env"] == "classic/cartpole"
+        assert row["error"] is None, row
+        assert row["kind"] == "restart" or row["sps"] > 0
+        if row["kind"] not in ("emulation", "restart"):
+            assert row["ratio_vs_raw"] is not None and row["ratio_vs_serial"] is not None
+    serial = next(r for r in result if r["backend"] == "serial")
+    assert serial["ratio_vs_serial"] == 1.0
+    mp = next(r for r in result if r["name"] == "Multiprocessing w=2 b=1")
+    assert (mp["num_workers"], mp["batch_size"], mp["num_envs"]) == (2, 1, 2)
+    emulation = [r for r in result if r["kind"] == "emulation"]
+    assert len(emulation) == 1 and emulation[0]["overhead"] > 0
+    adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
+    assert set(adapters) == {"to_gymnasium(Multiprocessing w=2 b=2)", "to_sb3(Multiprocessing w=2 b=2 same_step)"}
+    assert all(r["ratio_vs_backend"] > 0 and r["backend_sps"] > 0 for r in adapters.values())
+    ceiling = [r for r in result if r["kind"] == "ceiling"]
+    assert [r["name"] for r in ceiling] == ["ceiling: 2 independent Serial processes (no communication)"]
+    assert ceiling[0]["backend"] == "independent" and ceiling[0]["ratio_vs_serial"] > 0  # not the Serial baseline
+    checked = [r for r in result if r["kind"] == "action-check"]
+    assert [r["name"] for r in checked] == ["Multiprocessing w=2 b=2 check_actions=True"]
+    assert checked[0]["ratio_vs_unchecked"] > 0 and checked[0]["unchecked_sps"] > 0
+    assert 0 <= checked[0]["check_us"] < 1000 and 0 <= checked[0]["check_share"] < 1  # timing: never exact
+    # progress saw every measured configuration, in order, with a stable total
+    assert [c[1] for c in calls] == list(range(len(calls)))
+    assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
+
+
+def test_pufferlib_rows_run_in_the_same_run():
+    version = bench.pufferlib_version()
+    if version is None:
+        if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
+            pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
+        pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+    result = bench.run_bench(
+        "classic/cartpole", num_envs=2, seconds=0.05, warmup=0.01, settings=[(1, 2)], include_emulation=False
+    )
+    peers = [r for r in result if r["backend"].startswith("pufferlib-")]
+    assert {r["backend"] for r in peers} == {"pufferlib-serial", "pufferlib-multiprocessing"}
+    for row in peers:
+        assert row["name"].startswith(f"PufferLib {version} "), row
+        assert row["error"] is None and row["sps"] > 0, row
+    best = max(r["sps"] for r in peers if r["backend"] == "pufferlib-multiprocessing")
+    ours = next(r for r in result if r["name"] == "Multiprocessing w=1 b=2")
+    assert ours["ratio_vs_pufferlib"] == pytest.approx(ours["sps"] / best, rel=1e-2)
+
+
+def test_failing_configuration_is_reported_not_raised():
+    result = bench.run_bench(
+        "classic/cartpole",
+        num_envs=2,
+        seconds=0.02,
+        warmup=0.0,
+        include_peers=False,
+        include_emulation=False,
+        settings=[(3, 2)],
+    )
+    bad = next(r for r in result if r["name"] == "Multiprocessing w=3 b=2")
+    assert bad["sps"] is None and "APIUsageError" in bad["error"]
+    assert bad["ratio_vs_serial"] is None
+
+
+def test_parallel_ceiling_sums_independent_processes_and_names_a_failure():
+    from puffer_core.bench.ceiling import parallel_ceiling
+
+    assert parallel_ceiling("classic/cartpole", 4, seconds=0.1, processes=2) > 0
+    with pytest.raises(RuntimeError, match="a ceiling process failed: UnknownEnvError"):
+        parallel_ceiling("classic/cartpol", 2, seconds=0.1, processes=2)
+
+
+def test_render_table(rows):
+    result, _ = rows
+    table = bench.render_table(result)
+    assert isinstance(table, Table)
+    assert table.row_count == len(result)
+    console = Console(width=200, record=True)
+    console.print(table)
+    text = console.export_text()
+    assert "Serial" in text and "vs AsyncVectorEnv" in text and "1.00×" in text
+    assert "× check_actions=False; the check takes" in text and "µs per send" in text
+
+
+def test_run_standard_writes_json_and_markdown(tmp_path):
+    document = bench.run_standard(
+        tmp_path,
+        seconds=0.02,
+        rounds=1,
+        envs={"classic/cartpole": 2, "nope/missing": 2},
+        include_peers=False,
+        include_training=False,
+    )
+    data = json.loads((tmp_path / "bench.json").read_text())
+    assert data == json.loads(json.dumps(document))
+    assert set(data) >= {"machine", "results", "skipped", "seconds", "rounds"}
+    assert list(data["results"]) == ["classic/cartpole"]
+    assert any("nope/missing" in note for note in data["skipped"])
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "## classic/cartpole (2 envs)" in markdown
+    assert "| configuration | workers | batch | steps/s |" in markdown
+    assert "nope/missing" in markdown
+    assert not (tmp_path / "bench.json.tmp").exists()
+
+
+def test_training_throughput_sets_training_against_env_only_stepping():
+    from puffer_core.bench import training as bench_training
+
+    row = bench_training.training_throughput("classic/cartpole", num_envs=2, workers=2, updates=1)
+    assert row["training_sps"] > 0 and row["env_only_sps"] > 0
+    assert row["ratio"] == round(row["training_sps"] / row["env_only_sps"], 3)
+
+
+def test_time_to_solve_takes_medians_and_reports_failed_trials(monkeypatch):
+    from puffer_core.bench import training as bench_training
+
+    failed = bench_training._spawn_trial("no-such-trainer", 0, timeout=120)
+    assert not failed["solved"] and "invalid choice" in failed["error"]
+    seconds = {("puffer", 0): 10.0, ("puffer", 1): 12.0, ("puffer", 2): 11.0, ("sb3", 0): 40.0, ("sb3", 1): 44.0}
+
+    def trial(trainer, seed, timeout):
+        if (trainer, seed) not in seconds:
+            return {"trainer": trainer, "seed": seed, "solved": False, "error": "not solved"}
+        return {"trainer": trainer, "seed": seed, "solved": True, "step": 1, "seconds": seconds[trainer, seed]}
+
+    monkeypatch.setattr(bench_training, "_spawn_trial", trial)
+    result = bench_training.time_to_solve(seeds=(0, 1))
+    assert result["puffer_median_seconds"] == 11.0 and result["sb3_median_seconds"] == 42.0
+    assert result["ratio"] == round(11.0 / 42.0, 3)
+    assert bench_training.time_to_solve(seeds=(0, 1, 2))["ratio"] is None  # SB3 failed seed 2: no median
+    markdown = bench_training.render_markdown({"cartpole": result, "throughput": [], "skipped": ["x: skipped"]})
+    assert "| sb3 | 1 | 1 | 44.0 |" in markdown and "0.26×" in markdown and "- x: skipped" in markdown

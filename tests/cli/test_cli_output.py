@@ -1,0 +1,227 @@
+"""Output that reads anywhere: on a pipe the CLI's tables are plain aligned columns at full width."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from plugin_site import run_puffer, write_plugin
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from puffer_core.cli.tables import plain_lines, print_markdown, print_table
+
+ROOT = Path(__file__).resolve().parents[2]
+BOX = re.compile(r"[\u2500-\u257f]")  # box drawing: ─ │ ┃ ━ ┏ ┡ └ …
+ANSI = "\x1b["
+LONG_NAME = "an_environment_whose_name_alone_is_longer_than_a_narrow_terminal_allows_on_one_line"
+LONG_DESCRIPTION = "a description " + "that keeps going " * 8 + "until the very end"
+WIDE = f'''
+import puffer_core
+from puffer_core import EnvSpec
+
+def _make():
+    import gymnasium
+    return gymnasium.make("CartPole-v1")
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("wide/{LONG_NAME}", _make, description="{LONG_DESCRIPTION}")]
+'''
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def puffer_plain(site: Path | None, *args: str) -> list[str]:
+    """Run `puffer ARGS` with stdout a pipe; its lines, checked to be plain text."""
+    proc = run_puffer(site, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert not BOX.search(proc.stdout), proc.stdout
+    assert ANSI not in proc.stdout
+    return proc.stdout.splitlines()
+
+
+def at(line: str, offset: int) -> str:
+    """What ``line`` shows from display column ``offset`` on (wide characters count 2)."""
+    width = 0
+    for index, char in enumerate(line):
+        if width >= offset:
+            return line[index:]
+        width += cell_len(char)
+    return ""
+
+
+def start(line: str, text: str) -> int:
+    """The display column where ``text`` starts in ``line``."""
+    return cell_len(line[: line.index(text)])
+
+
+def end(line: str, text: str) -> int:
+    """The display column just after ``text`` in ``line``."""
+    return start(line, text) + cell_len(text)
+
+
+def cells_start_under(header: str, rows: list[str], names: list[str]) -> None:
+    """Each row has a cell starting exactly at each left-justified column's header offset."""
+    for name in names:
+        offset = start(header, name)
+        for row in rows:
+            assert row[:offset] == "" or at(row, offset - 1).startswith(" "), (name, row)
+            assert not at(row, offset).startswith(" "), (name, row)
+
+
+def cells_end_under(header: str, rows: list[str], names: list[str]) -> None:
+    """Each row has a cell ending exactly where each right-justified column's header ends."""
+    for name in names:
+        offset = end(header, name)
+        for row in rows:
+            assert not at(row, offset - 1).startswith(" "), (name, row)
+            assert at(row, offset)[:1] in ("", " "), (name, row)
+
+
+# -- the commands, through a pipe ------------------------------------------------------------
+
+
+@pytest.fixture
+def wide_site(site):
+    write_plugin(site, "wide", WIDE)
+    return site
+
+
+def test_envs_on_a_pipe_is_one_aligned_line_per_env(wide_site):
+    lines = puffer_plain(wide_site, "envs")
+    rows = json.loads(run_puffer(wide_site, "envs", "--json").stdout)["envs"]
+    assert lines[0] == "Puffer environments"
+    header, body = lines[1], lines[2 : 2 + len(rows)]
+    assert header.split() == ["id", "api", "description", "available"]
+    for row, line in zip(rows, body):
+        assert line.startswith(row["id"] + " ")
+        assert at(line, start(header, "api")).startswith(row["api"] + " ")
+        assert at(line, start(header, "description")).startswith(row["description"])
+        assert line.endswith("yes" if row["available"] else row["note"] + ")")
+    assert any(line.startswith(f"wide/{LONG_NAME} ") and LONG_DESCRIPTION in line for line in body)
+
+
+def test_plugins_on_a_pipe_is_one_aligned_line_per_plugin(wide_site):
+    lines = puffer_plain(wide_site, "plugins")
+    plugins = json.loads(run_puffer(wide_site, "plugins", "--json").stdout)["plugins"]
+    header, body = lines[1], lines[2 : 2 + len(plugins)]
+    assert lines[0] == "Puffer plugins" and header.split() == ["plugin", "status", "version", "from", "hooks", "envs"]
+    for plugin, line in zip(plugins, body):
+        assert line.startswith(plugin["name"] + " ")
+        assert at(line, start(header, "status")).startswith(plugin["status"] + " ")
+    cells_start_under(header, body, ["status", "version", "from", "hooks", "envs"])
+    wide = next(line for line in body if line.startswith("wide "))
+    assert "puffer-plugin-wide" in wide and wide.endswith(" 1")
+
+
+def test_bench_on_a_pipe_keeps_numbers_right_aligned():
+    lines = puffer_plain(None, "bench", "classic/cartpole", "--seconds", "0.1", "--no-peers", "--no-adapters")
+    assert lines[0] == "puffer bench classic/cartpole"
+    header, body = lines[1], lines[2:]
+    assert header.startswith("configuration ") and header.endswith("vs PufferLib")
+    assert len(body) >= 5 and all(not line.startswith(" ") for line in body)
+    cells_end_under(header, body, ["workers", "batch", "steps/s"])
+    cells_end_under(header, [line for line in body if "×" in line], ["vs raw", "vs Serial"])
+    assert any("check_actions=True (" in line and "of the time)" in line for line in body)
+
+
+def test_autotune_on_a_pipe_is_aligned_with_its_summary_after():
+    lines = puffer_plain(None, "autotune", "classic/cartpole", "--seconds", "1")
+    assert lines[0].startswith("puffer autotune classic/cartpole (")
+    header = lines[1]
+    body = [line for line in lines[2:] if line.startswith(("serial ", "multiprocessing "))]
+    assert header.split() == ["backend", "workers", "batch", "steps/s", "vs", "best", "RAM/env", "MB", "resets"]
+    assert len(body) >= 3 and lines[2 + len(body)].startswith(f"{len(body)} settings × ")
+    cells_end_under(header, body, ["workers", "batch", "steps/s", "vs best", "RAM/env MB", "resets"])
+    assert lines[-1].startswith('puffer_core.vector.make("classic/cartpole"')
+
+
+def test_bench_uneven_on_a_pipe_keeps_its_long_title_on_one_line():
+    lines = puffer_plain(None, "bench", "--uneven", "--seconds", "0.1")
+    assert lines[0].startswith("Uneven cores: half the workers") and "interleaved rounds" in lines[0]
+    header, body = lines[1], lines[2:]
+    names = ["workers", "envs", "async batch", "sync steps/s", "async steps/s", "async / sync", "ideal"]
+    assert len(body) == 2 and body[0].startswith("2 (1 slow)")
+    cells_end_under(header, body, names)
+
+
+def test_check_on_a_pipe_prints_one_line_per_check():
+    lines = puffer_plain(None, "check", "classic/cartpole")
+    assert len(lines) >= 5 and re.fullmatch(r"\d+ passed, 0 failed", lines[-1])
+    for line in lines[:-1]:
+        assert line[2:].startswith("classic/cartpole: "), line
+
+
+def test_matrix_show_on_a_pipe_is_one_aligned_line_per_row(tmp_path):
+    shutil.copy(ROOT / "compat_matrix" / "results.json", tmp_path / "results.json")
+    lines = puffer_plain(None, "matrix", "show", "--out", str(tmp_path))
+    headers = [index for index, line in enumerate(lines) if "(pins)  Python" in line]
+    assert headers
+    for index in headers:
+        header = lines[index]
+        package = header.split(" (pins)")[0]
+        assert lines[index - 1].endswith(f" — {package}")
+        body = []
+        for line in lines[index + 1 :]:
+            if not line.startswith(package + " "):
+                break
+            body.append(line)
+        assert body, header
+        cells_start_under(header, body, re.findall(r"Python \d+\.\d+", header))
+    assert any(line.startswith("common set (Python ") and line.endswith(")") for line in lines)
+
+
+# -- the helper ------------------------------------------------------------------------------
+
+
+def sample_table() -> Table:
+    table = Table(title="[bold]Sample[/] table")
+    table.add_column("name")
+    table.add_column("count", justify="right")
+    table.add_column("note")
+    table.add_row("[green]first[/]", "7", "a note " * 20)
+    table.add_row(Text("second\nline two"), "1234", "")
+    return table
+
+
+def test_plain_lines_strip_markup_keep_rows_whole_and_justify():
+    lines = plain_lines(sample_table())
+    assert lines == [
+        "Sample table",
+        "name" + " " * 12 + "  count  note",
+        "first" + " " * 11 + "      7  " + ("a note " * 20).strip(),
+        "second; line two   1234",
+    ]
+
+
+def test_print_table_on_a_terminal_draws_the_rich_box():
+    out = io.StringIO()
+    print_table(Console(file=out, force_terminal=True, width=60), sample_table())
+    text = out.getvalue()
+    assert "┏" in text and "┃" in text and ANSI in text
+    assert max(cell_len(line) for line in Text.from_ansi(text).plain.splitlines()) <= 60
+
+
+def test_print_table_elsewhere_prints_plain_lines_at_full_width():
+    out = io.StringIO()
+    print_table(Console(file=out, width=40), sample_table())
+    assert out.getvalue().splitlines() == plain_lines(sample_table())
+    assert not BOX.search(out.getvalue()) and ANSI not in out.getvalue()
+
+
+def test_print_markdown_is_the_source_elsewhere_and_rendered_on_a_terminal():
+    document = "# Title\n\n| a | b |\n| --- | --- |\n| " + "x" * 90 + " | 1 |\n"
+    plain = io.StringIO()
+    print_markdown(Console(file=plain, width=40), document)
+    assert plain.getvalue() == document
+    terminal = io.StringIO()
+    print_markdown(Console(file=terminal, force_terminal=True, width=40), document)
+    assert "# Title" not in terminal.getvalue() and ANSI in terminal.getvalue()

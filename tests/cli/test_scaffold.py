@@ -1,0 +1,83 @@
+"""`puffer new-plugin` writes a plugin that installs, passes `puffer check` and its own tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from plugin_site import run_puffer
+
+from puffer_core.cli.scaffold import scaffold_plugin
+from puffer_core.errors import APIUsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_scaffold_writes_the_expected_files(tmp_path):
+    target = scaffold_plugin("my-envs", tmp_path / "out")
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert files == [
+        "README.md",
+        "puffer_plugin_my_envs/__init__.py",
+        "puffer_plugin_my_envs/envs.py",
+        "pyproject.toml",
+        "tests/test_puffer_plugin_my_envs.py",
+    ]
+    assert 'my-envs = "puffer_plugin_my_envs"' in (target / "pyproject.toml").read_text()
+    for path in target.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+
+@pytest.mark.parametrize("name", ["Bad", "has space", "-lead", ""])
+def test_scaffold_rejects_bad_names(tmp_path, name):
+    with pytest.raises(APIUsageError, match="not valid"):
+        scaffold_plugin(name, tmp_path / "x")
+
+
+def test_scaffold_refuses_non_empty_dir_without_force(tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    with pytest.raises(APIUsageError, match="--force"):
+        scaffold_plugin("ok", tmp_path)
+    scaffold_plugin("ok", tmp_path, force=True)
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_new_plugin_cli_reports_errors(tmp_path):
+    proc = run_puffer(None, "new-plugin", "Bad Name", str(tmp_path / "p"))
+    assert proc.returncode == 1 and "not valid" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_scaffolded_plugin_installs_checks_and_tests_clean(tmp_path):
+    proc = run_puffer(None, "new-plugin", "scaffolded", str(tmp_path / "plugin"))
+    assert proc.returncode == 0, proc.stderr
+    venv = tmp_path / "venv"
+    uv = shutil.which("uv")
+    assert uv, "uv is part of the dev extra"
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", python, str(ROOT), "-e", str(tmp_path / "plugin"), "pytest"],
+        check=True,
+        timeout=600,
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PUFFER_LOAD_PLUGINS"}}
+    check = subprocess.run(
+        [str(venv / "bin" / "puffer"), "check", "scaffolded"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "✗" not in check.stdout and "multiprocessing run" in check.stdout
+    tests = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "plugin" / "tests")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path / "plugin",
+        timeout=300,
+    )
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "2 passed" in tests.stdout

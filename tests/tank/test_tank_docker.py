@@ -1,0 +1,298 @@
+"""PufferTank built for real: the three layers with the nethack and atari plugins on a
+debootstrapped Debian 12 base (PyTorch skipped), then NetHack and Breakout run inside.
+
+Needs a Docker engine and the base image that ``tank/ci-setup.sh`` prepares (engine,
+debootstrap, ``puffertank-debian:bookworm``). Skipped when no engine answers, unless
+``PUFFER_DOCKER_TESTS=1`` (what .ci/run sets), which turns a missing engine into a failure.
+
+Environment: PUFFERTANK_DEBIAN_IMAGE (base image, default puffertank-debian:bookworm),
+PUFFERTANK_CA_CERT (CA bundle for --ca-cert, default the system bundle when present).
+The first build takes minutes (about 3 for the base, 1 for the envs, 1.5 for the final
+layer here); later runs hit the engine's layer cache and take seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TAG = "puffertank-ci"
+IMAGES = {"base": f"{TAG}:base", "envs": f"{TAG}:envs", "final": f"{TAG}:latest"}
+BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
+FORCED = os.environ.get("PUFFER_DOCKER_TESTS") == "1"
+SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def _unavailable(reason: str):
+    if FORCED:
+        pytest.fail(f"PUFFER_DOCKER_TESTS=1 but {reason}; run tank/ci-setup.sh first")
+    pytest.skip(f"{reason} (run tank/ci-setup.sh and set PUFFER_DOCKER_TESTS=1)")
+
+
+@pytest.fixture(scope="module")
+def client():
+    try:
+        import docker
+    except ImportError:
+        _unavailable("the docker SDK is not installed (pip install docker)")
+    try:
+        engine = docker.from_env(timeout=30)
+        engine.ping()
+    except Exception as exc:
+        _unavailable(f"no Docker engine answered ({type(exc).__name__})")
+    try:
+        engine.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        _unavailable(f"the base image {BASE_IMAGE} is not on the engine")
+    return engine
+
+
+@pytest.fixture(scope="module")
+def built(client):
+    """Build the three layers once through the CLI, exactly as a user would."""
+    command = [
+        sys.executable, "-m", "puffer_core.tank.cli", "build",
+        "--stage", "all",
+        "--tag", TAG,
+        "--plugins", "nethack,atari",
+        "--base-image", BASE_IMAGE,
+        "--no-torch",
+        "--network", "host",
+        "--quiet",
+    ]  # fmt: skip
+    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
+    if ca:
+        command += ["--ca-cert", ca]
+    if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
+        command.append("--no-constraints")
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    seconds = time.monotonic() - started
+    log = proc.stdout + proc.stderr
+    print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")
+    assert proc.returncode == 0, f"build failed (exit {proc.returncode}):\n{log[-6000:]}"
+    return {"log": log, "ca": ca, "seconds": seconds}
+
+
+def _stdout(client, command, image=IMAGES["final"]) -> str:
+    """A command's stdout alone, no banner."""
+    out = client.containers.run(
+        image,
+        command,
+        network_mode="none",
+        remove=True,
+        stdout=True,
+        stderr=False,
+        environment={"PUFFERTANK_QUIET": "1"},
+    )
+    return out.decode("utf-8")
+
+
+def _run(client, command, image=IMAGES["final"], **kwargs) -> str:
+    out = client.containers.run(image, command, network_mode="none", remove=True, stdout=True, stderr=True, **kwargs)
+    return out.decode("utf-8", "replace")
+
+
+def test_three_layers_are_built_and_chained(client, built):
+    for stage, image in IMAGES.items():
+        assert client.images.get(image), stage
+    labels = client.images.get(IMAGES["envs"]).labels
+    assert labels["org.puffer.tank.plugins"] == "atari,nethack"
+    # Layer 3 sits on layer 2, which sits on layer 1.
+    final_layers = client.images.get(IMAGES["final"]).attrs["RootFS"]["Layers"]
+    envs_layers = client.images.get(IMAGES["envs"]).attrs["RootFS"]["Layers"]
+    base_layers = client.images.get(IMAGES["base"]).attrs["RootFS"]["Layers"]
+    assert final_layers[: len(envs_layers)] == envs_layers
+    assert envs_layers[: len(base_layers)] == base_layers
+
+
+@pytest.mark.parametrize(("env_id", "plugin"), [("nethack/score", "nethack"), ("atari/breakout", "atari")])
+def test_envs_run_inside_the_tank(client, built, env_id, plugin):
+    out = _run(client, ["puffer", "run", env_id, "--steps", "200"])
+    assert f"{env_id}: 200 steps in" in out, out
+    # The entrypoint's banner: versions, and the warning that no GPU is visible here.
+    assert "puffertank: python 3.11" in out and f"puffer-plugin-{plugin} 0.1.0" in out, out
+    assert "puffer-core 0.1.0" in out
+    assert "no GPU visible" in out
+
+
+def test_base_layer_has_python_311_in_a_venv_and_tools(client, built):
+    out = _run(
+        client,
+        ["bash", "-c", "python --version; command -v python pip git vim curl gcc make nvim; "
+         "python -c 'import torch' 2>&1 | tail -1"],
+    )  # fmt: skip
+    assert "Python 3.11." in out
+    for tool in ("/opt/venv/bin/python", "/opt/venv/bin/pip", "git", "vim", "curl", "gcc", "make", "nvim"):
+        assert tool in out, out
+    assert "No module named 'torch'" in out  # TORCH was empty
+
+
+def test_entrypoint_passes_exit_codes_and_quiet_mode(client, built):
+    import docker
+
+    with pytest.raises(docker.errors.ContainerError) as excinfo:
+        _run(client, ["bash", "-c", "exit 7"])
+    assert excinfo.value.exit_status == 7
+    quiet = _run(client, ["echo", "hello"], environment={"PUFFERTANK_QUIET": "1"})
+    assert quiet.strip() == "hello"
+
+
+def test_ca_bundle_is_not_left_in_any_layer(client, built):
+    if built["ca"] is None:
+        pytest.skip("built without --ca-cert (no CA bundle on this machine)")
+    for image in IMAGES.values():
+        out = _run(
+            client,
+            ["bash", "-c", "find / -xdev -name 'puffer-ca*' 2>/dev/null; ls -A /dev/shm; "
+             "env | grep -E '^(PIP_CERT|APT_CONFIG|SSL_CERT_FILE|REQUESTS_CA_BUNDLE|PUFFER_CA_URL)=' || true"],
+            image=image,
+            environment={"PUFFERTANK_QUIET": "1"},
+        )  # fmt: skip
+        assert out.strip() == "", f"{image} still holds the CA bundle or its settings:\n{out}"
+        # The history names the URL the bundle was served from, never its content.
+        history = " ".join(entry.get("CreatedBy", "") for entry in client.api.history(image))
+        assert "BEGIN CERTIFICATE" not in history
+        assert "PUFFER_CA_URL=http://127.0.0.1:" in history, "the build steps did not get the CA bundle"
+
+
+def test_building_on_a_missing_layer_says_which_to_build_first(client):
+    proc = subprocess.run(
+        [sys.executable, "-m", "puffer_core.tank.cli", "build", "--stage", "final", "--tag", "puffertank-absent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "image puffertank-absent:envs is not on this engine" in proc.stderr
+    assert "puffer tank build --stage envs" in proc.stderr
+
+
+# -- one's own container: puffer tank run / shell, and the lock -------------------------------
+
+HOST_USER = (1234, 1234) if os.getuid() == 0 else (os.getuid(), os.getgid())
+
+
+def _tank(args: list[str], cwd: pathlib.Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "puffer_core.tank.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "PUFFER_DEBUG": ""},
+    )
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A folder owned by the host user the container runs as (as a checkout is its owner's)."""
+    folder = tmp_path / "checkout"
+    (folder / "sub").mkdir(parents=True)
+    for path in (folder, folder / "sub"):
+        os.chown(path, *HOST_USER)
+    return folder
+
+
+def test_run_writes_into_the_mount_as_the_host_user(built, checkout):
+    uid, gid = HOST_USER
+    script = "touch made-inside && mkdir -p new/deeper && echo hi > new/deeper/f && id -u && id -g && pwd && touch ~/ok"
+    proc = _tank(
+        ["run", "--image", IMAGES["final"], "--mount", str(checkout), "--user", f"{uid}:{gid}", "--network", "none",
+         "--quiet", "--", "bash", "-c", script],
+        cwd=checkout / "sub",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # The working folder's place in the mount; a HOME the uid (no passwd entry) can write.
+    assert proc.stdout.split() == [str(uid), str(gid), "/workspace/sub"]
+    for made in (checkout / "sub" / "made-inside", checkout / "sub" / "new" / "deeper" / "f"):
+        info = made.stat()
+        assert (info.st_uid, info.st_gid) == (uid, gid), made
+    assert (checkout / "sub" / "new" / "deeper" / "f").read_text() == "hi\n"
+
+
+def test_run_streams_output_and_passes_exit_codes(built, checkout):
+    proc = _tank(
+        ["run", "--image", IMAGES["final"], "--mount", str(checkout), "--network", "none", "--",
+         "bash", "-c", "echo to-stdout; echo to-stderr >&2; exit 7"],
+    )  # fmt: skip
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stdout == "to-stdout\n"  # the banner and the message go to stderr
+    assert "to-stderr" in proc.stderr and "puffertank: python 3.11" in proc.stderr
+    assert _tank(["run", "--image", IMAGES["final"], "--network", "none", "-q", "--", "false"]).returncode == 1
+    ok = _tank(["run", "--image", IMAGES["final"], "--network", "none", "-q", "--", "puffer", "envs", "--json"])
+    assert ok.returncode == 0 and '"nethack/score"' in ok.stdout, ok.stderr
+
+
+def test_run_with_a_missing_image_names_the_ones_there(built):
+    proc = _tank(["run", "--image", "puffertank-absent:latest", "--", "true"])
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert "image puffertank-absent:latest is not on this engine: build it with puffer tank build" in proc.stderr
+    assert IMAGES["final"] in proc.stderr
+
+
+def test_lock_matches_pip_list_inside_the_image(client, built):
+    import json
+
+    proc = _tank(["lock", IMAGES["final"], "--json"])
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["python"].startswith("3.11.")
+    listed = json.loads(_stdout(client, ["pip", "list", "--format=json"]))
+    from puffer_core.tank.lock import canonical, lock_digest
+
+    assert record["packages"] == {canonical(p["name"]): p["version"] for p in listed}
+    for name in ("puffer-core", "puffer-plugin-nethack", "nle", "ale-py", "gymnasium", "numpy", "pip"):
+        assert name in record["packages"], name
+    assert record["sha256"] == lock_digest(record["packages"])
+    # The label and the file in the image are one text; the plain output is that text.
+    text = _tank(["lock", IMAGES["final"]])
+    in_file = _stdout(client, ["cat", "/opt/puffertank/lock.txt"])
+    assert text.stdout == in_file
+    assert in_file.startswith("# PufferTank lock:") and "Generated by tank/Dockerfile" in in_file
+    assert f"sha256 {record['sha256']}" in text.stderr
+
+
+def test_lock_of_an_image_without_one_says_how_to_get_one(built):
+    proc = _tank(["lock", IMAGES["envs"]])
+    assert proc.returncode == 1
+    assert f"image {IMAGES['envs']} has no lock (label org.puffer.tank.lock)" in proc.stderr
+
+
+def test_rebuilding_under_the_lock_reproduces_it(client, built, tmp_path):
+    """The final layer again, on the first build's environment layer, its pip steps
+    constrained by the lock (the build argument changes, so the layer is rebuilt): the same
+    packages at the same versions. The base and environment layers take the lock through
+    the same script (tank/puffertank-ca.sh); rebuilding them too would add minutes to
+    every CI run for no other path."""
+    import json
+
+    first = _tank(["lock", IMAGES["final"]])
+    assert first.returncode == 0, first.stderr
+    lock = tmp_path / "lock.txt"
+    lock.write_text(first.stdout)
+    tag = f"{TAG}-lock"
+    client.images.get(IMAGES["envs"]).tag(tag, "envs")
+    command = [
+        "build", "--stage", "final", "--tag", tag, "--plugins", "nethack,atari",
+        "--no-torch", "--network", "host", "--quiet", "--lock", str(lock),
+    ]  # fmt: skip
+    if built["ca"]:
+        command += ["--ca-cert", built["ca"]]
+    proc = _tank(command, timeout=3600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    again = json.loads(_tank(["lock", f"{tag}:latest", "--json"]).stdout)
+    assert again["packages"] == json.loads(_tank(["lock", IMAGES["final"], "--json"]).stdout)["packages"]
+    history = " ".join(entry.get("CreatedBy", "") for entry in client.api.history(f"{tag}:latest"))
+    assert "PUFFER_LOCK_URL=http://127.0.0.1:" in history, "the final layer's build steps did not get the lock"

@@ -1,0 +1,250 @@
+"""`puffer train` / `puffer_core.train`: agents learn through Puffer Core.
+
+The probes (puffer_core.plugins.builtin.probes) say what a correct learner must reach: every probe, in its
+plain, nested-Dict and 2-agent variants, on Serial and Multiprocessing. A learner that used
+the step after an episode's end (next-step autoreset) or the rows of dead agents would miss
+their values. CartPole is solved and the saved policy plays it back.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from optional import require
+from plugin_site import run_puffer, write_plugin
+
+from puffer_core.emulation import emulate
+from puffer_core.errors import APIUsageError, SpaceError, UnknownEnvError
+from puffer_core.plugins.builtin.probes import DebugProbeEnv, probe_expectations
+from puffer_core.postprocess import EpisodeStats
+from puffer_core.testing import played_frames
+
+require("torch")
+require("matplotlib")
+import torch  # noqa: E402
+
+from puffer_core import train  # noqa: E402
+
+GAMMA = 0.5  # a small discount makes a learner that uses masked rows miss probes 1 and 4 too
+PROBES = [f"classic/probe_{n}{variant}" for n in range(1, 6) for variant in ("", "_dict", "_2agents")]
+
+
+def trained_policy(out) -> tuple[train.Policy, object]:
+    import puffer_core
+
+    saved = train.load(out)
+    env = puffer_core.make(saved.env)
+    policy = train.Policy(env.obs_layout, env.action_space, saved.config["hidden_size"])
+    policy.load_state_dict(saved.policy)
+    return policy, env
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+@pytest.mark.parametrize("env_id", PROBES)
+def test_probes_reach_their_expected_values_and_actions(tmp_path, env_id, backend):
+    # 2-agent variants count two rows per env step and half of them are masked at times.
+    steps = 32_768 if env_id.endswith("_2agents") else 16_384
+    workers = 2 if backend == "multiprocessing" else None
+    curve = train.ppo(env_id, steps, out=tmp_path, gamma=GAMMA, backend=backend, num_workers=workers, seed=1)
+    assert curve.rows[-1]["step"] >= steps and curve.episodes
+    policy, env = trained_policy(tmp_path)
+    expected = probe_expectations(env_id, GAMMA)
+    with torch.no_grad():
+        distribution, values = policy(torch.from_numpy(expected.flat_observations(env)))
+    np.testing.assert_allclose(values.numpy(), expected.values, atol=0.1, err_msg=f"{env_id}: V")
+    if expected.best_actions is not None:
+        np.testing.assert_array_equal(distribution.mode().numpy(), expected.best_actions, err_msg=f"{env_id}: actions")
+
+
+def test_training_goes_on_through_crashes_and_leaves_them_out(tmp_path):
+    curve = train.ppo(
+        CrashingProbe, 16_384, out=tmp_path, gamma=GAMMA, backend="multiprocessing", num_workers=2, on_fault="restart"
+    )
+    assert curve.rows[-1]["step"] >= 16_384
+    env = emulate(EpisodeStats(CrashingProbe()))
+    policy = train.Policy(env.obs_layout, env.action_space, 64)
+    policy.load_state_dict(train.load(tmp_path).policy)
+    with torch.no_grad():
+        _, value = policy(torch.from_numpy(env.flatten_observation(np.zeros(1, np.float32))[None]))
+    assert abs(float(value[0]) - 1.0) < 0.1  # the crashed steps (reward 0, truncated) did not drag V below 1
+
+
+class CrashingProbe(DebugProbeEnv):
+    """Probe 1 (V = 1) whose process dies on every third step (os._exit): a third of all steps crash."""
+
+    def __init__(self):
+        super().__init__(1)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps % 3 == 0:
+            os._exit(7)
+        return super().step(action)
+
+
+@pytest.mark.slow
+def test_cartpole_is_solved_and_the_saved_policy_plays_it(tmp_path):
+    out = tmp_path / "cartpole"
+    proc = run_puffer(
+        None, "train", "classic/cartpole", "--steps", "150000", "--seed", "0", "--out", str(out), "--json", timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["mean_return"] >= 475, summary
+    assert sorted(os.listdir(out)) == ["curve.csv", "curve.png", "policy.pt"]
+    proc = run_puffer(None, "eval", str(out), "--episodes", "10", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    played = json.loads(proc.stdout)
+    assert played["episodes"] == 10 and played["mean_return"] >= 475, played
+
+
+def test_train_records_evaluation_episodes_of_the_trained_policy(tmp_path):
+    out, video = tmp_path / "run", tmp_path / "eval.gif"
+    proc = run_puffer(
+        None, "train", "classic/cartpole", "--steps", "1024", "--out", str(out), "--json",
+        "--record", str(video), "--record-episodes", "2", "--set", "num_envs=8",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    recorded = json.loads(proc.stdout)["recorded"]
+    assert recorded["episodes"] == 2 and recorded["record"] == str(video)
+    # Each episode's steps, the first reset and the reset between the two (next-step autoreset).
+    assert played_frames(video, 50) == sum(recorded["lengths"]) + 2
+    proc = run_puffer(None, "eval", str(out), "--episodes", "1", "--record", str(tmp_path / "again.mp4"))
+    assert proc.returncode == 0 and f"recorded them to {tmp_path / 'again.mp4'}" in proc.stdout, proc.stderr
+
+
+def test_curve_files_are_what_someone_would_look_at(tmp_path):
+    curve = train.ppo("classic/probe_2", 4096, out=tmp_path, num_envs=8, rollout_steps=64)
+    rows = list(csv.DictReader(open(tmp_path / "curve.csv")))
+    assert len(rows) == len(curve.rows) == 8
+    assert int(rows[-1]["step"]) == 4096 and float(rows[-1]["steps_per_second"]) > 0
+    assert {"mean_return", "policy_loss", "value_loss", "entropy", "approx_kl"} <= set(rows[0])
+    png = (tmp_path / "curve.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("classic/mountaincar_continuous", {}),  # Box action
+        ("classic/probe_mixed", {}),  # a Tuple of Discrete and Box: one Box
+        ("classic/probe_dict", {}),  # Dict observation and Dict action: MultiDiscrete
+        ("classic/probe_multiagent", {"backend": "multiprocessing", "num_workers": 2}),
+    ],
+)
+def test_every_flat_action_kind_trains(tmp_path, env_id, kwargs):
+    curve = train.ppo(env_id, 2048, out=tmp_path, num_envs=4, rollout_steps=64, **kwargs)
+    assert curve.rows[-1]["step"] >= 2048 and all(np.isfinite(row["value_loss"]) for row in curve.rows)
+
+
+def test_resume_continues_the_curve_and_refuses_another_env(tmp_path):
+    first = train.ppo("classic/probe_1", 2048, out=tmp_path, num_envs=8, rollout_steps=32)
+    assert len(first.rows) == 8
+    with pytest.raises(APIUsageError, match="already has 2,048 of its 2,048 steps"):
+        train.ppo(resume=tmp_path)
+    with pytest.raises(APIUsageError, match="trained on classic/probe_1, not classic/probe_2"):
+        train.ppo("classic/probe_2", resume=tmp_path, steps=4096)
+    with pytest.raises(APIUsageError, match="already holds a run"):
+        train.ppo("classic/probe_1", 1024, out=tmp_path)
+    more = train.ppo(resume=tmp_path, steps=4096)
+    assert len(more.rows) == 16 and more.rows[-1]["step"] == 4096
+    assert [r["step"] for r in more.rows[:8]] == [r["step"] for r in first.rows]  # the old rows, then new ones
+    assert more.rows[8]["seconds"] > first.rows[-1]["seconds"]
+    assert train.load(tmp_path).step == 4096
+
+
+def test_bad_input_is_one_line(tmp_path, site):
+    write_plugin(site, "texty", TEXT_PLUGIN)
+    train.ppo("classic/probe_1", 256, out=tmp_path / "probe_1", num_envs=8)
+    cases = [
+        (("train", "classic/probe_2", "--resume", str(tmp_path / "probe_1")), "trained on classic/probe_1, not"),
+        (("train", "classic/cartpol"), "Did you mean: classic/cartpole?"),
+        (("train", "texty/words", "--steps", "64"), "Text"),
+        (("train", "classic/probe_1", "--set", "gamma=2"), "gamma must be in [0, 1], got 2"),
+        (("train", "classic/probe_1", "--set", "nonsense=1"), "unknown PPO setting 'nonsense'"),
+        (("train",), "give an ENV_ID"),
+        (("eval", str(tmp_path / "nothing")), "does not exist"),
+        (("train", "classic/cartpole", "--record", str(tmp_path / "x.cast")), "record it to .mp4 or .gif instead"),
+        (("eval", str(tmp_path / "probe_1"), "--record", str(tmp_path / "x.gif")), "no render mode a recording"),
+    ]
+    for args, fragment in cases:
+        proc = run_puffer(site, *args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode != 0 and fragment in proc.stderr, (args, proc.stderr)
+        assert len(lines) == 1, (args, proc.stderr)  # click's usage errors too (see tests/cli/test_cli_errors.py)
+        assert "Traceback" not in proc.stderr
+
+
+def test_python_api_errors_name_the_problem():
+    with pytest.raises(UnknownEnvError):
+        train.ppo("classic/nope", 64)
+    with pytest.raises(SpaceError, match="Text"):
+        train.ppo(TextEnv, 64)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_an_interrupted_run_leaves_a_loadable_checkpoint(tmp_path, signal_number):
+    out = tmp_path / "run"
+    args = ["train", "classic/cartpole", "--steps", "10000000", "--out", str(out), "--set", "checkpoint_seconds=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", *args], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "policy.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert (out / "policy.pt").exists(), "no checkpoint within 120 s"
+        proc.send_signal(signal_number)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal_number, stderr
+    assert f"stopped by {signal.Signals(signal_number).name}" in stderr and "--resume" in stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    saved = train.load(out)
+    assert saved.step > 0 and saved.env == "classic/cartpole"
+    played = train.evaluate(out, episodes=2)
+    assert len(played.returns) == 2
+
+
+TEXT_ENV = '''
+import gymnasium
+
+class TextEnv(gymnasium.Env):
+    """Observes text, which no flat buffer can hold."""
+
+    observation_space = gymnasium.spaces.Text(8)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return "hello", {}
+
+    def step(self, action):
+        return "hello", 0.0, True, False, {}
+'''
+
+TEXT_PLUGIN = (
+    TEXT_ENV
+    + """
+import puffer_core
+from puffer_core import EnvSpec
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("texty/words", TextEnv, description="observes text")]
+"""
+)
+
+_namespace: dict = {}
+exec(TEXT_ENV, _namespace)
+TextEnv = _namespace["TextEnv"]

@@ -1,0 +1,269 @@
+"""Faults in vector backends: a WorkerError naming worker, env and cause, fast, and no leaks."""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from puffer_core import vector
+from puffer_core.errors import WorkerError
+from puffer_core.testing import CountingEnv, FaultEnv
+
+MP = "multiprocessing"
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture
+def no_leaks():
+    """Fails the test if it leaves a child process, a /dev/shm entry or a file descriptor."""
+    shm = set(os.listdir("/dev/shm"))
+    fds = len(os.listdir("/proc/self/fd"))
+    spawned = []
+    yield spawned
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and (multiprocessing.active_children() or any(map(_alive, spawned))):
+        time.sleep(0.05)
+    assert multiprocessing.active_children() == []
+    assert not [pid for pid in spawned if _alive(pid)]
+    assert set(os.listdir("/dev/shm")) == shm
+    assert len(os.listdir("/proc/self/fd")) <= fds
+
+
+def _run(env, steps=20):
+    env.reset(seed=0)
+    for _ in range(steps):
+        env.step(np.zeros(env.num_envs, int))
+
+
+@pytest.mark.parametrize("where", ["step", "reset"])
+def test_env_raising_names_worker_env_and_traceback(no_leaks, where):
+    # Env 3 (seed 3) raises on its 2nd step, or on its 2nd reset (the first autoreset).
+    creator = functools.partial(FaultEnv, mode="raise", where=where, at=2, fault_seed=3, episode_length=3)
+    env = vector.make(creator, num_envs=4, num_workers=2, backend=MP)
+    no_leaks.extend(env.pids)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        _run(env)
+    assert time.monotonic() - start < 5
+    err = info.value
+    assert err.worker == 1 and err.env_index == 3
+    assert "worker 1" in str(err) and "env 3" in str(err) and where in str(err)
+    assert "RuntimeError: FaultEnv: deliberate failure" in err.cause
+    assert f"in {where}" in err.cause and "Traceback" in err.cause
+    assert env.closed
+    env.close()  # idempotent after a fault
+
+
+def test_env_raising_at_construction(no_leaks):
+    creator = functools.partial(FaultEnv, mode="raise", where="init")
+    with pytest.raises(WorkerError) as info:
+        vector.make(creator, num_envs=2, num_workers=2, backend=MP)
+    assert info.value.env_index in (0, 1) and "init" in info.value.cause
+
+
+def test_construction_failure_only_in_workers(no_leaks):
+    calls = {"n": 0}
+    parent = os.getpid()
+
+    def creator():
+        calls["n"] += 1
+        if os.getpid() != parent:
+            raise ValueError("no display in the worker")
+        return CountingEnv()
+
+    with pytest.raises(WorkerError) as info:
+        vector.make(creator, num_envs=2, num_workers=1, backend=MP)
+    assert info.value.worker == 0 and info.value.env_index == 0
+    assert "ValueError: no display in the worker" in info.value.cause
+
+
+def test_serial_env_raising_is_a_worker_error():
+    creator = functools.partial(FaultEnv, mode="raise", where="step", at=2, fault_seed=1)
+    env = vector.make(creator, num_envs=3, backend="serial")
+    with pytest.raises(WorkerError) as info:
+        _run(env)
+    assert info.value.env_index == 1 and "deliberate failure" in info.value.cause
+    env.close()
+
+
+def test_sigkill_of_idle_worker(no_leaks):
+    env = vector.make(CountingEnv, num_envs=4, num_workers=2, backend=MP)
+    no_leaks.extend(env.pids)
+    env.reset(seed=0)
+    victim = env.pids[1]
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(0.1)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        for _ in range(3):
+            env.step(np.zeros(4, int))
+    assert time.monotonic() - start < 5
+    assert info.value.worker == 1
+    assert "SIGKILL" in str(info.value) or "gone" in str(info.value)
+    env.close()
+
+
+def test_sigkill_while_stepping_names_the_env(no_leaks):
+    creator = functools.partial(CountingEnv, episode_length=100, delay=3.0, delay_seeds=(2,))
+    env = vector.make(creator, num_envs=4, num_workers=2, backend=MP)
+    no_leaks.extend(env.pids)
+    env.reset(seed=0)
+    victim = env.pids[1]
+    threading.Timer(0.5, os.kill, (victim, signal.SIGKILL)).start()
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        env.step(np.zeros(4, int))
+    assert time.monotonic() - start < 2.5
+    err = info.value
+    assert err.worker == 1 and err.env_index == 2
+    assert "killed by signal SIGKILL" in str(err) and "env 2" in str(err)
+
+
+def test_worker_exiting(no_leaks):
+    creator = functools.partial(FaultEnv, mode="exit", where="step", at=2, fault_seed=0)
+    env = vector.make(creator, num_envs=2, num_workers=2, backend=MP)
+    no_leaks.extend(env.pids)
+    with pytest.raises(WorkerError) as info:
+        _run(env)
+    assert info.value.worker == 0 and "exited with code 3" in str(info.value)
+
+
+def test_hang_past_timeout(no_leaks):
+    creator = functools.partial(FaultEnv, mode="hang", where="step", at=2, fault_seed=1, hang_seconds=60)
+    env = vector.make(creator, num_envs=2, num_workers=2, backend=MP, vector_kwargs={"timeout": 1.0})
+    no_leaks.extend(env.pids)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        _run(env)
+    elapsed = time.monotonic() - start
+    assert 0.9 < elapsed < 4
+    err = info.value
+    assert err.worker == 1 and err.env_index == 1 and err.cause == "timeout"
+    assert "silent for 1 s" in str(err) and "timeout" in str(err)
+
+
+def test_hang_in_async_batches(no_leaks):
+    # batch_size < num_envs: the hung worker must not hide behind the healthy ones.
+    creator = functools.partial(
+        FaultEnv, mode="hang", where="step", at=3, fault_seed=0, hang_seconds=60, episode_length=1000
+    )
+    env = vector.make(creator, num_envs=4, num_workers=4, batch_size=1, backend=MP, vector_kwargs={"timeout": 1.0})
+    no_leaks.extend(env.pids)
+    env.async_reset(0)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        while time.monotonic() - start < 5:
+            env.recv()
+            env.send(np.zeros(1, int))
+    assert time.monotonic() - start < 4
+    assert info.value.worker == 0 and info.value.env_index == 0
+
+
+def test_keyboard_interrupt_then_close(no_leaks):
+    creator = functools.partial(CountingEnv, delay=5.0, delay_seeds=(0,))
+    env = vector.make(creator, num_envs=2, num_workers=2, backend=MP)
+    no_leaks.extend(env.pids)
+    env.reset(seed=0)
+    previous = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            with env:
+                env.step(np.zeros(2, int))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert env.closed
+
+
+_SCRIPT = textwrap.dedent(
+    """
+    import functools, sys, time
+    import numpy as np
+    from puffer_core import vector
+    from puffer_core.testing import CountingEnv
+    env = vector.make(functools.partial(CountingEnv, delay=0.001), num_envs=4, num_workers=2,
+                      backend="multiprocessing")
+    env.reset(seed=0)
+    print(" ".join(map(str, env.pids)), flush=True)
+    {tail}
+    """
+)
+
+
+def default_sigint() -> None:
+    """Ctrl-C's default in the child: a test run from a background job (``nox ... &``)
+    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def start_script():
+    """Starts a script holding a 2-worker vector env: (process, worker pids). A script a
+    failed test leaves running is killed (its workers die with it)."""
+    procs = []
+
+    def start(tail):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SCRIPT.format(tail=tail)],
+            stdout=subprocess.PIPE,
+            text=True,
+            preexec_fn=default_sigint,
+        )
+        procs.append(proc)
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, pids
+        return proc, pids
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+def _wait_gone(pids, seconds=5.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(map(_alive, pids)):
+        time.sleep(0.05)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def test_workers_die_with_a_sigkilled_parent(start_script):
+    proc, pids = start_script("while True: env.step(np.zeros(4, int))")
+    proc.kill()
+    proc.wait(5)
+    assert _wait_gone(pids) == []
+
+
+def test_ctrl_c_in_the_parent_leaves_nothing_behind(start_script):
+    shm = set(os.listdir("/dev/shm"))
+    proc, pids = start_script("while True: env.step(np.zeros(4, int))")
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(10) != 0  # KeyboardInterrupt traceback, then exit
+    assert _wait_gone(pids) == []
+    assert set(os.listdir("/dev/shm")) == shm
+
+
+def test_forgotten_env_is_cleaned_at_exit(start_script):
+    proc, pids = start_script("print('bye')")
+    assert proc.wait(10) == 0
+    assert _wait_gone(pids) == []

@@ -1,0 +1,157 @@
+"""Multiprocessing with ``main_share``: the main process steps a share of the envs itself,
+inside ``send``, while the workers step theirs; every guarantee of the backend holds."""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import gymnasium
+import numpy as np
+import pytest
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.testing import CountingEnv, FaultEnv, TinyParallelEnv, rollout
+from puffer_core.vector.mp import _wants_main_share
+
+MP = "multiprocessing"
+
+
+def cartpole():
+    return gymnasium.make("CartPole-v1")
+
+
+def assert_same(a: dict, b: dict) -> None:
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.parametrize(("num_envs", "workers"), [(4, 1), (5, 2), (3, 2)])  # even and uneven splits
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_trajectories_equal_serial(num_envs, workers, mode):
+    with vector.make(cartpole, num_envs=num_envs, backend="serial", autoreset=mode) as serial:
+        want = rollout(serial, 150, seed=3)
+    with vector.make(
+        cartpole, num_envs=num_envs, num_workers=workers, backend=MP, autoreset=mode, vector_kwargs={"main_share": True}
+    ) as envs:
+        assert envs.num_workers == workers and len(envs.pids) == workers
+        got = rollout(envs, 150, seed=3)
+    assert want["term"].sum() >= num_envs
+    assert_same(want, got)
+
+
+def test_multi_agent_rows_and_zero_copy():
+    with vector.make(TinyParallelEnv, num_envs=3, backend="serial") as serial:
+        want = rollout(serial, 30, seed=1)
+    with vector.make(
+        TinyParallelEnv, num_envs=3, num_workers=1, backend=MP, vector_kwargs={"main_share": True}
+    ) as envs:
+        got = rollout(envs, 30, seed=1)
+        obs, *_ = envs.step(np.zeros(9, int))
+        assert np.shares_memory(obs, envs._obs)  # the shared buffer itself, main share's rows included
+    assert_same(want, got)
+
+
+def test_async_batches_count_the_main_share_as_one_more_worker():
+    creator = functools.partial(CountingEnv, episode_length=1000, delay=0.002, delay_seeds=(100, 101))
+    with vector.make(
+        creator, num_envs=6, num_workers=2, batch_size=2, backend=MP, vector_kwargs={"main_share": True}
+    ) as envs:  # workers hold envs 0-1 (slow), 2-3; main 4-5
+        envs.async_reset(100)
+        seen, steps = set(), np.zeros(6, int)
+        deadline = time.monotonic() + 30
+        # The main share is ready at once, so the first batches may all be its own while the
+        # workers are still being scheduled: step until every unit has come back at least
+        # twice (on a busy machine that takes longer, never forever).
+        while (len(seen) < 6 or steps.min() < 2 or steps.sum() < 120) and time.monotonic() < deadline:
+            obs, _, _, _, _, ids, _ = envs.recv()
+            assert len(ids) == 2 and ids.tolist() in ([0, 1], [2, 3], [4, 5])
+            np.testing.assert_array_equal(obs[:, 0], steps[ids])  # each row's own step count: no mix-ups
+            seen.update(ids.tolist())
+            steps[ids] += 1
+            envs.send(np.ones(2, int))
+        assert seen == set(range(6)), steps
+        assert steps[:2].sum() < steps[2:].sum() / 2  # the slow worker fell behind: batches did not wait for it
+
+
+def test_calls_and_resets_reach_the_main_share():
+    creator = functools.partial(CountingEnv, episode_length=3)
+    with vector.make(
+        creator, num_envs=4, num_workers=1, backend=MP, autoreset="disabled", vector_kwargs={"main_share": True}
+    ) as envs:  # the worker holds envs 0-1, the main 2-3
+        envs.reset(seed=0)
+        assert envs.get_attr("first_seed") == (0, 1, 2, 3)
+        envs.set_attr("delay", [0.5, 0.25], env_indices=[1, 3])
+        assert envs.get_attr("delay") == (0.0, 0.5, 0.0, 0.25)
+        envs.set_attr("delay", 0.0)
+        for _ in range(3):
+            _, _, terminals, _, _ = envs.step(np.zeros(4, int))
+        assert terminals.all()
+        obs, _ = envs.reset(seed=[None, None, 50, None], options={"reset_mask": np.array([False, True, True, False])})
+        np.testing.assert_array_equal(obs[:, 0], [3, 0, 0, 3])
+        np.testing.assert_array_equal(obs[:, 3], [0, 1, 50, 3])
+
+
+def test_an_env_fault_in_the_main_share():
+    creator = functools.partial(FaultEnv, mode="raise", at=2, fault_seed=3, episode_length=100)
+    envs = vector.make(creator, num_envs=4, num_workers=1, backend=MP, vector_kwargs={"main_share": True})
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, int))
+    with pytest.raises(WorkerError, match=r"the main process's share: env 3 raised RuntimeError in step"):
+        envs.step(np.zeros(4, int))
+    assert envs.closed
+    with vector.make(
+        creator, num_envs=4, num_workers=1, backend=MP, on_fault="restart", vector_kwargs={"main_share": True}
+    ) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, int))
+        _, _, _, truncations, infos = envs.step(np.zeros(4, int))
+        assert truncations.tolist() == [False, False, True, True]
+        assert [i["env_id"] for i in infos if "fault" in i] == [2, 3]
+        for _ in range(5):
+            _, _, _, truncations, _ = envs.step(np.zeros(4, int))
+            assert not truncations.any()
+
+
+def test_the_auto_choice_and_bad_values():
+    assert _wants_main_share("auto", 16, None, cpus=2) is True  # 2 workers + the main process > 2 cores
+    assert _wants_main_share("auto", 16, 1, cpus=2) is False  # 1 worker + the main process fit
+    assert _wants_main_share("auto", 16, None, cpus=8) is True
+    assert _wants_main_share("auto", 16, 4, cpus=8) is False
+    assert _wants_main_share(False, 16, None, cpus=2) is False
+    with pytest.raises(APIUsageError, match="main_share must be True, False, 'auto' or a number of envs"):
+        _wants_main_share("yes", 4, None, cpus=2)
+    with pytest.raises(APIUsageError, match="main_share needs num_envs ≥ 2"):
+        vector.make(CountingEnv, num_envs=1, backend=MP, vector_kwargs={"main_share": True})
+    with vector.make(CountingEnv, num_envs=4, backend=MP, vector_kwargs={"main_share": "auto"}) as envs:
+        cpus = vector.base.available_cpus()
+        assert envs.num_workers == max(1, min(4, cpus) - 1) and len(envs.pids) == envs.num_workers
+
+
+def test_a_lighter_main_share_keeps_serial_trajectories():
+    """main_share=k: the main process steps k envs, the workers share the rest."""
+    with vector.make(cartpole, num_envs=6, backend="serial") as serial:
+        want = rollout(serial, 120, seed=4)
+    for workers, k in ((1, 2), (2, 1)):
+        with vector.make(
+            cartpole, num_envs=6, num_workers=workers, backend=MP, vector_kwargs={"main_share": k}
+        ) as envs:
+            assert envs._env_counts[-1] == k and sum(envs._env_counts) == 6 and len(envs.pids) == workers
+            assert_same(want, rollout(envs, 120, seed=4))
+
+
+@pytest.mark.parametrize(
+    "k, batch, message",
+    [
+        (6, None, "main_share=6 envs for the main process leaves 0 for 1 worker"),
+        (0, None, "give 1 to 5, or True for an even share"),
+        (2, 3, "an uneven share\\) needs full batches"),
+    ],
+)
+def test_a_bad_main_share_count_says_what_works(k, batch, message):
+    with pytest.raises(APIUsageError, match=message):
+        vector.make(
+            "classic/cartpole", num_envs=6, num_workers=1, batch_size=batch, backend="multiprocessing",
+            vector_kwargs={"main_share": k},
+        )  # fmt: skip
