@@ -1,4 +1,4 @@
-"""Nox sessions: tests, lint, tests_gym026, bench, compat, tank.
+"""Nox sessions: tests, lint, tests_gym026, tests_pufferlib, bench, compat, tank.
 
 `nox -s tests` is the README's test command and what `.ci/run` calls.
 """
@@ -12,7 +12,7 @@ import pathlib
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "tests", "tests_gym026"]
+nox.options.sessions = ["lint", "tests", "tests_gym026", "tests_pufferlib"]
 nox.options.error_on_missing_interpreters = False
 
 ROOT = pathlib.Path(__file__).parent
@@ -31,6 +31,9 @@ def core_constant(module: str, name: str) -> object:
 
 #: The Python the matrix's common set and PufferTank use (puffer_core/matrix/model.py).
 DEFAULT_PYTHON = core_constant("puffer_core/matrix/model.py", "DEFAULT_PYTHON")
+#: The Pythons pyproject.toml's classifiers declare; the suite runs on the oldest and the newest.
+SUPPORTED_PYTHONS = nox.project.python_versions(nox.project.load_toml(str(ROOT / "pyproject.toml")))
+TEST_PYTHONS = [SUPPORTED_PYTHONS[0], SUPPORTED_PYTHONS[-1]]
 
 
 def local_wheel_dirs() -> list[str]:
@@ -57,8 +60,25 @@ def install_project(session: nox.Session, *extras: str) -> None:
     """
     spec = f".[{','.join(extras)}]" if extras else "."
     plugin_args = [arg for name in PLUGINS for arg in ("-e", f"./plugins/{name}")]
-    constraints = ["-c", str(COMMON_CONSTRAINTS)] if COMMON_CONSTRAINTS.exists() else []
-    session.install(*constraints, "-e", spec, *plugin_args, env=uv_env())
+    session.install(*common_constraints(session), "-e", spec, *plugin_args, env=uv_env())
+
+
+#: Pins of the common set that a Python older than the one it was resolved on cannot install:
+#: numpy 2.4 declares Requires-Python >= 3.11. There, the newest release that Python has is used.
+NEWER_PYTHON_ONLY = ("numpy",)
+
+
+def common_constraints(session: nox.Session) -> list[str]:
+    """``-c FILE`` for the matrix's common set (resolved on DEFAULT_PYTHON), or nothing without one."""
+    if not COMMON_CONSTRAINTS.exists():
+        return []
+    if tuple(map(int, str(session.python).split("."))) >= tuple(map(int, DEFAULT_PYTHON.split("."))):
+        return ["-c", str(COMMON_CONSTRAINTS)]
+    lines = COMMON_CONSTRAINTS.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if line.split("==", 1)[0].strip() not in NEWER_PYTHON_ONLY]
+    path = pathlib.Path(session.create_tmp()) / "constraints-common.txt"
+    path.write_text("".join(kept))
+    return ["-c", str(path)]
 
 
 def has_local_torch() -> bool:
@@ -83,26 +103,41 @@ def install_torch(session: nox.Session) -> bool:
 def install_torch_extras(session: nox.Session, *extras: str) -> None:
     """Extras that depend on torch, resolved against the local torch==2.13.0 (an unpinned torch
     requirement would otherwise pull a newer multi-GB CUDA build from the index)."""
-    constraints = ["-c", str(COMMON_CONSTRAINTS)] if COMMON_CONSTRAINTS.exists() else []
-    session.install(*constraints, "-e", f".[{','.join(extras)}]", "torch==2.13.0", env=uv_env())
+    session.install(*common_constraints(session), "-e", f".[{','.join(extras)}]", "torch==2.13.0", env=uv_env())
 
 
-def install_pufferlib(session: nox.Session) -> None:
-    session.install("--no-deps", *PUFFERLIB, env=uv_env())
+def install_pufferlib(session: nox.Session) -> bool:
+    """PufferLib from a wheel; False (with a warning) on a Python it ships none for.
+
+    pufferlib-core 3.0.23 has wheels for CPython 3.11 and 3.12 only; its sdist builds CUDA
+    kernels against a pinned CUDA torch, which cannot work offline, so the bench's PufferLib
+    rows are left out there instead.
+    """
+    session.install("--no-deps", "--only-binary", ":all:", *PUFFERLIB, env=uv_env(), success_codes=[0, 1, 2])
+    probe = "import importlib.util; print(importlib.util.find_spec('pufferlib') is not None)"
+    if session.run("python", "-c", probe, silent=True).strip().endswith("True"):
+        return True
+    session.warn(f"no PufferLib wheel for Python {session.python}: the bench's PufferLib rows are skipped")
+    return False
 
 
-@nox.session(python=DEFAULT_PYTHON)
+@nox.session(python=TEST_PYTHONS)
 def tests(session: nox.Session) -> None:
-    """The full test suite: core and every plugin, real packages (docker tests need -m docker)."""
+    """The full test suite (core and every plugin, real packages) on the oldest and newest Python.
+
+    PufferTank's docker tests run on the newest only: the image brings its own Python.
+    """
     extras = ["dev", "ray", "record"]
     install_project(session, *extras)
     env = {"PYTHONFAULTHANDLER": "1"}
     if install_torch(session):
-        install_pufferlib(session)
+        if install_pufferlib(session):
+            env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
         install_torch_extras(session, "sb3", "train")
-        env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
+    if not session.posargs and session.python != TEST_PYTHONS[-1]:
+        args += ["-m", "not docker"]  # PufferTank's image brings its own Python: built once, on the newest
     session.run("python", "-m", "pytest", *args, env=env)
 
 
@@ -111,6 +146,16 @@ def tests_gym026(session: nox.Session) -> None:
     """The gym 0.26.2 adapter tests; gym 0.26 breaks on numpy 2, hence a session of its own."""
     session.install("-e", ".[dev]", "gym==0.26.2", "numpy<2", "shimmy[gym-v26]")
     session.run("python", "-m", "pytest", "-m", "gym026", "tests/test_adapters_gym026.py", *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def tests_pufferlib(session: nox.Session) -> None:
+    """The bench's PufferLib 3.0 rows, on a Python PufferLib ships wheels for (3.11, 3.12)."""
+    install_project(session, "dev")
+    if not install_torch(session) or not install_pufferlib(session):
+        session.error("PufferLib 3.0 needs the local torch wheel and a pufferlib-core wheel for this Python")
+    args = session.posargs or ["tests/bench/test_bench.py", "-k", "pufferlib"]
+    session.run("python", "-m", "pytest", *args, env={"PUFFER_REQUIRE_PUFFERLIB": "1"})
 
 
 @nox.session(python=DEFAULT_PYTHON)
