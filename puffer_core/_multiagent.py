@@ -10,9 +10,17 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import gymnasium
+
 from puffer_core.errors import APIUsageError
 
-__all__ = ["is_aec", "is_parallel", "to_parallel"]
+__all__ = ["is_aec", "is_multiagent", "is_parallel", "to_parallel"]
+
+
+def is_multiagent(env: Any) -> bool:
+    """A PettingZoo-style env (Parallel or AEC, or an emulator of one) rather than a Gymnasium one."""
+    # isinstance first: hasattr on a gymnasium 0.29 wrapper warns about attribute forwarding.
+    return not isinstance(env, gymnasium.Env) and hasattr(env, "possible_agents")
 
 
 def _pettingzoo_base(name: str) -> type | None:

@@ -34,6 +34,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces as gspaces
 
+from puffer_core._multiagent import is_multiagent
 from puffer_core.errors import SpaceError
 from puffer_core.hooks import hookimpl
 
@@ -132,7 +133,7 @@ class GymAdapter:
 
     @hookimpl
     def puffer_adapt(self, env: Any, spec: Any) -> Any:
-        if isinstance(env, gymnasium.Env) or hasattr(env, "possible_agents"):
+        if isinstance(env, gymnasium.Env) or is_multiagent(env):
             return None
         gym = _loaded_gym()
         if gym is not None and isinstance(env, gym.Env) and _version_tuple(gym.__version__) >= (0, 26):

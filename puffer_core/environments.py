@@ -15,11 +15,12 @@ import gymnasium
 from packaging.requirements import Requirement
 
 from puffer_core import emulation, postprocess
+from puffer_core._multiagent import is_multiagent
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.specs import EnvSpec
 
-__all__ = ["make", "make_raw", "missing_requirements"]
+__all__ = ["emulate_with_stats", "make", "make_raw", "missing_requirements"]
 
 
 def _requirement_met(requirement: str) -> bool:
@@ -57,11 +58,6 @@ def _missing_error(spec: EnvSpec, modules: list[str]) -> MissingDependencyError:
         f"{spec.id} needs {', '.join(_describe(m) for m in modules)}, which this Python does not have. "
         f"Install with: {hint}"
     )
-
-
-def _is_multiagent(env: Any) -> bool:
-    # isinstance first: hasattr on a gymnasium 0.29 wrapper warns about attribute forwarding.
-    return not isinstance(env, gymnasium.Env) and hasattr(env, "possible_agents")
 
 
 def _create(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
@@ -107,7 +103,7 @@ def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> An
     adapted = plugins.adapt(env, spec)
     if adapted is not None:
         env = adapted
-    if not isinstance(env, gymnasium.Env) and not _is_multiagent(env):
+    if not isinstance(env, gymnasium.Env) and not is_multiagent(env):
         raise PluginError(
             f"{env_id}: the creator returned {type(env).__module__}.{type(env).__name__} (api {spec.api!r}), "
             "which no adapter could convert to the Gymnasium or PettingZoo API; "
@@ -122,11 +118,14 @@ def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> An
 
 def make(env_id: str, **kwargs: Any) -> Any:
     """The emulated env for ``env_id``: a GymnasiumEmulator or PettingZooEmulator."""
-
     env = make_raw(env_id, **kwargs)
-    if _is_multiagent(env):
-        env = postprocess.MultiAgentEpisodeStats(env)
-    else:
-        spec = get_plugins().get_spec(env_id)
-        env = postprocess.EpisodeStats(env, keep_keys=spec.step_info_keys)
-    return emulation.emulate(env)
+    return emulate_with_stats(env, step_info_keys=get_plugins().get_spec(env_id).step_info_keys)
+
+
+def emulate_with_stats(env: Any, buf: Any = None, step_info_keys: tuple[str, ...] = ()) -> Any:
+    """Episode statistics, then the emulator the env's API calls for (writing into ``buf`` if
+    given): the last two stages of every env's path, for ``make`` and the vector backends alike.
+    ``step_info_keys``: a single-agent env's info keys kept on every step, not only at the end."""
+    if is_multiagent(env):
+        return emulation.emulate(postprocess.MultiAgentEpisodeStats(env), buf)
+    return emulation.emulate(postprocess.EpisodeStats(env, keep_keys=step_info_keys), buf)

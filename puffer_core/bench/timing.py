@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core._multiagent import is_multiagent
 from puffer_core.cli.rollout import random_actions
 
 __all__ = ["random_action_batches", "time_async", "time_gym_vector", "time_raw", "time_sb3", "time_steps"]
@@ -85,7 +86,7 @@ def time_steps(
 
 def time_raw(env: Any, seconds: float, warmup: float, seed: int) -> float:
     """Steps/second of one raw Gymnasium env (or PettingZoo Parallel env: agent steps)."""
-    multi = hasattr(env, "possible_agents")
+    multi = is_multiagent(env)
     if multi:
         obs, _ = env.reset(seed=seed)
         for agent in env.possible_agents:

@@ -38,6 +38,7 @@ from typing import Any
 
 import puffer_core
 from puffer_core import vector
+from puffer_core._multiagent import is_multiagent
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
 from puffer_core.bench.ceiling import parallel_ceiling
@@ -174,7 +175,7 @@ def _cases(
         cases.append(_action_check_case(env_id, num_envs, seed))
     if include_peers:
         probe = raw_creator()
-        multi = hasattr(probe, "possible_agents")
+        multi = is_multiagent(probe)
         with contextlib.suppress(Exception):
             probe.close()
         if not multi:
@@ -366,7 +367,7 @@ def _time_pufferlib(env: Any, seconds: float, warmup: float, rows: int, space: A
 def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
     """Emulated vs raw single env (single-agent envs only)."""
     env = make_raw(env_id)
-    multi = hasattr(env, "possible_agents")
+    multi = is_multiagent(env)
     with contextlib.suppress(Exception):
         env.close()
     if multi:

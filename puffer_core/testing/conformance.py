@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 import puffer_core
 from puffer_core import vector
+from puffer_core._multiagent import is_multiagent
 from puffer_core.cli.rollout import random_actions
 from puffer_core.emulation import PettingZooEmulator
 from puffer_core.environments import make_raw, missing_requirements
@@ -129,7 +130,7 @@ class _Checks:
 
 
 def _agents_of(env: Any) -> list[str] | None:
-    return list(env.possible_agents) if hasattr(env, "possible_agents") else None
+    return list(env.possible_agents) if is_multiagent(env) else None
 
 
 class _ActionSampler:

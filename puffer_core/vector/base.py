@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 import puffer_core
-from puffer_core import emulation, postprocess
 from puffer_core.emulation import Buffers, GymnasiumEmulator, PettingZooEmulator
+from puffer_core.environments import emulate_with_stats
 from puffer_core.errors import APIUsageError, PufferError, WorkerError
 from puffer_core.vector.actions import ActionCheck
 from puffer_core.vector.autoreset import (
@@ -78,16 +78,6 @@ __all__ = [
 def _is_emulator(env: Any) -> bool:
 
     return isinstance(env, (GymnasiumEmulator, PettingZooEmulator))
-
-
-def _emulate(raw: Any, buf: Any) -> Any:
-    """Episode statistics + the right emulator for a raw Gymnasium / PettingZoo env."""
-
-    if hasattr(raw, "possible_agents"):
-        wrapped = postprocess.MultiAgentEpisodeStats(raw)
-    else:
-        wrapped = postprocess.EpisodeStats(raw)
-    return emulation.emulate(wrapped, buf)
 
 
 def _attach(emulator: Any, buf: Any) -> Any:
@@ -176,7 +166,7 @@ class EnvFactory:
         emulated = _is_emulator(made) or isinstance(made, _CopyingEmulator)
         # ... or an emulator-like object from elsewhere (e.g. a subclass)
         emulated = emulated or all(hasattr(made, name) for name in ("buf", "num_agents", "observation_space"))
-        env = _attach(made, buf) if emulated else _emulate(made, buf)
+        env = _attach(made, buf) if emulated else emulate_with_stats(made, buf)
         if recording is None:
             return env
         from puffer_core.recording import Recorder  # deferred: only a recording run needs it
