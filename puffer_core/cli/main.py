@@ -30,9 +30,11 @@ from puffer_core.cli.rollout import run_random
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.tables import print_markdown, print_table
 from puffer_core.environments import missing_requirements
+from puffer_core.matrix.cli import matrix
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording, plan_watch
 from puffer_core.tank.cli import tank
+from puffer_core.train.cli import eval_cmd, train_cmd
 
 console = Console()
 
@@ -513,19 +515,11 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
     console.print(f"next: pip install -e {target} && puffer check {name} && pytest {target}/tests", highlight=False)
 
 
-def _register_subcommands() -> None:
-    # Command groups that live beside the code they drive; deferred, as they import this
-    # module's error handling (puffer_core.cli.errors) and this runs once main is defined.
-    from puffer_core.matrix.cli import matrix
-    from puffer_core.train.cli import eval_cmd, train_cmd  # torch is imported only when they run
-
-    cli.add_command(matrix)
-    cli.add_command(tank)
-    cli.add_command(train_cmd)
-    cli.add_command(eval_cmd)
-
-
-_register_subcommands()
+# Command groups that live beside the code they drive (train imports torch only when it runs).
+cli.add_command(matrix)
+cli.add_command(tank)
+cli.add_command(train_cmd)
+cli.add_command(eval_cmd)
 
 
 def main() -> None:
