@@ -1,4 +1,4 @@
-"""Nox sessions: tests, lint, tests_gym026, tests_pufferlib, bench, compat, tank.
+"""Nox sessions: tests, lint, tests_gym026, tests_torch, bench, compat, tank.
 
 `nox -s tests` is the README's test command and what `.ci/run` calls.
 """
@@ -12,7 +12,7 @@ import pathlib
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "tests", "tests_gym026", "tests_pufferlib"]
+nox.options.sessions = ["lint", "tests", "tests_gym026", "tests_torch"]
 nox.options.error_on_missing_interpreters = False
 
 ROOT = pathlib.Path(__file__).parent
@@ -76,13 +76,18 @@ def common_constraints(session: nox.Session) -> list[str]:
         return ["-c", str(COMMON_CONSTRAINTS)]
     lines = COMMON_CONSTRAINTS.read_text().splitlines(keepends=True)
     kept = [line for line in lines if line.split("==", 1)[0].strip() not in NEWER_PYTHON_ONLY]
-    path = pathlib.Path(session.create_tmp()) / "constraints-common.txt"
+    # Beside the venv, not in session.create_tmp(): that sets TMPDIR inside the venv (so inside
+    # the checkout), where Ray refuses to start its workers and tests' scratch folders would
+    # find the checkout around them.
+    path = pathlib.Path(session.virtualenv.location) / "constraints-common.txt"
     path.write_text("".join(kept))
     return ["-c", str(path)]
 
 
-def has_local_torch() -> bool:
-    return any(any(pathlib.Path(d).glob("torch-*.whl")) for d in local_wheel_dirs())
+def has_local_torch(session: nox.Session) -> bool:
+    """A local CPU torch wheel for this session's Python (this machine keeps a cp311 one)."""
+    tag = "cp" + str(session.python).replace(".", "")
+    return any(any(pathlib.Path(d).glob(f"torch-*-{tag}-*.whl")) for d in local_wheel_dirs())
 
 
 #: PufferLib 3.0's vectorization, the benchmark's peer (the pin and why: the bench module).
@@ -92,11 +97,12 @@ PUFFERLIB = core_constant("puffer_core/bench/vectorization.py", "PUFFERLIB_REQUI
 
 
 def install_torch(session: nox.Session) -> bool:
-    """torch==2.13.0 from a local CPU wheel; False (with a warning) where there is none."""
-    if has_local_torch():
+    """torch==2.13.0 from a local CPU wheel; False (with a warning) where there is none for this
+    Python: from the index, torch is a multi-GB CUDA build."""
+    if has_local_torch(session):
         session.install("torch==2.13.0", env=uv_env())
         return True
-    session.warn("no local torch wheel found: the torch helper tests and the PufferLib peer are skipped")
+    session.warn(f"no local CPU torch wheel for Python {session.python}: torch's tests skip here (see tests_torch)")
     return False
 
 
@@ -148,14 +154,21 @@ def tests_gym026(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-m", "gym026", "tests/test_adapters_gym026.py", *session.posargs)
 
 
+#: The tests that need torch (the trainer, SB3, the torch helper, the bench's training and
+#: PufferLib rows); `tests` runs them too wherever a local torch wheel fits its Python.
+TORCH_TESTS = ["tests/train", "tests/vector/test_vector_sb3.py", "tests/test_torch_helpers.py", "tests/bench"]
+
+
 @nox.session(python=DEFAULT_PYTHON)
-def tests_pufferlib(session: nox.Session) -> None:
-    """The bench's PufferLib 3.0 rows, on a Python PufferLib ships wheels for (3.11, 3.12)."""
-    install_project(session, "dev")
+def tests_torch(session: nox.Session) -> None:
+    """The torch tests and the bench's PufferLib 3.0 rows, on the Python the local CPU torch wheel
+    is for (3.11; PufferLib ships wheels for 3.11 and 3.12 only)."""
+    install_project(session, "dev", "record")
     if not install_torch(session) or not install_pufferlib(session):
-        session.error("PufferLib 3.0 needs the local torch wheel and a pufferlib-core wheel for this Python")
-    args = session.posargs or ["tests/bench/test_bench.py", "-k", "pufferlib"]
-    session.run("python", "-m", "pytest", *args, env={"PUFFER_REQUIRE_PUFFERLIB": "1"})
+        session.error(f"needs a local CPU torch wheel and a pufferlib-core wheel for Python {session.python}")
+    install_torch_extras(session, "sb3", "train")
+    env = {"PYTHONFAULTHANDLER": "1", "PUFFER_REQUIRE_TORCH": "1", "PUFFER_REQUIRE_PUFFERLIB": "1"}
+    session.run("python", "-m", "pytest", *(session.posargs or TORCH_TESTS), env=env)
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -72,6 +72,8 @@ def test_build_without_the_docker_sdk_exits_2(tmp_path):
 
 
 def test_render_outside_a_checkout_says_so(tmp_path):
+    # A scratch folder inside the checkout (TMPDIR set there) would render over the real file.
+    assert ROOT not in tmp_path.resolve().parents, f"TMPDIR must lie outside the checkout, got {tmp_path}"
     proc = _run(["-m", "puffer_core.tank.cli", "render", "--no-constraints"], {}, cwd=tmp_path)
     assert proc.returncode == 1
     assert "not inside a puffer-core checkout" in proc.stderr
