@@ -1,6 +1,7 @@
 """Nox sessions: tests, lint, tests_gym026, tests_torch, bench, compat, tank.
 
-`nox -s tests` is the README's test command and what `.ci/run` calls.
+The default sessions (`nox -s lint tests tests_gym026 tests_torch`) are the README's test
+command and what `.ci/run` calls.
 """
 
 from __future__ import annotations
