@@ -24,7 +24,6 @@ __all__ = ["parallel_ceiling"]
 
 def _step_alone(env_id: str, num_envs: int, seed: int, barrier: Any, start_at: Any, seconds: float, out: Any) -> None:
     """One process: build, wait for the others, then step for ``seconds`` from the common start."""
-
     try:
         with vector.make(env_id, num_envs=num_envs, seed=seed) as envs:
             actions = random_action_batches(envs.single_action_space, envs.batch_size, 64, seed)
@@ -50,7 +49,6 @@ def parallel_ceiling(
 ) -> float:
     """Summed steps/second of ``processes`` (default: the CPUs) independent Serial vector envs
     of ``num_envs / processes`` envs each, stepped over the same ``seconds``."""
-
     processes = processes or min(available_cpus(), num_envs)
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(processes + 1)

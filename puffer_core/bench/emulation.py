@@ -25,21 +25,17 @@ __all__ = ["FACTORIES", "emulation_overhead", "interleaved"]
 
 
 def _cartpole() -> Any:
-    import gymnasium
-
     return gymnasium.make("CartPole-v1")
 
 
 def _breakout() -> Any:
     import ale_py
-    import gymnasium
 
     gymnasium.register_envs(ale_py)
     return gymnasium.make("ALE/Breakout-v5")
 
 
 def _nethack() -> Any:
-    import gymnasium
     import nle  # noqa: F401 - registers NetHackScore-v0
 
     env = gymnasium.make("NetHackScore-v0")
@@ -49,14 +45,10 @@ def _nethack() -> Any:
     return env
 
 
-#: name → (raw env factory, factory of the env handed to the emulator). The plugins'
+#: name → env factory (the raw env, and the env handed to the emulator). The plugins'
 #: zero-copy paths (``bind_nle_buffers``, Atari's frame binding) are measured through
 #: ``puffer bench``'s emulation rows, which build envs with ``puffer_core.make``.
-FACTORIES: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
-    "cartpole": (_cartpole, _cartpole),
-    "breakout": (_breakout, _breakout),
-    "nethack": (_nethack, _nethack),
-}
+FACTORIES: dict[str, Callable[[], Any]] = {"cartpole": _cartpole, "breakout": _breakout, "nethack": _nethack}
 
 
 def _run(step: Callable, reset: Callable, actions: list, start: int, count: int) -> float:
@@ -113,18 +105,16 @@ def emulation_overhead(
     steps: int,
     rounds: int = 10,
     seed: int = 0,
-    emulated_factory: Callable[[], Any] | None = None,
 ) -> dict:
     """Measure ``steps`` raw and ``steps`` emulated steps; returns raw_sps, emulated_sps, ratio.
 
-    The emulated env is ``GymnasiumEmulator(EpisodeStats(emulated_factory()))``, by default
-    built from ``env_factory`` like the raw one.
+    The emulated env is ``GymnasiumEmulator(EpisodeStats(env_factory()))``.
 
     ``ratio`` is the median of the per-round ratios (robust to a round disturbed by noise);
     the SPS figures are totals over all rounds.
     """
     raw = env_factory()
-    emulated = GymnasiumEmulator(EpisodeStats((emulated_factory or env_factory)()))
+    emulated = GymnasiumEmulator(EpisodeStats(env_factory()))
     raw.action_space.seed(seed)
     raw_actions = [raw.action_space.sample() for _ in range(min(steps, 10_000))]
     flat_actions = [emulated.flatten_action(a) for a in raw_actions]  # numpy values, as a vector env holds them
@@ -155,9 +145,8 @@ def main(argv: list[str] | None = None) -> None:
     default_steps = {"cartpole": 200_000}
     print(f"{'env':<18} {'raw SPS':>12} {'emulated SPS':>14} {'ratio':>7}")
     for name in args.envs or FACTORIES:
-        raw_factory, emulated_factory = FACTORIES[name]
         steps = args.steps or default_steps.get(name, 20_000)
-        result = emulation_overhead(raw_factory, steps, rounds=args.rounds, emulated_factory=emulated_factory)
+        result = emulation_overhead(FACTORIES[name], steps, rounds=args.rounds)
         print(f"{name:<18} {result['raw_sps']:>12,.0f} {result['emulated_sps']:>14,.0f} {result['ratio']:>7.3f}")
 
 

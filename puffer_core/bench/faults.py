@@ -24,7 +24,6 @@ __all__ = ["render_line", "restart_latency"]
 
 def restart_latency(env_id: str, num_envs: int = 8, trials: int = 5, seed: int = 0) -> dict[str, Any]:
     """Median seconds from a worker's SIGKILL to the next batch, over ``trials`` kills."""
-
     workers = min(available_cpus(), num_envs)
     latencies = []
     with vector.make(

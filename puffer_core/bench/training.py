@@ -155,7 +155,6 @@ def run_training(
     progress: Progress | None = None,
 ) -> dict:
     """The training section of ``nox -s bench``: time to solve CartPole and training throughput."""
-
     document: dict[str, Any] = {"cartpole": time_to_solve(seeds, progress), "throughput": [], "skipped": []}
     for env_id in envs:
         reason = unavailable_reason(env_id)

@@ -145,7 +145,6 @@ def run_uneven(
     ``sync_sps``, ``async_sps``, ``ratio`` (async / sync), ``ideal_ratio`` and each round's
     figures.
     """
-
     cpus = cpus or available_cpus()
     layouts = _layouts(cpus, envs_per_worker)
     total, done = len(layouts) * rounds * 2, 0
@@ -182,7 +181,6 @@ def _measure(
     seed: int,
 ) -> float:
     """Steps/second of one setting: ``step`` on full batches ("sync") or recv/send on half batches ("async")."""
-
     with vector.make(
         BusyEnv,
         num_envs=envs,

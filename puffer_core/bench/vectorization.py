@@ -128,7 +128,6 @@ def _cases(
     include_adapters: bool = True,
     include_action_check: bool = True,
 ) -> list[_Case]:
-
     def raw_creator() -> Any:
         return make_raw(env_id)
 
@@ -188,7 +187,6 @@ def _cases(
 
 def _ceiling_case(env_id: str, num_envs: int, seed: int) -> _Case:
     """Independent Serial processes, one per CPU, that never talk: what no backend can beat here."""
-
     processes = min(available_cpus(), num_envs)
     name = f"ceiling: {processes} independent Serial processes (no communication)"
 
@@ -203,7 +201,6 @@ def _adapter_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:
     Each case alternates, on one vector env, between stepping it directly and through the
     adapter (same autoreset mode), so the ratio measures the adapter and not the noise
     between two sets of worker processes."""
-
     workers = min(available_cpus(), num_envs)
     setting = f"Multiprocessing w={workers} b={num_envs}"
 
@@ -238,7 +235,6 @@ def _action_check_case(env_id: str, num_envs: int, seed: int) -> _Case:
     ``ratio_vs_unchecked``). The check's own time per send, measured in-process, gives
     ``check_us`` and its share of a send at this throughput, ``check_share``: the same cost
     without the noise of the worker processes."""
-
     workers = min(available_cpus(), num_envs)
 
     def build() -> Any:
@@ -508,7 +504,6 @@ def run_bench(
 
 def _restart_row(env_id: str, num_envs: int) -> dict:
     """Seconds from a worker's SIGKILL to the next batch under on_fault="restart" (bench_faults)."""
-
     row = {"name": "on_fault='restart': SIGKILL → next batch", "kind": "restart", "backend": "multiprocessing"}
     row.update(num_envs=num_envs, num_workers=min(available_cpus(), num_envs), batch_size=num_envs, sps=None)
     try:

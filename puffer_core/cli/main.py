@@ -63,7 +63,6 @@ def cli() -> None:
 @click.option("--traceback", "show_tb", is_flag=True, help="Show the full traceback of failed plugins.")
 def plugins_cmd(as_json: bool, show_tb: bool) -> None:
     """List plugins: status, version, hooks, envs, and why a plugin failed."""
-
     plugins = get_plugins()
     if as_json:
         print_json({"plugins": [info.to_json() for info in plugins.plugins.values()], "warnings": plugins.warnings})
@@ -97,7 +96,6 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
 @click.option("--plugin", "plugin_name", help="Only the envs of this plugin.")
 def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
     """List every environment id, its API, and whether it can be made here."""
-
     plugins = get_plugins()
     if plugin_name is not None and plugin_name not in plugins.plugins:
         fail(f"no plugin named {plugin_name!r}; installed: {', '.join(plugins.plugins) or 'none'}")
@@ -257,7 +255,6 @@ def _recording(
     if episodes is not None and path is None:
         raise click.UsageError("--record-episodes needs --record PATH")
     _require_known_env(env_id)
-
     if watch:
         return plan_watch(env_id, env_kwargs, fps)
     if path is not None:
@@ -496,7 +493,6 @@ def check_cmd(target: str, steps: int, as_json: bool) -> None:
 
 def _require_known_env(target: str) -> None:
     """An env id no plugin declares is a usage error (with "Did you mean"), not a failed check."""
-
     plugins = get_plugins()
     if target not in plugins.env_specs and target not in plugins.duplicates:
         plugins.get_spec(target)  # raises UnknownEnvError naming close matches

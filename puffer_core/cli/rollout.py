@@ -96,7 +96,6 @@ def run_random(
 ) -> RunResult:
     """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps;
     ``record`` (a path or ``puffer_core.recording.Recording``) records env 0."""
-
     rng = np.random.default_rng(seed)
     totals: dict[str, float] = defaultdict(float)
     episodes = 0

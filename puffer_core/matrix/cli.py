@@ -54,7 +54,6 @@ def matrix() -> None:
 @click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
 def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
     """Print the matrix from results.json (and rewrite README.md and index.html from it)."""
-
     folder = _out_dir(out)
     store = ResultStore(folder / "results.json")
     if not store.exists:
@@ -82,7 +81,6 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
 
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
-
     colours = {"pass": "green", "excluded": "magenta", "interpreter-missing": "bright_black", "timeout": "yellow"}
 
     def report(event: str, record: Any, info: dict[str, Any]) -> None:

@@ -221,7 +221,6 @@ def discover(plugins_dir: pathlib.Path | None, include_builtins: bool = True) ->
     Plugins are imported from their source folders through the core's own plugin manager,
     so validation and error reporting are exactly those of ``puffer plugins``.
     """
-
     eps: list[metadata.EntryPoint] = []
     owner: dict[str, tuple[pathlib.Path, str | None, str | None]] = {}
     problems: dict[str, tuple[pathlib.Path, str]] = {}

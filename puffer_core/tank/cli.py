@@ -78,7 +78,6 @@ def _selection(
     need_constraints: bool = True,
 ) -> tuple[dict, Constraints, str]:
     """The selected layers, the constraint set and the command that reproduces the render."""
-
     if constraints_path is not None and no_constraints:
         raise TankError("give --constraints PATH or --no-constraints, not both")
     layers, warnings = plugin_layers(get_plugins())
@@ -181,7 +180,6 @@ def render_cmd(
 
 def _lock_constraints(lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path) -> bytes | None:
     """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out)."""
-
     if lock_path is None:
         return None
     if not lock_path.is_file():

@@ -154,7 +154,6 @@ class _ActionSampler:
 
 def _rollout(env_id: str, plugins: PluginSet, seed: int, steps: int) -> list[Any]:
     """Observations of a seeded rollout with seeded random actions (for determinism)."""
-
     env = make_raw(env_id, plugins=plugins)
     try:
         sampler = _ActionSampler(env, seed)
@@ -174,7 +173,6 @@ def _rollout(env_id: str, plugins: PluginSet, seed: int, steps: int) -> list[Any
 
 def _contract(env_id: str, plugins: PluginSet, steps: int) -> str:
     """Spaces declared match what the env returns; reset/step return the right shapes."""
-
     env = make_raw(env_id, plugins=plugins)
     try:
         agents = _agents_of(env)
@@ -225,7 +223,6 @@ def _determinism(env_id: str, plugins: PluginSet, steps: int) -> str:
 
 
 def _emulation(env_id: str) -> str:
-
     env = puffer_core.make(env_id)
     try:
         flat, _ = env.reset(seed=0)
@@ -250,13 +247,11 @@ def _emulation(env_id: str) -> str:
 
 
 def _flat_random_action(space: spaces.Space, num_agents: int, multiagent: bool) -> Any:
-
     batch = random_actions(space, num_agents, np.random.default_rng(0))
     return batch if multiagent else batch[0]
 
 
 def _vector(env_id: str, steps: int) -> str:
-
     with vector.make(env_id, num_envs=2, num_workers=2, backend="multiprocessing", seed=0) as envs:
         rng = np.random.default_rng(0)
         envs.reset(seed=0)
@@ -267,7 +262,6 @@ def _vector(env_id: str, steps: int) -> str:
 
 def peer_checker_name(env: Any) -> str:
     """The peer checker that applies to an emulated env: PettingZoo's for a multi-agent one, else Gymnasium's."""
-
     return PETTINGZOO_CHECK if isinstance(env, PettingZooEmulator) else GYMNASIUM_CHECK
 
 
@@ -329,7 +323,6 @@ def _short_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 def _check_with_peer_checker(checks: _Checks, env_id: str, steps: int) -> None:
     """Run the peer checker on a fresh emulated env, as a check named after that checker."""
-
     try:
         env = puffer_core.make(env_id)
     except Exception as exc:  # which checker applies is unknown until the env is made

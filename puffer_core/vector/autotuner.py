@@ -112,13 +112,11 @@ class Setting:
 
 def default_num_envs(env: Any) -> int:
     """The env's count in the standard bench set (8 for NetHack and Breakout), else 16."""
-
     return STANDARD.get(env, DEFAULT_NUM_ENVS) if isinstance(env, str) else DEFAULT_NUM_ENVS
 
 
 def settings_grid(num_envs: int, cpus: int | None = None) -> list[Setting]:
     """Serial, then every valid Multiprocessing setting of the grid (see the module docstring)."""
-
     cpus = cpus or available_cpus()
     grid = [Setting("serial", 1, num_envs)]
     grid += [Setting("multiprocessing", w, b) for w, b in mp_settings(num_envs, cpus)]
@@ -142,7 +140,6 @@ def settings_grid(num_envs: int, cpus: int | None = None) -> list[Setting]:
 
 def _valid(setting: Setting, num_envs: int) -> bool:
     """Whether Multiprocessing accepts the setting (the main share counts as one more unit)."""
-
     units = setting.num_workers + int(setting.main_share)
     if setting.batch_size < 1 or (setting.main_share and num_envs < 2):
         return False
@@ -251,7 +248,6 @@ class _Trial:
 
 def _count_ends(envs: Any, seconds: float, seed: int) -> tuple[int, int]:
     """(episode ends, agent steps) of ``seconds`` of random actions through recv/send."""
-
     actions = random_action_batches(envs.single_action_space, envs.batch_size, 64, seed)
     envs.async_reset(seed)
     ends = steps = n = 0
@@ -272,7 +268,6 @@ def _count_ends(envs: Any, seconds: float, seed: int) -> tuple[int, int]:
 
 def _measure(trial: _Trial, env: Any, num_envs: int, seconds: float, seed: int, env_kwargs: dict) -> None:
     """Build the setting, count episode ends, time it, read its memory, close it."""
-
     s = trial.setting
     kwargs = s.make_kwargs(num_envs)
     before = child_pids()
@@ -378,7 +373,6 @@ def _overhead_guess(trial: _Trial, trials: list[_Trial]) -> float:
 
 def _one_line(exc: BaseException) -> str:
     """The error as one line; a worker's quoted traceback is cut to its last line, the cause."""
-
     return one_line(f"{type(exc).__name__}: {exc}")[:300]
 
 

@@ -76,7 +76,6 @@ __all__ = [
 
 
 def _is_emulator(env: Any) -> bool:
-
     return isinstance(env, (GymnasiumEmulator, PettingZooEmulator))
 
 
@@ -179,7 +178,6 @@ def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
 
     Errors of Puffer Core itself (unknown env id, missing package, bad space) propagate
     as they are; anything else the env raises becomes a WorkerError for env 0."""
-
     try:
         env = factory()
     except PufferError:
@@ -436,7 +434,6 @@ class EnvGroup:
         self._steps = [getattr(env, "step_in_place", env.step) for env in self.envs]
 
     def _build(self, factory: Callable[..., Any], i: int, prebuilt: Any) -> Any:
-
         a, arrays = self.agents_per_env, self.arrays
         rows = slice(i * a, (i + 1) * a)
         buf = Buffers(

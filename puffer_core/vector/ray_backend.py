@@ -427,7 +427,7 @@ class Ray(VectorEnv):
         self._held = batch
         infos = self._batch_infos(batch)
         arrays = self._arrays
-        rows, env_ids = (slice(None), self._all_ids) if k == self.num_workers else self._batch_rows(batch)
+        rows, env_ids = self._batch_rows(batch)
         return (
             arrays["observations"][rows],
             arrays["rewards"][rows],

@@ -53,7 +53,6 @@ def make_gymnasium(gym_id: str, **kwargs: Any) -> Any:
 
 
 def make_probe(class_name: str, **kwargs: Any) -> Any:
-
     return getattr(probes, class_name)(**kwargs)
 
 
