@@ -5,6 +5,8 @@
 * a single raw env loop (the env as its plugin makes it, no emulation, no vectorization);
 * emulation overhead (``puffer_core.bench.emulation``) when that module is present;
 * Serial and Multiprocessing at a few worker / batch settings (and Ray on request);
+* the machine's ceilings (``puffer_core.bench.ceiling``): one Serial process per CPU, free
+  running and in lock-step;
 * the adapters to the ecosystem (``to_gymnasium``, ``to_sb3``) over Multiprocessing, each
   next to the same vector env stepped directly;
 * the cost of ``send``'s action checks: Multiprocessing with them on, alternating on the
@@ -154,7 +156,7 @@ def _cases(
         _Case("raw env loop (1 env)", "raw", "raw", 1, 1, 1, raw_creator, lambda env, s, w: time_raw(env, s, w, seed)),
         puffer_case("Serial", "serial", None, num_envs),
     ]
-    cases.append(_ceiling_case(env_id, num_envs, seed))
+    cases.extend(_ceiling_cases(env_id, num_envs, seed))
     for workers, batch in settings or mp_settings(num_envs):
         label = f"Multiprocessing w={workers} b={batch}"
         cases.append(puffer_case(label, "multiprocessing", workers, batch))
@@ -185,15 +187,26 @@ def _cases(
     return cases
 
 
-def _ceiling_case(env_id: str, num_envs: int, seed: int) -> _Case:
-    """Independent Serial processes, one per CPU, that never talk: what no backend can beat here."""
+def _ceiling_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:
+    """Independent Serial processes, one per CPU, that never talk: what no backend can beat
+    here; and the same processes waiting for each other after every batch: what no
+    synchronous (full-batch) setting can beat."""
     processes = min(available_cpus(), num_envs)
-    name = f"ceiling: {processes} independent Serial processes (no communication)"
 
-    def measure(_: Any, seconds: float, warmup: float) -> float:
-        return parallel_ceiling(env_id, num_envs, seconds, processes, seed)
+    def case(name: str, backend: str, lockstep: bool) -> _Case:
+        def measure(_: Any, seconds: float, warmup: float) -> float:
+            return parallel_ceiling(env_id, num_envs, seconds, processes, seed, lockstep=lockstep)
 
-    return _Case(name, "ceiling", "independent", num_envs, processes, num_envs, lambda: None, measure)
+        return _Case(name, "ceiling", backend, num_envs, processes, num_envs, lambda: None, measure)
+
+    return [
+        case(f"ceiling: {processes} independent Serial processes (no communication)", "independent", False),
+        case(
+            f"ceiling, lock-step: {processes} Serial processes that wait for each other after every batch",
+            "independent-lockstep",
+            True,
+        ),
+    ]
 
 
 def _adapter_cases(env_id: str, num_envs: int, seed: int) -> list[_Case]:

@@ -27,14 +27,21 @@ Synchronisation (a short polite spin, then block)
     * ``batch_size < num_envs`` returns whichever workers finished first (EnvPool-style),
       oldest command first among those.
     * Spinning (``spin_us``, default 100 µs): before sleeping, a side polls its word,
-      calling ``sched_yield()`` between looks, for about 1.5× its usual wait (at most
-      ``spin_us``; not at all when waits run longer than twice that). Workers spin only
+      calling ``sched_yield()`` between looks; not at all when its waits usually run
+      longer than twice ``spin_us``. When every process has a core of its own (workers +
+      the main process ≤ cpus) it spins the whole ``spin_us``: a sleep costs a wake-up
+      (a round trip through a pipe takes about 100 µs in this VM), a spin costs nobody.
+      When they share cores, it spins for about 1.5× its usual wait. Workers spin only
       when ``num_workers <= cpus``; the main process always may, since at each look it
       hands its core to whichever worker shares it. The yield matters: a spin without it
       that shares a core with the process it waits for holds that core for its whole
       budget. Spinning workers on a core with another of ours slow synchronous batches,
       so with more workers than cores they sleep at once; ``spin_us=0`` turns all
       spinning off. (The measurements behind these choices: README, "Vectorization".)
+    * A usual wait is timed by the other side's clock: the main process stamps each
+      command with when it sent it, a worker stamps each completion with when it
+      finished. Timed by when the waiter got to run, one slow wake-up would count as a
+      slow partner: the waiter would stop spinning, and every wake-up after it be slow.
 
 Infos
     Only non-empty info lists travel: pickled into the worker's mailbox in shared memory
@@ -108,6 +115,7 @@ from puffer_core.vector.mp_worker import (
     CMD,
     DEFAULT_SPIN_US,
     DONE,
+    DONE_NS,
     ERROR,
     HAS_MASK,
     HAS_SEEDS,
@@ -121,6 +129,7 @@ from puffer_core.vector.mp_worker import (
     QUIT,
     RESET,
     RESET_FLAGS,
+    SENT_NS,
     SLEEPING,
     STATUS,
     STEP,
@@ -323,6 +332,10 @@ class Multiprocessing(VectorEnv):
         # every look, so it costs a worker sharing its core no more than a context switch.
         self._spin = spin
         self._worker_spin = spin if workers <= cpus else 0.0
+        # When every process has a core of its own, a spin costs nobody anything and sleeping
+        # costs both sides a wake-up, so each spins its whole budget; when they share, a
+        # spin lasts about as long as waits usually do (see the module docstring).
+        self._spin_floor = spin if workers + 1 <= cpus else min(spin, MIN_SPIN)
 
         start_method, ctx = _context(start_method)
 
@@ -400,6 +413,7 @@ class Multiprocessing(VectorEnv):
         self._held: list[int] | None = None
         self._seq = 0
         self._expected_wait = 0.0
+        self._last_done_ns = 0  # the latest completion stamp read from a worker (DONE_NS)
         self._uniform_word = BUILD
         #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
         self.lost_wakeups = 0
@@ -458,6 +472,7 @@ class Multiprocessing(VectorEnv):
             use_pdeathsig=threading.current_thread() is threading.main_thread(),
             close_fds=ours if self._fork else [],  # fork: the child drops the main process's ends
             spin=self._worker_spin,
+            spin_floor=self._spin_floor,
             autoreset=self.autoreset_mode,
             reset_after_build=reset_after_build,
             restart_seeds=restart_seeds,
@@ -493,22 +508,25 @@ class Multiprocessing(VectorEnv):
         self._scan()
         if len(self._ready) >= needed:
             return
-        perf = time.perf_counter
-        start = perf()
+        now = time.monotonic
+        start = now()
         # Adaptive: spin about as long as workers usually take; not at all when they take
         # much longer than ``spin_us`` (heavy envs leave the cores to the workers).
         expected = self._expected_wait
         if self._spin and expected <= 2 * self._spin:
             scan, ready, yield_ = self._scan, self._ready, os.sched_yield
-            end = start + min(self._spin, max(MIN_SPIN, 1.5 * expected))
-            while perf() < end:
+            end = start + min(self._spin, max(self._spin_floor, 1.5 * expected))
+            while now() < end:
                 yield_()
                 scan()
                 if len(ready) >= needed:
-                    self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
+                    self._expected_wait = 0.7 * expected + 0.3 * (now() - start)
                     return
         self._block(needed, doing)
-        self._expected_wait = 0.7 * expected + 0.3 * (perf() - start)
+        # The wait lasted until the last worker's stamp, not until we woke: counting our own
+        # wake-up latency would make one slow wake-up a habit of sleeping (see the worker).
+        waited = min(now(), self._last_done_ns * 1e-9) - start
+        self._expected_wait = 0.7 * expected + 0.3 * max(0.0, waited)
 
     def _block(self, needed: int, doing: str) -> None:
         main_ctl, acquire, release = self._main_ctl, self._fence.acquire, self._fence.release
@@ -552,6 +570,7 @@ class Multiprocessing(VectorEnv):
         """Collect worker ``w``'s finished command: its infos or call results, or its fault."""
         base = w * SLOTS
         status = self._from_w[base + STATUS]
+        self._last_done_ns = max(self._last_done_ns, self._from_w[base + DONE_NS])
         try:
             if status == ERROR:
                 report = pickle.loads(self._read_payload(w))
@@ -774,7 +793,8 @@ class Multiprocessing(VectorEnv):
         else:
             main = None
         self._uniform_word = word if len(workers) == self._procs_n else -1
-        now = time.monotonic()
+        stamp = time.monotonic_ns()
+        now = stamp * 1e-9
         to_w, from_w, expected, sent_at, running = (
             self._to_w,
             self._from_w,
@@ -790,6 +810,7 @@ class Multiprocessing(VectorEnv):
             sent_at[w] = now
             allowed[w] = self.timeout
             running[w] = None
+            to_w[w * SLOTS + SENT_NS] = stamp
             to_w[w * SLOTS + CMD] = word
         self._fence.acquire()  # fence: the words are visible before we look at the flags
         self._fence.release()

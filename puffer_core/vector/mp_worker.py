@@ -34,9 +34,9 @@ BUILD, STEP, RESET, CALL, QUIT = 1, 2, 3, 4, 5
 # Status (worker → main), valid once the done word matches the command word.
 OK, INFO_MAILBOX, INFO_PIPE, ERROR = 0, 1, 2, 3
 # Slots of the per-worker control blocks (shared_memory.SLOTS int64 words per worker and side).
-CMD, RESET_FLAGS, ARG_LEN = 0, 1, 2  # written by the main process
+CMD, RESET_FLAGS, ARG_LEN, SENT_NS = 0, 1, 2, 3  # written by the main process
 HAS_SEEDS, HAS_MASK = 1, 2  # bits of RESET_FLAGS: reset_seeds / reset_mask hold this reset's plan
-DONE, STATUS, INFO_LEN, SLEEPING, PROGRESS = 0, 1, 2, 3, 4  # written by the worker
+DONE, STATUS, INFO_LEN, SLEEPING, PROGRESS, DONE_NS = 0, 1, 2, 3, 4, 5  # written by the worker
 WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
 LEN = struct.Struct("=Q")
 HINT = b"\0"
@@ -97,6 +97,7 @@ class WorkerSpec:
     use_pdeathsig: bool
     close_fds: list[int]  # fork: inherited ends of other workers' pipes
     spin: float
+    spin_floor: float  # the shortest spin before sleeping (the whole ``spin`` when each process has a core)
     autoreset: str
     #: a replacement worker (on_fault="restart") resets its envs right after building them,
     #: with these seeds (``faults.restart_seeds``; None: unseeded), before it reports in
@@ -141,6 +142,7 @@ class Worker:
             from_me[INFO_LEN] = len(payload)
         elif payload is not None:
             from_me[INFO_LEN] = len(payload)
+        from_me[DONE_NS] = time.monotonic_ns()  # when it finished, however late the main process looks
         fence.acquire()  # fence: results visible before the done word (weakly ordered CPUs; free on x86)
         fence.release()
         from_me[DONE] = word
@@ -199,18 +201,18 @@ class Worker:
         """Serve commands until told to quit, the command pipe closes, or an env faults."""
         self.build()
         to_me, from_me, fence, cmd_fd = self.to_me, self.from_me, self.fence, self.cmd_fd
-        read, perf, yield_ = os.read, time.perf_counter, os.sched_yield
-        spin = self.spec.spin
+        read, now, yield_ = os.read, time.monotonic, os.sched_yield
+        spin, floor = self.spec.spin, self.spec.spin_floor
         last = 0  # the command word as the main process left it (nothing sent yet)
-        started, idle = perf(), 0.0
+        started, idle = now(), 0.0
         while True:
             # Wait for the next command word: spin politely, then sleep on the pipe.
             word = to_me[CMD]
             # Adaptive: spin about as long as the main process usually takes to answer; not
             # at all when it thinks for long (a trainer's forward pass gets sleeping workers).
             if word == last and spin and idle <= 2 * spin:
-                end = started + min(spin, max(MIN_SPIN, 1.5 * idle))
-                while word == last and perf() < end:
+                end = started + min(spin, max(floor, 1.5 * idle))
+                while word == last and now() < end:
                     yield_()
                     word = to_me[CMD]
             while word == last:
@@ -226,11 +228,14 @@ class Worker:
             from_me[SLEEPING] = 0
             fence.acquire()  # fence: read the actions / arguments only after the word that published them
             fence.release()
-            idle = 0.7 * idle + 0.3 * (perf() - started)
+            # How long the main process took to answer, from its stamp: our own wake-up latency
+            # must not count, or one slow wake-up makes us sleep, and sleeping makes wake-ups
+            # slow, for good (a stale stamp on a weakly ordered CPU only skews one sample).
+            idle = 0.7 * idle + 0.3 * max(0.0, to_me[SENT_NS] * 1e-9 - started)
             last = word
             if not self.execute(word):
                 return
-            started = perf()
+            started = now()
 
     def execute(self, word: int) -> bool:
         """Run one command; False when the worker should stop (quit, or its envs faulted)."""

@@ -83,8 +83,12 @@ def test_run_bench_rows(rows):
     assert set(adapters) == expected
     assert all(r["ratio_vs_backend"] > 0 and r["backend_sps"] > 0 for r in adapters.values())
     ceiling = [r for r in result if r["kind"] == "ceiling"]
-    assert [r["name"] for r in ceiling] == ["ceiling: 2 independent Serial processes (no communication)"]
-    assert ceiling[0]["backend"] == "independent" and ceiling[0]["ratio_vs_serial"] > 0  # not the Serial baseline
+    assert [r["name"] for r in ceiling] == [
+        "ceiling: 2 independent Serial processes (no communication)",
+        "ceiling, lock-step: 2 Serial processes that wait for each other after every batch",
+    ]
+    assert [r["backend"] for r in ceiling] == ["independent", "independent-lockstep"]
+    assert all(r["ratio_vs_serial"] > 0 for r in ceiling)  # not the Serial baseline
     checked = [r for r in result if r["kind"] == "action-check"]
     assert [r["name"] for r in checked] == ["Multiprocessing w=2 b=2 check_actions=True"]
     assert checked[0]["ratio_vs_unchecked"] > 0 and checked[0]["unchecked_sps"] > 0
@@ -132,8 +136,28 @@ def test_parallel_ceiling_sums_independent_processes_and_names_a_failure():
     from puffer_core.bench.ceiling import parallel_ceiling
 
     assert parallel_ceiling("classic/cartpole", 4, seconds=0.1, processes=2) > 0
+    assert parallel_ceiling("classic/cartpole", 4, seconds=0.1, processes=2, lockstep=True) > 0
     with pytest.raises(RuntimeError, match="a ceiling process failed: UnknownEnvError"):
         parallel_ceiling("classic/cartpol", 2, seconds=0.1, processes=2)
+
+
+def test_lockstep_waits_for_the_slowest_process_and_not_for_one_that_stopped():
+    import threading
+
+    from puffer_core.bench.ceiling import _wait_for_others
+
+    counts = [0, 0, 0]  # process 0, process 1, the stop flag
+    finished = []
+    waiter = threading.Thread(target=lambda: finished.append(_wait_for_others(counts, 0, 1)))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and counts[0] == 1  # published its batch, waits for process 1
+    counts[1] = 1
+    waiter.join(5)
+    assert finished == [True]
+    counts[1] = 0  # behind again, then out of time: a waiter must not hang on it
+    counts[2] = 1
+    assert _wait_for_others(counts, 0, 2) is False
 
 
 def test_render_table(rows):

@@ -382,6 +382,76 @@ def test_many_fast_steps_never_lose_a_wakeup(workers, batch, spin):
         assert env.lost_wakeups == 0
 
 
+def _worker_sleeping(env, w=0):
+    from puffer_core.vector.mp_worker import SLEEPING
+    from puffer_core.vector.shared_memory import SLOTS
+
+    return bool(env._from_w[w * SLOTS + SLEEPING])
+
+
+def _fast_steps(env, count=30):
+    for _ in range(count):
+        env.send(np.ones(env.batch_size, int))
+        env.recv()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_workers_spin_their_whole_budget_only_when_every_process_has_a_core(monkeypatch, workers):
+    # On 2 CPUs one worker and the main process have a core each: after a batch the worker
+    # spins its whole spin_us (a wake-up costs both sides far more than spinning costs anyone).
+    # Two workers share the cores with the main process: they spin only about as long as
+    # their waits usually last, then sleep.
+    monkeypatch.setattr("puffer_core.vector.mp.available_cpus", lambda: 2)
+    with vector.make(
+        CountingEnv, num_envs=workers, num_workers=workers, backend=MP, vector_kwargs={"spin_us": 200_000}
+    ) as env:
+        env.async_reset(0)
+        env.recv()
+        _fast_steps(env)
+        time.sleep(0.02)
+        assert [_worker_sleeping(env, w) for w in range(workers)] == [workers == 2] * workers
+        time.sleep(0.4)  # past the budget: every worker sleeps
+        assert [_worker_sleeping(env, w) for w in range(workers)] == [True] * workers
+
+
+def test_a_slow_wake_up_does_not_teach_a_worker_to_sleep(monkeypatch):
+    # The worker times the main process's answer by the command's stamp, not by when it got
+    # to run: a stall of its own (here SIGSTOP; in a VM, a slow wake-up) must not make it
+    # think the main process is slow, stop spinning, and pay a slow wake-up every batch.
+    import signal
+
+    monkeypatch.setattr("puffer_core.vector.mp.available_cpus", lambda: 2)
+    with vector.make(CountingEnv, num_envs=1, num_workers=1, backend=MP, vector_kwargs={"spin_us": 50_000}) as env:
+        env.async_reset(0)
+        env.recv()
+        _fast_steps(env)
+        pid = env.pids[0]
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            env.send(np.ones(1, int))  # answered at once, but the worker runs only 1 s later
+            time.sleep(1.0)  # counted as the main process's answer, this would stop all spinning
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        env.recv()
+        time.sleep(0.01)
+        assert not _worker_sleeping(env)  # still spinning for the next command
+
+
+def test_completions_carry_the_workers_clock():
+    # The main process's own wait estimate reads when a worker finished from its stamp.
+    from puffer_core.vector.mp_worker import DONE_NS
+    from puffer_core.vector.shared_memory import SLOTS
+
+    with vector.make(CountingEnv, num_envs=2, num_workers=2, backend=MP) as env:
+        env.async_reset(0)
+        env.recv()
+        before = time.monotonic_ns()
+        env.send(np.ones(2, int))
+        env.recv()
+        after = time.monotonic_ns()
+        assert all(before <= env._from_w[w * SLOTS + DONE_NS] <= after for w in range(2))
+
+
 def test_no_leaks_after_close():
     shm_before = set(os.listdir("/dev/shm"))
     fds_before = len(os.listdir("/proc/self/fd"))
