@@ -49,11 +49,16 @@ Infos
     byte). Env errors travel the same way, with the traceback text.
 
 The main share (``main_share=True``, or a number of envs)
-    The main process steps one more unit of envs itself, in ``send``, right after it has
-    signalled the workers: no process of its own, no control block; its unit completes
-    before ``send`` returns. ``main_share=k`` gives it k envs and the workers the rest
-    (full batches only): it also receives, sends and runs the caller's code, so a lighter
-    share can keep the workers from waiting for it.
+    The main process steps one more unit of envs itself: no process of its own, no
+    control block. With full batches it steps them in ``send``, right after it has
+    signalled the workers, and its unit completes before ``send`` returns. With async
+    batches (``batch_size < num_envs``) ``send`` only queues them, and ``recv`` steps them
+    one env at a time while it waits, looking at the workers between envs: a worker that
+    finishes is served at once instead of after the whole share (envs whose step time
+    varies, like NetHack's, would otherwise leave the worker idle for most of it).
+    ``main_share=k`` gives it k envs and the workers the rest (full batches only): it also
+    receives, sends and runs the caller's code, so a lighter share can keep the workers
+    from waiting for it.
 
 Faults
     An env that raises, a worker that dies, or one silent past ``timeout``: under
@@ -415,6 +420,8 @@ class Multiprocessing(VectorEnv):
         self._expected_wait = 0.0
         self._last_done_ns = 0  # the latest completion stamp read from a worker (DONE_NS)
         self._uniform_word = BUILD
+        #: async batches: the next env of the main share still to step (None: nothing pending)
+        self._main_pending: int | None = None
         #: completions noticed only when ``timeout`` ran out (a lost wake-up); always 0
         self.lost_wakeups = 0
         self._fence = threading.Lock()
@@ -822,7 +829,11 @@ class Multiprocessing(VectorEnv):
                     pass
                 except BrokenPipeError:  # it died: its sentinel tells how (restart or raise there)
                     self._check_deaths([(self._procs[w].sentinel, select.POLLIN)])
-        if main is not None:  # the workers are on their way: now the main process's own share
+        if main is None:
+            return
+        if op == STEP and self._workers_per_batch < self._units:
+            self._queue_main(word)  # stepped while recv waits (see _step_main_share)
+        else:  # the workers are on their way: now the main process's own share
             self._run_main(op, word)
 
     # ---------------------------------------------------------------- the main process's share
@@ -843,6 +854,38 @@ class Multiprocessing(VectorEnv):
             group.reset(ResetPlan(restart_seeds, None, None))
         return group
 
+    def _queue_main(self, word: int) -> None:
+        """An async batch's step for the main share: its envs step one at a time while recv
+        waits, so a worker that finishes meanwhile is not kept waiting for the whole share."""
+        w = self._main_unit
+        self._expected[w] = word
+        self._sent_at[w] = time.monotonic()
+        self._main_pending = 0
+
+    def _step_main_share(self, needed: int | None = None) -> None:
+        """Step the main share's pending envs, one at a time, until ``needed`` units are ready
+        (None: all of them); between envs, workers that finished queue up."""
+        w, group = self._main_unit, self._main_group
+        while self._main_pending is not None and (needed is None or len(self._ready) < needed):
+            i = self._main_pending
+            self._main_pending = i + 1 if i + 1 < group.num_envs else None
+            try:
+                self._infos[w].extend(group.step(i, i + 1))
+            except EnvFault as exc:
+                self._main_pending = None
+                self._main_fault(exc)
+                return
+            if self._main_pending is None:
+                self._fault_log.stepped(self._envs_of(w))
+                self._ready.append(w)
+            self._scan()
+
+    def _main_fault(self, exc: EnvFault) -> None:
+        """The main share's env raised: raise WorkerError, or (``on_fault="restart"``) re-create its envs."""
+        report = exc.to_dict()
+        message = env_fault_message(report, "Multiprocessing: the main process's share: ")
+        self._fault(Fault.reported(self._main_unit, report), message)
+
     def _run_main(self, op: int, word: int) -> None:
         """Run command ``op`` on the main share, here, now; it is ready when this returns."""
         w, group = self._main_unit, self._main_group
@@ -862,9 +905,7 @@ class Multiprocessing(VectorEnv):
                 local, request = self._main_argument
                 self._call_results[w] = sendable(group.call(local, request))
         except EnvFault as exc:
-            report = exc.to_dict()
-            message = env_fault_message(report, "Multiprocessing: the main process's share: ")
-            self._fault(Fault.reported(w, report), message)
+            self._main_fault(exc)
             return
         self._ready.append(w)
 
@@ -872,6 +913,7 @@ class Multiprocessing(VectorEnv):
         self._check_open()
         plan = self._plan_reset(seed, options)
         # Results still in flight belong to the old episode: wait for them and drop them.
+        self._step_main_share()
         if self._running:
             self._wait(len(self._ready) + len(self._running))
         self._ready.clear()
@@ -916,7 +958,8 @@ class Multiprocessing(VectorEnv):
         self._to_w[w * SLOTS + ARG_LEN] = len(data)
 
     def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
-        if self._running:  # finish what is in flight first; its results stay ready for recv
+        self._step_main_share()  # finish what is in flight first; its results stay ready for recv
+        if self._running:
             self._wait(len(self._ready) + len(self._running))
         ready, by_worker = list(self._ready), per_worker(indices, request, self._first_env)
         self._call_results = {}
@@ -942,6 +985,8 @@ class Multiprocessing(VectorEnv):
         k = self._workers_per_batch
         if k < self._units:
             self._scan()  # workers that finished meanwhile queue up now, not after the main share
+        if len(self._ready) < k and self._main_pending is not None:
+            self._step_main_share(k)
         if len(self._ready) < k:
             self._wait(k)
         if k == self._units:

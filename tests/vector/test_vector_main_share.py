@@ -1,5 +1,6 @@
-"""Multiprocessing with ``main_share``: the main process steps a share of the envs itself,
-inside ``send``, while the workers step theirs; every guarantee of the backend holds."""
+"""Multiprocessing with ``main_share``: the main process steps a share of the envs itself
+(inside ``send`` for full batches, inside ``recv`` between worker batches for async ones)
+while the workers step theirs; every guarantee of the backend holds."""
 
 from __future__ import annotations
 
@@ -73,6 +74,84 @@ def test_async_batches_count_the_main_share_as_one_more_worker():
             envs.send(np.ones(2, int))
         assert seen == set(range(6)), steps
         assert steps[:2].sum() < steps[2:].sum() / 2  # the slow worker fell behind: batches did not wait for it
+
+
+def test_async_main_share_steps_between_worker_batches():
+    # The main share's envs are slow (20 ms a step), the worker's fast. recv steps the main
+    # share env by env and serves the worker between them, so the worker comes back about
+    # once per main env, not once per main share.
+    creator = functools.partial(CountingEnv, episode_length=1000, delay=0.02, delay_seeds=(104, 105, 106, 107))
+    with vector.make(
+        creator, num_envs=8, num_workers=1, batch_size=4, backend=MP, vector_kwargs={"main_share": True}
+    ) as envs:  # the worker holds envs 0-3, the main 4-7 (slow)
+        envs.async_reset(100)
+        batches, steps = {0: 0, 4: 0}, np.zeros(8, int)
+        for _ in range(40):
+            obs, _, _, _, _, ids, _ = envs.recv()
+            np.testing.assert_array_equal(obs[:, 0], steps[ids])  # each row's own step count
+            steps[ids] += 1
+            batches[int(ids[0])] += 1
+            started = time.monotonic()
+            envs.send(np.ones(4, int))
+            if ids[0] == 4:
+                assert time.monotonic() - started < 0.04  # send only queues the main share's 80 ms
+        assert batches[0] >= 2.5 * batches[4], batches
+
+
+def test_async_main_share_fault():
+    creator = functools.partial(FaultEnv, mode="raise", at=2, fault_seed=3, episode_length=100)
+    envs = vector.make(creator, num_envs=4, num_workers=1, batch_size=2, backend=MP, vector_kwargs={"main_share": True})
+    envs.async_reset(0)  # the worker holds envs 0-1, the main 2-3 (env 3 raises at its second step)
+    with pytest.raises(WorkerError, match=r"the main process's share: env 3 raised RuntimeError in step"):
+        for _ in range(10):
+            envs.recv()
+            envs.send(np.zeros(2, int))
+    assert envs.closed
+    with vector.make(
+        creator,
+        num_envs=4,
+        num_workers=1,
+        batch_size=2,
+        backend=MP,
+        on_fault="restart",
+        vector_kwargs={"main_share": True},
+    ) as envs:
+        envs.async_reset(0)
+        faults = []
+        for _ in range(12):
+            _, _, _, truncations, infos, ids, _ = envs.recv()
+            faults += [i["env_id"] for i in infos if "fault" in i]
+            if ids.tolist() == [2, 3] and truncations.any():
+                assert truncations.tolist() == [True, True]
+            envs.send(np.zeros(2, int))
+        assert faults == [2, 3]
+        assert envs.stats["restarts"] == 1
+
+
+@pytest.mark.parametrize("then", ["call", "reset"])
+def test_calls_and_resets_finish_the_main_share_queued_step_first(then):
+    creator = functools.partial(CountingEnv, episode_length=1000)
+    with vector.make(
+        creator, num_envs=4, num_workers=1, batch_size=2, backend=MP, vector_kwargs={"main_share": True}
+    ) as envs:  # the worker holds envs 0-1, the main 2-3
+        envs.async_reset(0)
+        sent = np.zeros(4, int)
+        while sent[2] < 3:
+            *_, ids, _ = envs.recv()
+            envs.send(np.ones(2, int))
+            sent[ids] += 1
+        if then == "call":  # the third step of envs 2-3 is queued, not yet stepped
+            assert envs.get_attr("action_sum")[2:] == (3, 3)
+        else:
+            envs.async_reset(50)
+            assert envs.get_attr("t") == (0, 0, 0, 0)  # the queued step ran before the reset, not after
+            steps = np.zeros(4, int)
+            while steps.min() < 2:
+                obs, *_, ids, _ = envs.recv()
+                np.testing.assert_array_equal(obs[:, 0], steps[ids])  # counted from the new reset
+                np.testing.assert_array_equal(obs[:, 3], 50 + ids)
+                steps[ids] += 1
+                envs.send(np.ones(2, int))
 
 
 def test_calls_and_resets_reach_the_main_share():
