@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from types import MappingProxyType
 
 import gymnasium
 import numpy as np
@@ -114,6 +115,13 @@ def test_emulated_cartpole_reports_its_episode():
 
 def test_numeric_scalars_ignores_non_mappings():
     assert numeric_scalars(None) == {} and numeric_scalars({"a": [1], "b": 2.5}) == {"b": 2.5}
+
+
+def test_numeric_scalars_reads_any_mapping_not_only_dicts():
+    # The plain-dict fast path must not drop other Mappings, at either level.
+    info = MappingProxyType({"a": np.float32(1.5), "episode_stats": MappingProxyType({"depth": np.int64(3)})})
+    assert numeric_scalars(info) == {"a": 1.5, "depth": 3}
+    assert numeric_scalars({"episode_stats": None, "b": True}) == {"b": True}
 
 
 class TwoAgents:

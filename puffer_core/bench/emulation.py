@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats
@@ -117,7 +118,11 @@ def emulation_overhead(
     emulated = GymnasiumEmulator(EpisodeStats(env_factory()))
     raw.action_space.seed(seed)
     raw_actions = [raw.action_space.sample() for _ in range(min(steps, 10_000))]
-    flat_actions = [emulated.flatten_action(a) for a in raw_actions]  # numpy values, as a vector env holds them
+    flat_actions = [emulated.flatten_action(a) for a in raw_actions]
+    if np.ndim(flat_actions[0]) == 0:
+        # As the vector backends hand them: their hot loop steps a discrete action row
+        # with ``actions.tolist()``'s Python ints, any other action as its numpy row.
+        flat_actions = [a.item() for a in flat_actions]
     if isinstance(raw.action_space, gymnasium.spaces.Discrete):
         # The raw loop gets the cheapest action type (a Python int, which gymnasium's checks
         # accept fastest), so the emulator's own int() conversion cannot flatter the ratio.
