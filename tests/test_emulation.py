@@ -623,6 +623,24 @@ def test_emulation_overhead_benchmark_reports_both_loops():
     assert result["raw_sps"] > 0 and result["emulated_sps"] > 0 and 0.2 < result["ratio"] < 5
 
 
+@pytest.mark.parametrize("episode_stats", [True, False])
+def test_emulation_overhead_times_the_emulator_with_or_without_episode_stats(monkeypatch, episode_stats):
+    import puffer_core.bench.emulation as bench_emulation
+
+    wrapped = []
+
+    class CountedStats(bench_emulation.EpisodeStats):
+        def __init__(self, env):
+            wrapped.append(env)
+            super().__init__(env)
+
+    monkeypatch.setattr(bench_emulation, "EpisodeStats", CountedStats)
+    result = bench_emulation.emulation_overhead(
+        lambda: gymnasium.make("CartPole-v1"), steps=200, rounds=2, episode_stats=episode_stats
+    )
+    assert len(wrapped) == int(episode_stats) and result["ratio"] > 0
+
+
 def test_unflatten_refuses_rows_it_could_only_copy():
     layout = ObservationLayout(NESTED_OBS)
     columns = np.zeros((layout.size, 2), np.uint8)[:, 0]  # strided last axis

@@ -4,7 +4,10 @@ Run ``python -m puffer_core.bench.emulation [cartpole|breakout|nethack ...] [--s
 Both loops run in this process on the same action sequence and seed, interleaved in short
 rounds so that drift (CPU frequency, other processes) hits both alike; the ratio is
 emulated step time (``step_in_place``, as the vector backends step it: the public ``step``
-adds one copy of the observation) over raw step time (lower is better, 1.0 is free).
+adds one copy of the observation) over raw step time (lower is better, 1.0 is free). The
+"without stats" column times the emulator alone, without ``EpisodeStats``: what any flat
+buffer costs (one more Python call, the action conversion, the observation copied into
+the buffer row, reward and flags stored), apart from the episode bookkeeping.
 """
 
 from __future__ import annotations
@@ -106,16 +109,18 @@ def emulation_overhead(
     steps: int,
     rounds: int = 10,
     seed: int = 0,
+    episode_stats: bool = True,
 ) -> dict:
     """Measure ``steps`` raw and ``steps`` emulated steps; returns raw_sps, emulated_sps, ratio.
 
-    The emulated env is ``GymnasiumEmulator(EpisodeStats(env_factory()))``.
+    The emulated env is ``GymnasiumEmulator(EpisodeStats(env_factory()))``, or without the
+    ``EpisodeStats`` when ``episode_stats`` is False.
 
     ``ratio`` is the median of the per-round ratios (robust to a round disturbed by noise);
     the SPS figures are totals over all rounds.
     """
     raw = env_factory()
-    emulated = GymnasiumEmulator(EpisodeStats(env_factory()))
+    emulated = GymnasiumEmulator(EpisodeStats(env_factory()) if episode_stats else env_factory())
     raw.action_space.seed(seed)
     raw_actions = [raw.action_space.sample() for _ in range(min(steps, 10_000))]
     flat_actions = [emulated.flatten_action(a) for a in raw_actions]
@@ -148,11 +153,15 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown env(s) {', '.join(unknown)}; choose from {', '.join(FACTORIES)}")
     default_steps = {"cartpole": 200_000}
-    print(f"{'env':<18} {'raw SPS':>12} {'emulated SPS':>14} {'ratio':>7}")
+    print(f"{'env':<18} {'raw SPS':>12} {'emulated SPS':>14} {'ratio':>7} {'without stats':>14}")
     for name in args.envs or FACTORIES:
         steps = args.steps or default_steps.get(name, 20_000)
         result = emulation_overhead(FACTORIES[name], steps, rounds=args.rounds)
-        print(f"{name:<18} {result['raw_sps']:>12,.0f} {result['emulated_sps']:>14,.0f} {result['ratio']:>7.3f}")
+        bare = emulation_overhead(FACTORIES[name], steps, rounds=args.rounds, episode_stats=False)
+        print(
+            f"{name:<18} {result['raw_sps']:>12,.0f} {result['emulated_sps']:>14,.0f} {result['ratio']:>7.3f} "
+            f"{bare['ratio']:>14.3f}"
+        )
 
 
 if __name__ == "__main__":

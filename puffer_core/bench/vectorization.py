@@ -390,6 +390,8 @@ def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
             probe.close()
     steps = max(2000, int(sps * seconds))
     result = emulation_overhead(lambda: make_raw(env_id), steps)
+    # The emulator alone beside it: what the flat buffer costs, apart from episode statistics.
+    bare = emulation_overhead(lambda: make_raw(env_id), steps, episode_stats=False)
     return [
         {
             "name": "emulated single env (EpisodeStats + emulation)",
@@ -401,6 +403,7 @@ def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
             "sps": result["emulated_sps"],
             "raw_sps": result["raw_sps"],
             "overhead": result["ratio"],
+            "overhead_without_stats": bare["ratio"],
             "error": None,
         }
     ]
@@ -537,7 +540,9 @@ def _restart_row(env_id: str, num_envs: int) -> dict:
 def _annotation(row: dict, start: str = "", end: str = "") -> str:
     """What a row's own comparison says: emulation overhead, or an adapter's cost."""
     if row["kind"] == "emulation" and row.get("overhead"):
-        return f" {start}(step time {row['overhead']:.3f}× raw){end}"
+        bare = row.get("overhead_without_stats")
+        without = f"; {bare:.3f}× without episode statistics" if bare else ""
+        return f" {start}(step time {row['overhead']:.3f}× raw{without}){end}"
     if row["kind"] == "adapter" and row.get("ratio_vs_backend"):
         return f" {start}({row['ratio_vs_backend']:.3f}× the vector env stepped directly){end}"
     if row["kind"] == "action-check" and row.get("ratio_vs_unchecked"):
