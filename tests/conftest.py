@@ -20,21 +20,33 @@ def site(tmp_path, monkeypatch):
             del sys.modules[name]
 
 
-@pytest.fixture(scope="module")
-def local_ray(request):
-    """A local Ray instance (2 CPUs, no dashboard) for a test module's Ray-backend tests.
+def pytest_collection_modifyitems(items):
+    """Tests marked ``ray`` run last, in their collected order: one Ray instance then serves
+    them all (starting one takes ~10 s) and no other test runs beside its processes."""
+    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)  # stable
 
-    The module's own creators travel to the actors by value: Ray workers cannot import test
-    modules. Ray is shut down after the module only if this fixture started it."""
+
+@pytest.fixture(scope="session")
+def ray_instance():
+    """A local Ray instance (2 CPUs, no dashboard), shut down at the end of the session if
+    this fixture started it."""
     import ray
 
-    ray.cloudpickle.register_pickle_by_value(request.module)
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture
+def local_ray(request, ray_instance):
+    """Ray for a test marked ``ray``; the test module's own creators travel to the actors by
+    value (Ray workers cannot import test modules)."""
+    assert request.node.get_closest_marker("ray") is not None, "mark tests that use Ray with @pytest.mark.ray"
+    ray_instance.cloudpickle.register_pickle_by_value(request.module)
+    return ray_instance
 
 
 @pytest.fixture(autouse=True)

@@ -41,7 +41,7 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.matrix import common as common_mod
 from puffer_core.matrix import render
-from puffer_core.matrix.model import DEFAULT_PYTHON, Cell, cells_for, select_cells
+from puffer_core.matrix.model import DEFAULT_PYTHON, Cell, cells_for, select_cells, version_key
 from puffer_core.matrix.smoke import REPORTED
 from puffer_core.matrix.sources import PluginSource, copy_tree, core_tree_hash, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, atomic_write_text, now
@@ -652,7 +652,7 @@ def _selection(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, 
     options.pythons = _split(options.pythons)
     for py in options.pythons:
         if not PYTHON_VERSION_RE.match(py):
-            raise MatrixError(f"--python {py!r}: write versions like 3.12")
+            raise MatrixError(f"--python {py!r} is not a Python 3 version: write versions like 3.12")
     sources = discover(options.plugins_dir, include_builtins=options.builtins)
     unknown = [name for name in options.plugins if name not in sources]
     if unknown:
@@ -661,7 +661,19 @@ def _selection(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, 
             f"known: {', '.join(sources) or 'none'} (plugins are read from {options.plugins_dir})"
         )
     selected = {name: src for name, src in sources.items() if not options.plugins or name in options.plugins}
+    _check_pythons_declared(options.pythons, selected)
     return sources, selected
+
+
+def _check_pythons_declared(pythons: list[str], selected: dict[str, PluginSource]) -> None:
+    """Refuse a ``--python`` that no selected plugin lists: it would select no cell, silently."""
+    declared = {py for src in selected.values() if src.axes is not None for py in src.axes.python}
+    unknown = [py for py in pythons if py not in declared]
+    if unknown and declared:
+        raise MatrixError(
+            f"--python {', '.join(unknown)}: no selected plugin lists it in its compat axes, so no cell "
+            f"would run; they list {', '.join(sorted(declared, key=version_key))}"
+        )
 
 
 def _plan_cells(

@@ -6,17 +6,19 @@ Click's usage errors (unknown option, value out of range, missing argument) are 
 too: ``error: <click's message> (see `puffer CMD --help`)``, exit code 2. Bare ``puffer``
 (or ``puffer tank``) is not an error but a request for help, and prints it.
 
-The cases run as subprocesses of ``python -m puffer_core.cli.main``, as users run it, against a
-plugin site holding a plugin that raises at import; all at once, a few at a time.
+The cases run as processes of their own, against a plugin site holding a plugin that raises at
+import: each forked from one process that has imported the CLI (``forked_cli.py``), and
+``main()`` run as ``python -m puffer_core.cli.main`` runs it. Bare ``puffer`` and
+``PUFFER_DEBUG`` run as real subprocesses of ``python -m puffer_core.cli.main``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -229,12 +231,21 @@ def run_puffer(args: tuple[str, ...], env: dict[str, str]) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def results(places, plugin_env):
-    """Every case's finished process, run three at a time (each is mostly interpreter start-up)."""
-    argv = {c: tuple(word.format(**places) for word in c.args) for c in CASES}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {c: pool.submit(run_puffer, argv[c], plugin_env) for c in CASES}
-        return {c: future.result() for c, future in futures.items()}
+def results(places, plugin_env, tmp_path_factory):
+    """Every case's finished process: each forked from one process that has imported the CLI
+    (``forked_cli.py``), which saves every case its second of interpreter start-up."""
+    folder = tmp_path_factory.mktemp("forked")
+    cases, out = folder / "cases.json", folder / "results.json"
+    cases.write_text(json.dumps([[word.format(**places) for word in c.args] for c in CASES]))
+    subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("forked_cli.py")), str(cases), str(out)],
+        env=plugin_env,
+        cwd=ROOT,
+        timeout=600,
+        check=True,
+    )
+    done = json.loads(out.read_text())
+    return {c: subprocess.CompletedProcess(c.args, r["returncode"], r["stdout"], r["stderr"]) for c, r in zip(CASES, done)}
 
 
 @pytest.mark.parametrize("bad", CASES, ids=[" ".join(c.args) for c in CASES])

@@ -373,6 +373,23 @@ def test_dry_run_lists_cells_and_changes_nothing(tmp_path):
     assert result.exit_code != 0 and "write versions like 3.12" in result.output
 
 
+def test_run_refuses_a_python_that_no_selected_plugin_lists(tmp_path):
+    # A well-formed version that no plugin lists would select no cell and "succeed" silently.
+    plugins = tmp_path / "plugins"
+    shutil.copytree(FIXTURE, plugins / "fixture")
+    out = tmp_path / "out"
+    args = ["run", "--dry-run", "--no-builtins", "--plugins-dir", str(plugins), "--out", str(out)]
+    for wanted in ("9.9", "3.7"):
+        result = CliRunner().invoke(matrix, [*args, "--python", wanted])
+        assert result.exit_code != 0, result.output
+        message = " ".join(result.output.split())
+        if wanted == "9.9":
+            assert "'9.9' is not a Python 3 version" in message
+        else:
+            assert "--python 3.7: no selected plugin lists it" in message and "they list 3.11" in message
+    assert not (out / "results.json").exists()
+
+
 def test_a_cells_smoke_run_imports_no_module_left_out_of_the_core_hash():
     # The core hash skips the CLI, benchmarks, tank, testing kit and trainer because a
     # cell never imports them; if the smoke run ever did, editing them would leave stale
