@@ -245,7 +245,9 @@ def results(places, plugin_env, tmp_path_factory):
         check=True,
     )
     done = json.loads(out.read_text())
-    return {c: subprocess.CompletedProcess(c.args, r["returncode"], r["stdout"], r["stderr"]) for c, r in zip(CASES, done)}
+    return {
+        c: subprocess.CompletedProcess(c.args, r["returncode"], r["stdout"], r["stderr"]) for c, r in zip(CASES, done)
+    }
 
 
 @pytest.mark.parametrize("bad", CASES, ids=[" ".join(c.args) for c in CASES])
