@@ -8,9 +8,11 @@ folder is on ``sys.path`` / ``PYTHONPATH``.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -98,17 +100,41 @@ def site_entry_points(site: Path) -> list[metadata.EntryPoint]:
     return found
 
 
-def run_puffer(site: Path | None, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 120):
-    """Run the `puffer` CLI in a subprocess with ``site`` on PYTHONPATH."""
+def puffer_env(site: Path | None, extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with ``site`` on PYTHONPATH, PUFFER_DEBUG unset, ``extra_env`` on top."""
     env = dict(os.environ)
     if site is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
     env.pop("PUFFER_DEBUG", None)
     env.update(extra_env or {})
+    return env
+
+
+def run_puffer(site: Path | None, *args: str, extra_env: dict[str, str] | None = None, timeout: float = 120):
+    """Run the `puffer` CLI in a subprocess with ``site`` on PYTHONPATH."""
     return subprocess.run(
         [sys.executable, "-m", "puffer_core.cli.main", *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=puffer_env(site, extra_env),
         timeout=timeout,
     )
+
+
+def run_puffer_many(
+    cases: list[tuple[str, ...]], env: dict[str, str], preload: tuple[str, ...] = (), timeout: float = 600
+) -> list[subprocess.CompletedProcess]:
+    """Many `puffer` command lines, in the order given, each in a process forked from one that
+    has imported the CLI (and the modules in ``preload``) with environment ``env``: see
+    ``forked_cli.py``. Each case saves the interpreter's start-up, about a second."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cases_file, results_file = Path(tmp) / "cases.json", Path(tmp) / "results.json"
+        cases_file.write_text(json.dumps([list(args) for args in cases]))
+        runner = Path(__file__).with_name("forked_cli.py")
+        command = [sys.executable, str(runner), str(cases_file), str(results_file), *preload]
+        subprocess.run(command, env=env, timeout=timeout, check=True)
+        done = json.loads(results_file.read_text())
+    return [
+        subprocess.CompletedProcess(list(args), r["returncode"], r["stdout"], r["stderr"])
+        for args, r in zip(cases, done)
+    ]

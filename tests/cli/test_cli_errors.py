@@ -7,7 +7,7 @@ too: ``error: <click's message> (see `puffer CMD --help`)``, exit code 2. Bare `
 (or ``puffer tank``) is not an error but a request for help, and prints it.
 
 The cases run as processes of their own, against a plugin site holding a plugin that raises at
-import: each forked from one process that has imported the CLI (``forked_cli.py``), and
+import: each forked from one process that has imported the CLI (``tests/forked_cli.py``), and
 ``main()`` run as ``python -m puffer_core.cli.main`` runs it. Bare ``puffer`` and
 ``PUFFER_DEBUG`` run as real subprocesses of ``python -m puffer_core.cli.main``.
 """
@@ -15,7 +15,6 @@ import: each forked from one process that has imported the CLI (``forked_cli.py`
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from typing import NamedTuple
 
 import click
 import pytest
-from plugin_site import BROKEN_IMPORT, GOOD, write_plugin
+from plugin_site import BROKEN_IMPORT, GOOD, run_puffer_many, write_plugin
 
 from puffer_core.cli.main import cli
 
@@ -231,23 +230,11 @@ def run_puffer(args: tuple[str, ...], env: dict[str, str]) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def results(places, plugin_env, tmp_path_factory):
+def results(places, plugin_env):
     """Every case's finished process: each forked from one process that has imported the CLI
     (``forked_cli.py``), which saves every case its second of interpreter start-up."""
-    folder = tmp_path_factory.mktemp("forked")
-    cases, out = folder / "cases.json", folder / "results.json"
-    cases.write_text(json.dumps([[word.format(**places) for word in c.args] for c in CASES]))
-    subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("forked_cli.py")), str(cases), str(out)],
-        env=plugin_env,
-        cwd=ROOT,
-        timeout=600,
-        check=True,
-    )
-    done = json.loads(out.read_text())
-    return {
-        c: subprocess.CompletedProcess(c.args, r["returncode"], r["stdout"], r["stderr"]) for c, r in zip(CASES, done)
-    }
+    argv = [tuple(word.format(**places) for word in c.args) for c in CASES]
+    return dict(zip(CASES, run_puffer_many(argv, plugin_env)))
 
 
 @pytest.mark.parametrize("bad", CASES, ids=[" ".join(c.args) for c in CASES])

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 from optional import require
-from plugin_site import run_puffer, write_plugin
+from plugin_site import puffer_env, run_puffer, run_puffer_many, write_plugin
 
 from puffer_core.emulation import emulate
 from puffer_core.errors import APIUsageError, SpaceError, UnknownEnvError
@@ -177,8 +177,9 @@ def test_bad_input_is_one_line(tmp_path, site):
         (("train", "classic/cartpole", "--record", str(tmp_path / "x.cast")), "record it to .mp4 or .gif instead"),
         (("eval", str(tmp_path / "probe_1"), "--record", str(tmp_path / "x.gif")), "no render mode a recording"),
     ]
-    for args, fragment in cases:
-        proc = run_puffer(site, *args)
+    # Forked from one process that has imported torch, which `puffer train` needs (seconds each).
+    procs = run_puffer_many([args for args, _ in cases], puffer_env(site), preload=("torch",))
+    for (args, fragment), proc in zip(cases, procs):
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and fragment in proc.stderr, (args, proc.stderr)
         assert len(lines) == 1, (args, proc.stderr)  # click's usage errors too (see tests/cli/test_cli_errors.py)

@@ -5,12 +5,15 @@ code, the same ``main()`` that ``python -m puffer_core.cli.main`` runs), but not
 interpreter start-up and imports: about 1 s per command, which is most of what a bad-argument
 case costs.
 
-``python forked_cli.py CASES.json RESULTS.json``: CASES is a list of argument lists; RESULTS
-becomes a list of ``{"returncode", "stdout", "stderr"}`` in the same order.
+``python forked_cli.py CASES.json RESULTS.json [MODULE ...]``: CASES is a list of argument
+lists; RESULTS becomes a list of ``{"returncode", "stdout", "stderr"}`` in the same order. Each
+MODULE is imported before the first fork (e.g. ``torch``, which `puffer train` imports and
+which takes seconds). ``plugin_site.run_puffer_many`` runs it.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -86,6 +89,8 @@ def run_all(cases: list[list[str]]) -> list[dict]:
 
 
 if __name__ == "__main__":
+    for module in sys.argv[3:]:
+        importlib.import_module(module)
     with open(sys.argv[1]) as f:
         cases = json.load(f)
     results = run_all(cases)
