@@ -183,6 +183,8 @@ def run_cmd(
 ) -> None:
     """Run ENV_ID vectorized with random actions; print steps/second and episode stats.
 
+    Where the observations carry an action mask (PettingZoo's board games), the random
+    actions are drawn among the allowed ones: an illegal move would end the game at once.
     --record PATH records env 0's episodes, inside the process that steps it: an MP4 or
     GIF of its rgb_array frames (Atari, PettingZoo butterfly, classic control) or an
     asciinema v2 cast of its ANSI frames (NetHack's terminal, in colour; play it with

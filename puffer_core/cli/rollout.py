@@ -14,7 +14,7 @@ from gymnasium import spaces
 
 from puffer_core import vector
 
-__all__ = ["RunResult", "random_actions", "run_random"]
+__all__ = ["RunResult", "masked_random_actions", "random_actions", "run_random"]
 
 #: Numeric info keys that say where an info came from rather than how an episode went.
 NOT_STATISTICS = frozenset({"env_id", "agent", "agent_id", "worker"})
@@ -35,6 +35,31 @@ def random_actions(space: spaces.Space, count: int, rng: np.random.Generator) ->
             return rng.integers(low, high + 1, size=(count, *space.shape)).astype(space.dtype)
         return rng.uniform(low, high, size=(count, *space.shape)).astype(space.dtype)
     raise TypeError(f"cannot sample random actions from {space!r}; emulated envs use Discrete/MultiDiscrete/Box")
+
+
+def masked_random_actions(envs: Any) -> Callable[[np.ndarray, np.random.Generator], np.ndarray] | None:
+    """For a Discrete action space whose observations carry an ``action_mask`` of its size
+    (PettingZoo's board games: an illegal move ends the game at once), a sampler of random
+    actions among the allowed ones, one per observation row; None for any other env."""
+    space = envs.single_action_space
+    if not isinstance(space, spaces.Discrete):
+        return None
+    probe = envs.unflatten_observation(
+        np.zeros((1, *envs.single_observation_space.shape), envs.single_observation_space.dtype)
+    )
+    mask = probe.get("action_mask") if isinstance(probe, dict) else None
+    if mask is None or mask.shape != (1, space.n):
+        return None
+
+    def sample(observations: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        allowed = envs.unflatten_observation(observations)["action_mask"] > 0
+        # The allowed action with the highest uniform draw is a uniform pick among them; a row
+        # with none allowed (an agent whose turn it is not) gets any action: it is ignored.
+        draws = rng.random(allowed.shape)
+        draws[~allowed] -= 1.0
+        return draws.argmax(axis=1) + space.start
+
+    return sample
 
 
 @dataclass
@@ -95,7 +120,9 @@ def run_random(
     **env_kwargs: Any,
 ) -> RunResult:
     """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps;
-    ``record`` (a path or ``puffer_core.recording.Recording``) records env 0."""
+    ``record`` (a path or ``puffer_core.recording.Recording``) records env 0. Where the
+    observations carry an action mask (``masked_random_actions``), the actions are drawn
+    among the allowed ones."""
     rng = np.random.default_rng(seed)
     totals: dict[str, float] = defaultdict(float)
     episodes = 0
@@ -112,12 +139,13 @@ def run_random(
     ) as envs:
         # Pre-draw actions in chunks: sampling per step would dominate cheap envs.
         chunk = random_actions(envs.single_action_space, envs.batch_size * 64, rng)
+        sample_allowed = masked_random_actions(envs)
         rows = envs.batch_size
         cursor = 0
         start = time.perf_counter()
         envs.async_reset(seed)
         while done_steps < steps:
-            _obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
+            obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
             live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
             done_steps += live
             for info in _episode_infos(infos):
@@ -127,11 +155,14 @@ def run_random(
                         continue
                     if isinstance(value, (Real, np.number)) and not isinstance(value, bool):
                         totals[key] += float(value)
-            if cursor + rows > len(chunk):
-                chunk = random_actions(envs.single_action_space, rows * 64, rng)
-                cursor = 0
-            envs.send(chunk[cursor : cursor + rows])
-            cursor += rows
+            if sample_allowed is not None:
+                envs.send(sample_allowed(obs, rng))
+            else:
+                if cursor + rows > len(chunk):
+                    chunk = random_actions(envs.single_action_space, rows * 64, rng)
+                    cursor = 0
+                envs.send(chunk[cursor : cursor + rows])
+                cursor += rows
             if on_progress is not None:
                 on_progress(live)
         seconds = time.perf_counter() - start
