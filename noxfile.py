@@ -50,6 +50,15 @@ def uv_env() -> dict[str, str]:
     return {"UV_FIND_LINKS": ",".join(links)} if links else {}
 
 
+def pytest_env(**extra: str) -> dict[str, str]:
+    """The environment of a test run: bytecode cached under .nox/pycache, even where
+    PYTHONDONTWRITEBYTECODE is set (CI sets it). The suite starts hundreds of Python processes
+    (the CLI as users run it, puffer train, matrix cells); without a cache each one compiles
+    every module it imports, about a second each, five for torch. The prefix keeps the cache
+    out of the source tree and out of the installed packages."""
+    return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(ROOT / ".nox" / "pycache"), **extra}
+
+
 COMMON_CONSTRAINTS = ROOT / "compat_matrix" / "constraints-common.txt"
 
 
@@ -136,7 +145,7 @@ def tests(session: nox.Session) -> None:
     """
     extras = ["dev", "ray", "record"]
     install_project(session, *extras)
-    env = {"PYTHONFAULTHANDLER": "1"}
+    env = pytest_env(PYTHONFAULTHANDLER="1")
     if install_torch(session):
         if install_pufferlib(session):
             env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
@@ -152,7 +161,8 @@ def tests(session: nox.Session) -> None:
 def tests_gym026(session: nox.Session) -> None:
     """The gym 0.26.2 adapter tests; gym 0.26 breaks on numpy 2, hence a session of its own."""
     session.install("-e", ".[dev]", "gym==0.26.2", "numpy<2", "shimmy[gym-v26]")
-    session.run("python", "-m", "pytest", "-m", "gym026", "tests/test_adapters_gym026.py", *session.posargs)
+    args = ["-m", "gym026", "tests/test_adapters_gym026.py", *session.posargs]
+    session.run("python", "-m", "pytest", *args, env=pytest_env())
 
 
 #: The tests that need torch (the trainer, SB3, the torch helper, the bench's training and
@@ -168,7 +178,7 @@ def tests_torch(session: nox.Session) -> None:
     if not install_torch(session) or not install_pufferlib(session):
         session.error(f"needs a local CPU torch wheel and a pufferlib-core wheel for Python {session.python}")
     install_torch_extras(session, "sb3", "train")
-    env = {"PYTHONFAULTHANDLER": "1", "PUFFER_REQUIRE_TORCH": "1", "PUFFER_REQUIRE_PUFFERLIB": "1"}
+    env = pytest_env(PYTHONFAULTHANDLER="1", PUFFER_REQUIRE_TORCH="1", PUFFER_REQUIRE_PUFFERLIB="1")
     session.run("python", "-m", "pytest", *(session.posargs or TORCH_TESTS), env=env)
 
 
