@@ -92,6 +92,9 @@ def test_run_bench_rows(rows):
     checked = [r for r in result if r["kind"] == "action-check"]
     assert [r["name"] for r in checked] == ["Multiprocessing w=2 b=2 check_actions=True"]
     assert checked[0]["ratio_vs_unchecked"] > 0 and checked[0]["unchecked_sps"] > 0
+    # the ratio pairs the alternating short stretches; the row's steps/s is a full stretch like every row's
+    short = checked[0]["checked_short_sps"]
+    assert checked[0]["ratio_vs_unchecked"] == round(short / checked[0]["unchecked_sps"], 3)
     assert 0 <= checked[0]["check_us"] < 1000 and 0 <= checked[0]["check_share"] < 1  # timing: never exact
     # progress saw every measured configuration, in order, with a stable total
     assert [c[1] for c in calls] == list(range(len(calls)))
