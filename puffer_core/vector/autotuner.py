@@ -101,13 +101,15 @@ class Setting:
         """The ``vector.make`` keyword arguments of this setting (the env and its kwargs aside)."""
         if self.backend == "serial":
             return {"num_envs": num_envs, "backend": "serial"}
-        return {
+        kwargs: dict[str, Any] = {
             "num_envs": num_envs,
             "num_workers": self.num_workers,
             "batch_size": self.batch_size,
             "backend": "multiprocessing",
-            "vector_kwargs": {"main_share": self.main_share if self.main_envs is None else self.main_envs},
         }
+        if self.main_share:  # off is the default: the pasted call stays short
+            kwargs["vector_kwargs"] = {"main_share": True if self.main_envs is None else self.main_envs}
+        return kwargs
 
 
 def default_num_envs(env: Any) -> int:

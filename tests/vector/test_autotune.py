@@ -115,6 +115,10 @@ def test_grid_holds_every_bench_setting_and_only_valid_ones():
                 assert s.main_envs == num_envs // (s.num_workers + 1) - 1 and s.make_kwargs(num_envs)[
                     "vector_kwargs"
                 ] == {"main_share": s.main_envs}
+            elif s.main_share:
+                assert s.make_kwargs(num_envs)["vector_kwargs"] == {"main_share": True}
+            else:  # the default needs no saying: the pasted call stays short
+                assert "vector_kwargs" not in s.make_kwargs(num_envs)
     names = [s.name for s in settings_grid(16, cpus=8)]
     assert "Multiprocessing w=7 b=16" in names and "Multiprocessing w=7+main b=16" in names  # cores - 1
     assert "Multiprocessing w=16 b=8" in names  # 2 × cores
