@@ -15,8 +15,20 @@ its work is spread. Measured on ``nethack/score`` with random actions, resets in
   same spaces, wrappers and zero-copy buffers, but a step that returns the last
   observation without running NetHack. The main process is then busy with its per-batch
   work alone; the hollow steps of its own share are timed apart and left out.
-* the bound over a raw single-game loop (what the issue's target is a multiple of), next
-  to that setting on real games, all in the same run.
+* that setting on real games, each game's step timed in the process that steps it: how
+  long a game of the main share and one of the worker take, and the share of the time
+  the worker spends stepping (the rest it waits for the main process).
+* the split model: games stay in the process that made them, so with 1 worker the main
+  process takes ``x`` whole games and the worker the rest. A round (every game stepped
+  once, in ``n / batch_size`` batches) lasts as long as the busier process:
+  ``max(x · main_game + n / batch_size · main_other, (n - x) · worker_game)``, with the
+  times measured in the setting (``main_other``: the main process's time per batch
+  outside its games' steps, waits included). At the setting's own even split this is
+  its measured rate when the main process never waits; the best ``x`` estimates what a
+  finer split would reach if those times held (async batches allow only equal units
+  today, so ``x = n / 2``).
+* the bounds over a raw single-game loop (what the issue's target is a multiple of), all
+  in the same run.
 """
 
 from __future__ import annotations
@@ -68,14 +80,17 @@ def raw_loop(seconds: float) -> float:
     return rate
 
 
-def batches(envs, seconds: float) -> tuple[float, int]:
-    """(seconds, batches) of recv/send pairs over about ``seconds``, after a short warm-up."""
+def batches(envs, seconds: float, on_start=None) -> tuple[float, int]:
+    """(seconds, batches) of recv/send pairs over about ``seconds``, after a short warm-up
+    (``on_start`` runs as the clock starts)."""
     rng = np.random.default_rng(0)
     actions = rng.integers(0, envs.single_action_space.n, (64, envs.batch_size))
     envs.async_reset(0)
     for i in range(200):
         envs.recv()
         envs.send(actions[i & 63])
+    if on_start is not None:
+        on_start()
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         envs.recv()
@@ -139,9 +154,36 @@ def per_batch_seconds(num_envs: int, batch_size: int, seconds: float) -> float:
     return (wall - main_steps * hollow_step_seconds(seconds)) / n
 
 
-def setting_rate(num_envs: int, batch_size: int, seconds: float) -> float:
+#: (seconds, steps) of game steps: slots 0-1 in the main process, 2-3 in the worker. Shared
+#: memory made before the vector env forks its worker, so both processes add to it.
+STEP_TIMES = mp.get_context("fork").RawArray("d", 4)
+MAIN_PID = os.getpid()
+
+
+class Timed(gymnasium.Wrapper):
+    """The game as the plugin makes it, each step timed into ``STEP_TIMES`` by process."""
+
+    def step(self, action):
+        start = time.perf_counter()
+        out = self.env.step(action)
+        slot = 0 if os.getpid() == MAIN_PID else 2
+        STEP_TIMES[slot] += time.perf_counter() - start
+        STEP_TIMES[slot + 1] += 1
+        return out
+
+
+def timed() -> Timed:
+    return Timed(make_raw(ENV_ID))
+
+
+def setting(num_envs: int, batch_size: int, seconds: float) -> dict[str, float]:
+    """1 worker + the main share on real games: steps/s, and each process's game steps."""
+
+    def zero() -> None:
+        STEP_TIMES[:] = [0.0] * 4
+
     with vector.make(
-        ENV_ID,
+        timed,
         num_envs=num_envs,
         num_workers=1,
         batch_size=batch_size,
@@ -149,33 +191,59 @@ def setting_rate(num_envs: int, batch_size: int, seconds: float) -> float:
         seed=0,
         vector_kwargs={"main_share": True},
     ) as envs:
-        wall, n = batches(envs, seconds)
-    return n * batch_size / wall
+        wall, n = batches(envs, seconds, zero)
+        main_s, main_n, worker_s, worker_n = STEP_TIMES[:]  # read before the worker is closed
+    return {
+        "sps": n * batch_size / wall,
+        "main_game": main_s / max(main_n, 1),
+        "worker_game": worker_s / max(worker_n, 1),
+        "worker_busy": worker_s / wall,
+        # everything else the main process did, per batch (its per-batch work on real games,
+        # the emulation of its games, and any wait for the worker)
+        "main_other_per_batch": (wall - main_s) / n,
+    }
+
+
+def split_rate(num_envs: int, batch_size: int, main_games: int, r: dict) -> float:
+    """Steps/s when the main process steps ``main_games`` whole games and the worker the rest,
+    from the setting's measured times (``r``): a round steps every game once, in
+    ``num_envs / batch_size`` batches, and lasts as long as the busier process."""
+    main = main_games * r["main_game"] + num_envs / batch_size * r["main_other_per_batch"]
+    worker = (num_envs - main_games) * r["worker_game"]
+    return num_envs / max(main, worker)
 
 
 def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict:
     cpus = len(os.sched_getaffinity(0))
-    best: dict[str, list[float]] = {"raw": [], "setting": [], "step": [], "per_batch": []}
+    runs: dict[str, list] = {"raw": [], "setting": [], "step": [], "per_batch": []}
     for _ in range(rounds):  # interleaved; each figure keeps its best round
-        best["raw"].append(raw_loop(seconds))
-        best["setting"].append(setting_rate(num_envs, batch_size, seconds))
-        best["step"].append(step_seconds(cpus, num_envs, seconds))
-        best["per_batch"].append(per_batch_seconds(num_envs, batch_size, seconds))
-    raw, setting = max(best["raw"]), max(best["setting"])
-    step, per_batch = min(best["step"]), min(best["per_batch"])
+        runs["raw"].append(raw_loop(seconds))
+        runs["setting"].append(setting(num_envs, batch_size, seconds))
+        runs["step"].append(step_seconds(cpus, num_envs, seconds))
+        runs["per_batch"].append(per_batch_seconds(num_envs, batch_size, seconds))
+    raw = max(runs["raw"])
+    best = max(runs["setting"], key=lambda r: r["sps"])
+    step, per_batch = min(runs["step"]), min(runs["per_batch"])
     bound = cpus / (step + per_batch / batch_size)
+    split_sps, main_games = max((split_rate(num_envs, batch_size, x, best), x) for x in range(1, num_envs))
     return {
         "cpus": cpus,
         "num_envs": num_envs,
         "batch_size": batch_size,
         "raw_sps": raw,
-        "setting_sps": setting,
         "step_us": step * 1e6,
         "per_batch_us": per_batch * 1e6,
         "bound_sps": bound,
         "bound_over_raw": bound / raw,
-        "setting_over_raw": setting / raw,
-        "setting_over_bound": setting / bound,
+        "setting_sps": best["sps"],
+        "setting_over_raw": best["sps"] / raw,
+        "main_game_us": best["main_game"] * 1e6,
+        "worker_game_us": best["worker_game"] * 1e6,
+        "worker_busy": best["worker_busy"],
+        "main_other_per_batch_us": best["main_other_per_batch"] * 1e6,
+        "split_best_sps": split_sps,
+        "split_best_main_games": main_games,
+        "split_best_over_raw": split_sps / raw,
     }
 
 
@@ -193,18 +261,25 @@ def main() -> None:
     if args.json:
         print(json.dumps(r, indent=2))
         return
-    print(f"{ENV_ID}, {r['num_envs']} envs, batch {r['batch_size']}, {r['cpus']} CPUs")
-    print(f"  raw single-game loop:                 {r['raw_sps']:9,.0f} steps/s")
-    print(f"  a step, {r['num_envs'] // r['cpus']} games per process:         {r['step_us']:9.1f} µs of CPU")
-    print(f"  the main process's work per batch:    {r['per_batch_us']:9.1f} µs")
-    print(
-        f"  bound: {r['cpus']} / (step + per batch / {r['batch_size']}): "
-        f"{r['bound_sps']:9,.0f} steps/s = {r['bound_over_raw']:.2f}× raw"
-    )
-    print(
-        f"  1 worker + main share, batch {r['batch_size']}:       {r['setting_sps']:9,.0f} steps/s = "
-        f"{r['setting_over_raw']:.2f}× raw, {r['setting_over_bound']:.0%} of the bound"
-    )
+    n, b, cpus, x = r["num_envs"], r["batch_size"], r["cpus"], r["split_best_main_games"]
+    rows = [
+        ("raw single-game loop", f"{r['raw_sps']:,.0f} steps/s"),
+        (f"CPU per step, {n // cpus} games per process", f"{r['step_us']:.1f} µs"),
+        ("the main process's work per batch", f"{r['per_batch_us']:.1f} µs"),
+        ("bound from CPU work alone", f"{r['bound_sps']:,.0f} steps/s = {r['bound_over_raw']:.2f}× raw"),
+        (f"1 worker + main share, batch {b}", f"{r['setting_sps']:,.0f} steps/s = {r['setting_over_raw']:.2f}× raw"),
+        ("  a main-share game's step", f"{r['main_game_us']:.1f} µs"),
+        ("  a worker game's step", f"{r['worker_game_us']:.1f} µs"),
+        ("  the worker stepping", f"{r['worker_busy']:.0%} of the time"),
+        ("  the main process's other time per batch", f"{r['main_other_per_batch_us']:.1f} µs"),
+        (
+            f"the split model's best ({x} main : {n - x} worker)",
+            f"{r['split_best_sps']:,.0f} steps/s = {r['split_best_over_raw']:.2f}× raw",
+        ),
+    ]
+    print(f"{ENV_ID}, {n} envs, batch {b}, {cpus} CPUs")
+    for label, value in rows:
+        print(f"  {label:<44} {value}")
 
 
 if __name__ == "__main__":
