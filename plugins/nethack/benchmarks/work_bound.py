@@ -138,7 +138,6 @@ def hollow_step_seconds(seconds: float) -> float:
 
 def per_batch_seconds(num_envs: int, batch_size: int, seconds: float) -> float:
     """The main process's seconds per recv/send pair outside env steps, on hollow games."""
-    main_kwargs = {"main_share": True}
     with vector.make(
         hollow,
         num_envs=num_envs,
@@ -146,7 +145,7 @@ def per_batch_seconds(num_envs: int, batch_size: int, seconds: float) -> float:
         batch_size=batch_size,
         backend="multiprocessing",
         seed=0,
-        vector_kwargs=main_kwargs,
+        vector_kwargs={"main_share": True},
     ) as envs:
         wall, n = batches(envs, seconds)
     # The main share (half the envs) steps once per round of num_envs / batch_size batches.
