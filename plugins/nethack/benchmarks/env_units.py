@@ -1,22 +1,25 @@
-"""What async batches of one-env units would reach for NetHack: a sketch of the protocol.
+"""What async batches could reach for NetHack with a lean protocol: a sketch, in units of one env or of a whole worker.
 
     python plugins/nethack/benchmarks/env_units.py [--num-envs 8] [--batch-size 4] [--seconds 3] [--rounds 2] [--json]
 
-Puffer Core's Multiprocessing hands out async batches in units of whole workers: with 1
-worker + the main share, batch 4 of 8 envs, the worker's 4 games come back together and
-leave together, so the worker waits while the main process steps its own share and serves
-the batch (``work_bound.py`` measures that wait). This sketch gives every env its own
-command and done word in shared memory instead, as EnvPool does: the worker steps
-whichever of its games has the oldest command, the main process fills each batch with the
-first ``batch_size`` games done (its own share stepped one game at a time while it waits),
-so the worker's other games keep it busy while a batch is out.
+With 1 worker + the main share, batch 4 of 8 envs, Puffer Core's Multiprocessing reaches
+about 1.0× a raw single-game loop, and ``work_bound.py`` shows why: the worker waits for
+the main process, whose own games and per-batch work (``recv``, ``send``, completions:
+about 23 µs next to real games) take longer than the worker's games. This sketch runs the
+same games and the same split with the least bookkeeping there can be: per-env command
+and done words in shared memory, the worker stepping whichever of its games has the oldest
+command, the main process stepping its own share one game at a time while it waits and
+handing out the first units done. It measures steps/s over a raw loop in the same run:
 
-It is a measurement, not a backend: no faults, infos, calls or observation handover (each
-game's emulator writes its observation into its own buffer, and nothing reads the
-worker's). It measures, for each split of the games (``x`` for the main process, the rest
-for 1 worker), steps/s over a raw single-game loop in the same run; the gap between this
-and ``puffer bench``'s best setting is what a backend with per-env units could win, less
-the per-batch bookkeeping this sketch leaves out.
+* one-env units (as EnvPool hands out envs) at a few splits of the games: ``x`` for the
+  main process, the rest for the worker;
+* whole-worker units (the backend's granularity: a batch is the worker's 4 games or the
+  main process's 4), when the batch is half the envs.
+
+It is a measurement, not a backend: no faults, infos, calls, action checks or observation
+handover (each game's emulator writes into its own buffer; nothing reads the worker's).
+The gap between its whole-worker row and ``puffer bench``'s best setting is what a leaner
+per-batch path in the backend could win; the gap between its rows is what finer units add.
 """
 
 from __future__ import annotations
@@ -87,8 +90,12 @@ def _worker(words: Words, envs: range) -> None:
         done[oldest] = seq
 
 
-def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float) -> float:
-    """Steps/s with the main process stepping games ``0 … main_games − 1`` and 1 worker the rest."""
+def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float, unit: int = 1) -> float:
+    """Steps/s with the main process stepping games ``0 … main_games − 1`` and 1 worker the
+    rest, in units of ``unit`` games: a unit's games are sent together and it is ready once
+    all of them are done (``unit = num_envs / 2``: whole-worker units, as the backend does)."""
+    units = [range(first, first + unit) for first in range(0, num_envs, unit)]
+    main_units = main_games // unit
     words = Words(num_envs)
     pid = os.fork()
     if pid == 0:
@@ -101,35 +108,38 @@ def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float) 
         while not words.ctl[0]:
             time.sleep(0.01)
         actions = np.random.default_rng(0).integers(0, games.envs[0].action_space.n, (64, batch_size)).tolist()
-        ready, sent, pending, seq = list(range(num_envs)), {}, [], 0
+        ready, sent, pending, seq, need = list(range(len(units))), {}, [], 0, batch_size // unit
 
         def recv() -> list[int]:
             nonlocal ready
-            while len(ready) < batch_size:
-                for e in [e for e, s in sent.items() if words.done[e] == s]:
-                    del sent[e]
-                    ready.append(e)
-                if len(ready) >= batch_size:
+            while len(ready) < need:
+                for u in [u for u, s in sent.items() if all(words.done[e] == s for e in units[u])]:
+                    del sent[u]
+                    ready.append(u)
+                if len(ready) >= need:
                     break
                 if pending:  # step one of our own games while the worker works
-                    e, a = pending.pop(0)
+                    u, e, a = pending.pop(0)
                     games.step(e, a)
-                    ready.append(e)
+                    if e == units[u][-1]:
+                        ready.append(u)
                 else:
                     os.sched_yield()
-            batch, ready = ready[:batch_size], ready[batch_size:]
+            batch, ready = ready[:need], ready[need:]
             return batch
 
         def send(batch: list[int], acts: list[int]) -> None:
             nonlocal seq
-            for e, a in zip(batch, acts):
-                if e < main_games:
-                    pending.append((e, a))
-                else:
-                    seq += 1
-                    words.action[e] = a
-                    sent[e] = seq
+            given = iter(acts)
+            for u in batch:
+                if u < main_units:
+                    pending.extend((u, e, next(given)) for e in units[u])
+                    continue
+                seq += 1
+                for e in units[u]:
+                    words.action[e] = next(given)
                     words.cmd[e] = seq
+                sent[u] = seq
 
         k, warm = 0, time.perf_counter() + 1.0
         while time.perf_counter() < warm:
@@ -162,19 +172,33 @@ def raw_loop(seconds: float) -> float:
 
 
 def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict:
-    splits = [x for x in (num_envs // 2, num_envs // 2 - 1, num_envs // 2 - 2) if x >= 1]
-    runs: dict = {"raw": [], **{x: [] for x in splits}}
+    half = num_envs // 2
+    # (label, main games, unit): one-env units at a few splits, and whole-worker units (the
+    # backend's granularity) when the batch is one worker's share
+    cases = [(f"{x} main : {num_envs - x} worker, one-env units", x, 1) for x in (half, half - 1, half - 2) if x >= 1]
+    if batch_size == half:
+        cases.append((f"{half} main : {half} worker, whole-worker units", half, half))
+    runs: dict = {"raw": [], **{label: [] for label, _, _ in cases}}
     for _ in range(rounds):  # interleaved; each figure keeps its best round
         runs["raw"].append(raw_loop(seconds))
-        for x in splits:
-            runs[x].append(split_rate(num_envs, batch_size, x, seconds))
+        for label, x, unit in cases:
+            runs[label].append(split_rate(num_envs, batch_size, x, seconds, unit))
     raw = max(runs["raw"])
     return {
         "num_envs": num_envs,
         "batch_size": batch_size,
         "cpus": len(os.sched_getaffinity(0)),
         "raw_sps": raw,
-        "splits": [{"main_games": x, "sps": max(runs[x]), "over_raw": max(runs[x]) / raw} for x in splits],
+        "cases": [
+            {
+                "case": label,
+                "main_games": x,
+                "unit_envs": unit,
+                "sps": max(runs[label]),
+                "over_raw": max(runs[label]) / raw,
+            }
+            for label, x, unit in cases
+        ],
     }
 
 
@@ -192,12 +216,10 @@ def main() -> None:
     if args.json:
         print(json.dumps(r, indent=2))
         return
-    n = r["num_envs"]
-    print(f"{ENV_ID}, {n} envs, batch {r['batch_size']}, {r['cpus']} CPUs, one-env units")
-    print(f"  {'raw single-game loop':<28} {r['raw_sps']:9,.0f} steps/s")
-    for s in r["splits"]:
-        label = f"{s['main_games']} main : {n - s['main_games']} worker games"
-        print(f"  {label:<28} {s['sps']:9,.0f} steps/s = {s['over_raw']:.2f}× raw")
+    print(f"{ENV_ID}, {r['num_envs']} envs, batch {r['batch_size']}, {r['cpus']} CPUs")
+    print(f"  {'raw single-game loop':<42} {r['raw_sps']:9,.0f} steps/s")
+    for c in r["cases"]:
+        print(f"  {c['case']:<42} {c['sps']:9,.0f} steps/s = {c['over_raw']:.2f}× raw")
 
 
 if __name__ == "__main__":
