@@ -31,8 +31,9 @@ import os
 import time
 
 import numpy as np
+from work_bound import raw_loop  # beside this file: the same raw loop in both benchmarks
 
-from puffer_core import make, make_raw
+from puffer_core import make
 
 ENV_ID = "nethack/score"
 
@@ -154,21 +155,6 @@ def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float, 
         words.ctl[1] = 1
         os.waitpid(pid, 0)
         games.close()
-
-
-def raw_loop(seconds: float) -> float:
-    env = make_raw(ENV_ID)
-    actions = [int(a) for a in np.random.default_rng(0).integers(0, env.action_space.n, 4096)]
-    env.reset(seed=0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(actions[steps & 4095])
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    rate = steps / (time.perf_counter() - start)
-    env.close()
-    return rate
 
 
 def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict:

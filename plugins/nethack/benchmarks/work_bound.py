@@ -99,6 +99,19 @@ def batches(envs, seconds: float, on_start=None) -> tuple[float, int]:
     return time.perf_counter() - start, n
 
 
+def main_share_envs(creator, num_envs: int, batch_size: int):
+    """The setting under study: 1 worker + the main process's share, async batches."""
+    return vector.make(
+        creator,
+        num_envs=num_envs,
+        num_workers=1,
+        batch_size=batch_size,
+        backend="multiprocessing",
+        seed=0,
+        vector_kwargs={"main_share": True},
+    )
+
+
 def _serial_rate(num_envs: int, seconds: float, results) -> None:
     with vector.make(ENV_ID, num_envs=num_envs, seed=os.getpid()) as envs:
         wall, n = batches(envs, seconds)
@@ -138,15 +151,7 @@ def hollow_step_seconds(seconds: float) -> float:
 
 def per_batch_seconds(num_envs: int, batch_size: int, seconds: float) -> float:
     """The main process's seconds per recv/send pair outside env steps, on hollow games."""
-    with vector.make(
-        hollow,
-        num_envs=num_envs,
-        num_workers=1,
-        batch_size=batch_size,
-        backend="multiprocessing",
-        seed=0,
-        vector_kwargs={"main_share": True},
-    ) as envs:
+    with main_share_envs(hollow, num_envs, batch_size) as envs:
         wall, n = batches(envs, seconds)
     # The main share (half the envs) steps once per round of num_envs / batch_size batches.
     main_steps = n * batch_size / num_envs * (num_envs // 2)
@@ -181,15 +186,7 @@ def setting(num_envs: int, batch_size: int, seconds: float) -> dict[str, float]:
     def zero() -> None:
         STEP_TIMES[:] = [0.0] * 4
 
-    with vector.make(
-        timed,
-        num_envs=num_envs,
-        num_workers=1,
-        batch_size=batch_size,
-        backend="multiprocessing",
-        seed=0,
-        vector_kwargs={"main_share": True},
-    ) as envs:
+    with main_share_envs(timed, num_envs, batch_size) as envs:
         wall, n = batches(envs, seconds, zero)
         main_s, main_n, worker_s, worker_n = STEP_TIMES[:]  # read before the worker is closed
     return {
