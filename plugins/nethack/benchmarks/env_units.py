@@ -24,14 +24,13 @@ per-batch path in the backend could win; the gap between its rows is what finer 
 
 from __future__ import annotations
 
-import argparse
 import json
 import mmap
 import os
 import time
 
 import numpy as np
-from work_bound import raw_loop  # beside this file: the same raw loop in both benchmarks
+from work_bound import options, raw_loop  # beside this file: one raw loop and one set of options for both
 
 from puffer_core import make
 
@@ -189,12 +188,7 @@ def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per figure and round")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser = options(__doc__.splitlines()[0])
     args = parser.parse_args()
     if args.num_envs < 2 or not 1 <= args.batch_size <= args.num_envs:
         parser.error("--num-envs must be at least 2 and --batch-size between 1 and --num-envs")

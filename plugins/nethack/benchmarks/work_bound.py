@@ -243,13 +243,19 @@ def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(description: str) -> argparse.ArgumentParser:
+    """The command-line options this benchmark and ``env_units.py`` share."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--num-envs", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per figure and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    return parser
+
+
+def main() -> None:
+    parser = options(__doc__.splitlines()[0])
     args = parser.parse_args()
     if args.num_envs % 2 or args.num_envs % args.batch_size:
         parser.error("--num-envs must be even and a multiple of --batch-size (1 worker + the main share)")
