@@ -495,6 +495,25 @@ class EnvGroup:
             self._progress[0] = -1
         return infos
 
+    def step_one(self, i: int) -> list:
+        """``step(i, i + 1)`` without its loop: for a caller that steps one env at a time
+        and looks elsewhere in between (the main share of Multiprocessing's async batches)."""
+        if self.autoreset != NEXT_STEP or self.agents_per_env != 1 or self._progress is not None:
+            return self.step(i, i + 1)
+        done = self.done
+        try:
+            if done[i]:
+                _, info = self.envs[i].reset()
+                done[i] = False
+            else:
+                _, _, terminal, truncated, info = self._steps[i](
+                    self.actions.item(i) if self._discrete else self.actions[i]
+                )
+                done[i] = bool(terminal or truncated)
+        except Exception as exc:
+            raise EnvFault(self.first_env + i, "reset" if done[i] else "step", exc) from exc
+        return [(self.first_env + i, info)] if info else []
+
     def _step_next_step(self, lo: int, hi: int) -> list:
         """The default mode, single agent: the hot loop, kept free of per-step calls."""
         infos = []

@@ -101,6 +101,7 @@ from puffer_core.vector.base import (
     check_counts,
     check_timeout,
     env_fault_message,
+    format_infos,
     split_envs,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
@@ -345,6 +346,9 @@ class Multiprocessing(VectorEnv):
         start_method, ctx = _context(start_method)
 
         self._init_workers(factory, envs, units, batch, counts)
+        #: async batches of one unit each (``batch_size`` = one worker's envs): recv/send take
+        #: their short path (see ``_recv_unit``)
+        self._unit_batches = self._workers_per_batch == 1 < units
         self.num_workers = workers  # processes; the main share is one more unit of ``counts``
         self._allocate(envs, workers, info_buffer_bytes, start_method, recording=factory.recording is not None)
         self._closed = False
@@ -406,6 +410,13 @@ class Multiprocessing(VectorEnv):
         self._to_w = words(arrays["to_worker"])  # worker w's slot k: w * SLOTS + k
         self._from_w = words(arrays["from_worker"])
         self._main_ctl = words(arrays["main"])
+        #: per unit: (observations, rewards, terminals, truncations, env ids, masks, actions),
+        #: its rows' views, made once for the one-unit path
+        self._unit_views = []
+        for w in range(self._units):
+            rows, ids = self._batch_rows([w])
+            views = (arrays[name][rows] for name in ("observations", "rewards", "terminals", "truncations"))
+            self._unit_views.append((*views, ids, arrays["masks"][rows], arrays["actions"][rows]))
 
     def _init_state(self, workers: int) -> None:
         self._expected = [BUILD] * workers  # the command word each worker is working on
@@ -501,11 +512,14 @@ class Multiprocessing(VectorEnv):
     # ---------------------------------------------------------------- waiting
     def _scan(self) -> None:
         """Move every running worker whose done word matches its command to ``_ready``."""
-        from_w, expected = self._from_w, self._expected
-        finished = [w for w in self._running if from_w[w * SLOTS + DONE] == expected[w]]
-        if finished:
-            self._fence.acquire()  # fence: read results only after the done words (weak CPUs)
-            self._fence.release()
+        from_w, expected, finished = self._from_w, self._expected, None
+        for w in self._running:  # a loop, not a comprehension: this runs between the main share's envs
+            if from_w[w * SLOTS + DONE] == expected[w]:
+                finished = [w] if finished is None else [*finished, w]
+        if finished is None:
+            return
+        self._fence.acquire()  # fence: read results only after the done words (weak CPUs)
+        self._fence.release()
         for w in finished:
             del self._running[w]
             self._complete(w)
@@ -870,11 +884,13 @@ class Multiprocessing(VectorEnv):
             i = self._main_pending
             self._main_pending = i + 1 if i + 1 < group.num_envs else None
             try:
-                self._infos[w].extend(group.step(i, i + 1))
+                infos = group.step_one(i)
             except EnvFault as exc:
                 self._main_pending = None
                 self._main_fault(exc)
                 return
+            if infos:
+                self._infos[w].extend(infos)
             if self._main_pending is None:
                 self._fault_log.stepped(self._envs_of(w))
                 self._ready.append(w)
@@ -981,6 +997,8 @@ class Multiprocessing(VectorEnv):
         return [results[i] for i in indices]
 
     def recv(self) -> tuple:
+        if self._unit_batches:
+            return self._recv_unit()
         self._check_recv(holding=self._held is not None)
         k = self._workers_per_batch
         if k < self._units:
@@ -999,15 +1017,8 @@ class Multiprocessing(VectorEnv):
             for w in batch:
                 self._ready.remove(w)
             batch.sort()
-            # Healthy workers may keep every batch full, so a worker that died or hangs may never
-            # be waited on: look at the others' sentinels and deadlines once they run late.
             if self._running:
-                now = time.monotonic()
-                if now - min(self._sent_at[w] for w in self._running) > _LATE:
-                    self._check_deaths([event for event in self._poller.poll(0) if event[0] != self._done_r])
-                if any(now >= self._sent_at[w] + self._allowed[w] for w in self._running):
-                    self._scan()  # it may just be unread
-                    self._timeout("stepping")
+                self._look_at_late()
         self._held = batch
         infos = self._batch_infos(batch)
         if k == self._units:
@@ -1023,7 +1034,63 @@ class Multiprocessing(VectorEnv):
             self._masks[rows],
         )
 
+    def _look_at_late(self) -> None:
+        """Healthy workers may keep every async batch full, so a worker that died or hangs may
+        never be waited on: look at the others' sentinels and deadlines once they run late."""
+        now, sent_at, running = time.monotonic(), self._sent_at, self._running
+        if now - min(sent_at[w] for w in running) <= min(_LATE, self.timeout):
+            return  # nobody late yet (a deadline is never sooner than ``timeout``)
+        self._check_deaths([event for event in self._poller.poll(0) if event[0] != self._done_r])
+        if any(now >= sent_at[w] + self._allowed[w] for w in running):
+            self._scan()  # it may just be unread
+            self._timeout("stepping")
+
+    def _recv_unit(self) -> tuple:
+        """``recv`` when each batch is one unit: the same steps as the general path, with
+        nothing to sort, gather or slice. With few cores the workers wait for this code (the
+        main process steps its share too), so it is kept short (README, "Few cores")."""
+        self._check_recv(holding=self._held is not None)
+        ready = self._ready
+        if self._running:
+            self._scan()  # workers that finished meanwhile queue up now, not after the main share
+        if not ready:
+            if self._main_pending is not None:
+                self._step_main_share(1)
+            if not ready:
+                self._wait(1)
+        if len(ready) == 1:
+            w = ready.popleft()
+        else:  # oldest command first, as in recv
+            w = min(ready, key=self._sent_at.__getitem__)
+            ready.remove(w)
+        if self._running:
+            self._look_at_late()
+        self._held = [w]
+        infos = self._infos[w]
+        if infos:
+            self._infos[w] = []
+            infos = format_infos(infos, self.agents_per_env, self.possible_agents)
+        else:
+            infos = []
+        obs, rew, term, trunc, env_ids, masks, _ = self._unit_views[w]
+        return obs, rew, term, trunc, infos, env_ids, masks
+
+    def _send_unit(self, actions: Any) -> None:
+        """``send`` for the one-unit path (see ``_recv_unit``)."""
+        self._check_send(holding=self._held is not None)
+        w = self._held[0]
+        self._unit_views[w][6][...] = self._check_actions(actions, self.batch_size)
+        self._held = None
+        if w == self._main_unit:  # no worker to signal: stepped while recv waits
+            self._seq += 1
+            self._queue_main((self._seq << 8) | STEP)
+        else:
+            self._send_command((w,), STEP)
+
     def send(self, actions: Any) -> None:
+        if self._unit_batches:
+            self._send_unit(actions)
+            return
         self._check_send(holding=self._held is not None)
         batch = self._held
         actions = self._check_actions(actions, self.batch_size)
@@ -1062,6 +1129,7 @@ class Multiprocessing(VectorEnv):
             "_to_w",
             "_from_w",
             "_main_ctl",
+            "_unit_views",
         ):
             value = self.__dict__.pop(name, None)
             if isinstance(value, memoryview):

@@ -136,6 +136,28 @@ def test_sigkill_while_stepping_names_the_env(no_leaks):
     assert "killed by signal SIGKILL" in str(err) and "env 2" in str(err)
 
 
+def test_a_dead_worker_is_noticed_while_the_main_share_fills_every_batch(no_leaks):
+    # 1 worker + the main share, async batches of one unit: once the worker is dead the main
+    # share alone can answer every recv, so only the late check (the worker's sentinel,
+    # looked at once its command runs late) can notice.
+    env = vector.make(
+        CountingEnv, num_envs=4, num_workers=1, batch_size=2, backend=MP, vector_kwargs={"main_share": True}
+    )
+    no_leaks.extend(env.pids)
+    env.async_reset(0)
+    env.recv()
+    env.send(np.zeros(2, int))
+    os.kill(env.pids[0], signal.SIGKILL)
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        while time.monotonic() - start < 10:
+            env.recv()
+            env.send(np.zeros(2, int))
+    assert time.monotonic() - start < 5
+    assert info.value.worker == 0 and "SIGKILL" in str(info.value)
+    assert env.closed
+
+
 def test_worker_exiting(no_leaks):
     creator = functools.partial(FaultEnv, mode="exit", where="step", at=2, fault_seed=0)
     env = vector.make(creator, num_envs=2, num_workers=2, backend=MP)

@@ -235,3 +235,60 @@ def test_a_bad_main_share_count_says_what_works(k, batch, message):
             "classic/cartpole", num_envs=6, num_workers=1, batch_size=batch, backend="multiprocessing",
             vector_kwargs={"main_share": k},
         )  # fmt: skip
+
+
+def _per_env_async(envs, actions: np.ndarray) -> dict[int, dict[str, list]]:
+    """Each env's observations, rewards, ends and infos over async recv/send pairs, the env's
+    t-th action being ``actions[env, t]``: until every env has had 80 batches, or one is out
+    of actions (3 processes on 2 cores may schedule a worker seldom; that is not a fault)."""
+    out = {e: {"obs": [], "rew": [], "end": [], "infos": []} for e in range(envs.num_envs)}
+    count = np.zeros(envs.num_envs, int)
+    envs.async_reset(3)
+    while count.min() < 80 and count.max() < actions.shape[1]:
+        obs, rew, term, trunc, infos, ids, _ = envs.recv()
+        for row, e in enumerate(ids.tolist()):
+            out[e]["obs"].append(obs[row].copy())
+            out[e]["rew"].append(float(rew[row]))
+            out[e]["end"].append((bool(term[row]), bool(trunc[row])))
+        for info in infos:
+            out[info["env_id"]]["infos"].append((int(count[info["env_id"]]), info))
+        envs.send(actions[ids, count[ids]])
+        count[ids] += 1
+    return out
+
+
+@pytest.mark.parametrize(("workers", "main_share"), [(1, True), (2, True), (2, False)])
+def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share):
+    # batch_size = one unit's envs takes recv/send's short path (Multiprocessing._recv_unit):
+    # each env must see exactly the trajectory, episode infos included, that Serial gives it.
+    num_envs = 2 * (workers + main_share)
+    actions = np.random.default_rng(7).integers(0, 2, (num_envs, 2000))
+    with vector.make(cartpole, num_envs=num_envs, backend="serial") as serial:
+        obs, _ = serial.reset(seed=3)
+        first = {"rew": [0.0], "end": [(False, False)], "infos": []}  # what recv gives right after a reset
+        want = {e: {"obs": [obs[e].copy()], **{k: list(v) for k, v in first.items()}} for e in range(num_envs)}
+        for t in range(actions.shape[1]):
+            obs, rew, term, trunc, infos = serial.step(actions[:, t])
+            for e in range(num_envs):
+                want[e]["obs"].append(obs[e].copy())
+                want[e]["rew"].append(float(rew[e]))
+                want[e]["end"].append((bool(term[e]), bool(trunc[e])))
+            for info in infos:
+                want[info["env_id"]]["infos"].append((t + 1, info))
+    with vector.make(
+        cartpole,
+        num_envs=num_envs,
+        num_workers=workers,
+        batch_size=2,
+        backend=MP,
+        vector_kwargs={"main_share": main_share},
+    ) as envs:
+        assert envs._unit_batches
+        got = _per_env_async(envs, actions)
+    for e in range(num_envs):
+        n = len(got[e]["obs"])
+        assert n >= 5, (e, n)  # every unit came back
+        np.testing.assert_array_equal(np.array(got[e]["obs"]), np.array(want[e]["obs"][:n]), err_msg=f"env {e}")
+        assert got[e]["rew"] == want[e]["rew"][:n] and got[e]["end"] == want[e]["end"][:n], e
+        assert got[e]["infos"] == [(t, i) for t, i in want[e]["infos"] if t < n], e
+    assert sum(len(g["infos"]) for g in got.values()) >= num_envs  # episodes ended, and were reported
