@@ -432,6 +432,8 @@ class EnvGroup:
         self._discrete = self.actions.ndim == 1
         # The rows are our buffer: step the emulators without copying their observation out.
         self._steps = [getattr(env, "step_in_place", env.step) for env in self.envs]
+        if self.autoreset == NEXT_STEP and agents_per_env == 1 and progress is None:
+            self.step_one = self._step_one_next_step  # chosen once: its caller runs it per env
 
     def _build(self, factory: Callable[..., Any], i: int, prebuilt: Any) -> Any:
         a, arrays = self.agents_per_env, self.arrays
@@ -496,10 +498,13 @@ class EnvGroup:
         return infos
 
     def step_one(self, i: int) -> list:
-        """``step(i, i + 1)`` without its loop: for a caller that steps one env at a time
-        and looks elsewhere in between (the main share of Multiprocessing's async batches)."""
-        if self.autoreset != NEXT_STEP or self.agents_per_env != 1 or self._progress is not None:
-            return self.step(i, i + 1)
+        """``step(i, i + 1)``: for a caller that steps one env at a time and looks elsewhere
+        in between (the main share of Multiprocessing's async batches). Groups in the default
+        mode, one agent per env, replace it with ``_step_one_next_step`` (see ``__init__``)."""
+        return self.step(i, i + 1)
+
+    def _step_one_next_step(self, i: int) -> list:
+        """``step_one`` without the loop and mode dispatch of ``step``."""
         done = self.done
         try:
             if done[i]:

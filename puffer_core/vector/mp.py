@@ -837,18 +837,22 @@ class Multiprocessing(VectorEnv):
         self._fence.release()
         for w in workers:
             if from_w[w * SLOTS + SLEEPING]:
-                try:
-                    os.write(self._cmd_w[w], HINT)
-                except BlockingIOError:  # full of hints: it will wake
-                    pass
-                except BrokenPipeError:  # it died: its sentinel tells how (restart or raise there)
-                    self._check_deaths([(self._procs[w].sentinel, select.POLLIN)])
+                self._wake(w)
         if main is None:
             return
         if op == STEP and self._workers_per_batch < self._units:
             self._queue_main(word)  # stepped while recv waits (see _step_main_share)
         else:  # the workers are on their way: now the main process's own share
             self._run_main(op, word)
+
+    def _wake(self, w: int) -> None:
+        """Wake worker ``w``, which sleeps on its command pipe."""
+        try:
+            os.write(self._cmd_w[w], HINT)
+        except BlockingIOError:  # full of hints: it will wake
+            pass
+        except BrokenPipeError:  # it died: its sentinel tells how (restart or raise there)
+            self._check_deaths([(self._procs[w].sentinel, select.POLLIN)])
 
     # ---------------------------------------------------------------- the main process's share
     def _build_main_group(self, restart_seeds: Any) -> EnvGroup:
@@ -879,22 +883,25 @@ class Multiprocessing(VectorEnv):
     def _step_main_share(self, needed: int | None = None) -> None:
         """Step the main share's pending envs, one at a time, until ``needed`` units are ready
         (None: all of them); between envs, workers that finished queue up."""
-        w, group = self._main_unit, self._main_group
-        while self._main_pending is not None and (needed is None or len(self._ready) < needed):
+        if self._main_pending is None:
+            return
+        w, group, ready = self._main_unit, self._main_group, self._ready
+        step_one, last, scan = group.step_one, group.num_envs - 1, self._scan
+        while self._main_pending is not None and (needed is None or len(ready) < needed):
             i = self._main_pending
-            self._main_pending = i + 1 if i + 1 < group.num_envs else None
+            self._main_pending = i + 1 if i < last else None
             try:
-                infos = group.step_one(i)
+                infos = step_one(i)
             except EnvFault as exc:
                 self._main_pending = None
                 self._main_fault(exc)
                 return
             if infos:
                 self._infos[w].extend(infos)
-            if self._main_pending is None:
+            if i == last:
                 self._fault_log.stepped(self._envs_of(w))
-                self._ready.append(w)
-            self._scan()
+                ready.append(w)
+            scan()
 
     def _main_fault(self, exc: EnvFault) -> None:
         """The main share's env raised: raise WorkerError, or (``on_fault="restart"``) re-create its envs."""
@@ -1049,7 +1056,8 @@ class Multiprocessing(VectorEnv):
         """``recv`` when each batch is one unit: the same steps as the general path, with
         nothing to sort, gather or slice. With few cores the workers wait for this code (the
         main process steps its share too), so it is kept short (README, "Few cores")."""
-        self._check_recv(holding=self._held is not None)
+        if self._closed or self._held is not None or self._state == "new":
+            self._check_recv(holding=self._held is not None)  # raises, naming the misuse
         ready = self._ready
         if self._running:
             self._scan()  # workers that finished meanwhile queue up now, not after the main share
@@ -1077,15 +1085,30 @@ class Multiprocessing(VectorEnv):
 
     def _send_unit(self, actions: Any) -> None:
         """``send`` for the one-unit path (see ``_recv_unit``)."""
-        self._check_send(holding=self._held is not None)
+        if self._closed or self._held is None:
+            self._check_send(holding=self._held is not None)  # raises, naming the misuse
         w = self._held[0]
         self._unit_views[w][6][...] = self._check_actions(actions, self.batch_size)
         self._held = None
+        self._seq += 1
+        word = (self._seq << 8) | STEP
         if w == self._main_unit:  # no worker to signal: stepped while recv waits
-            self._seq += 1
-            self._queue_main((self._seq << 8) | STEP)
-        else:
-            self._send_command((w,), STEP)
+            self._queue_main(word)
+            return
+        # _send_command's steps for one worker
+        self._uniform_word = word if self._procs_n == 1 else -1
+        stamp = time.monotonic_ns()
+        self._expected[w], self._sent_at[w], self._allowed[w] = word, stamp * 1e-9, self.timeout
+        self._running[w] = None
+        base, to_w, fence = w * SLOTS, self._to_w, self._fence
+        fence.acquire()  # fence: actions visible before the command word (weak CPUs)
+        fence.release()
+        to_w[base + SENT_NS] = stamp
+        to_w[base + CMD] = word
+        fence.acquire()  # fence: the word is visible before we look at the flag
+        fence.release()
+        if self._from_w[base + SLEEPING]:
+            self._wake(w)
 
     def send(self, actions: Any) -> None:
         if self._unit_batches:
