@@ -31,6 +31,8 @@ __all__ = ["ActionCheck", "actions_of_shape"]
 
 _ACTION_DTYPE_HINT = {"discrete": "integers", "box": "real numbers"}
 _INT64, _UINT64 = np.dtype(np.int64), np.dtype(np.uint64)
+#: batches up to this many int64 actions are range-checked as Python ints (see _below_common_bound)
+_SMALL_BATCH = 16
 
 
 def actions_of_shape(actions: Any, rows: int, row_shape: tuple) -> np.ndarray:
@@ -92,6 +94,9 @@ class ActionCheck:
 
     def _below_common_bound(self, actions: np.ndarray) -> bool:
         """0-based, one bound for every element (Discrete, MultiBinary, even MultiDiscrete)."""
+        if actions.dtype is _INT64 and 0 < actions.size <= _SMALL_BATCH:
+            values = actions.ravel().tolist()  # a few Python ints: less code than numpy's reduction
+            return min(values) >= 0 and max(values) < self.bound
         unsigned = _as_unsigned(actions)
         return unsigned.item(unsigned.argmax()) < self.bound  # argmax + item: 3× faster than max() on a batch
 

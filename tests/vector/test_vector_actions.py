@@ -122,6 +122,18 @@ def test_invalid_actions_name_the_row_and_what_is_allowed(space, actions, messag
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("rows", [1, 16, 17, 64])  # small batches are checked as Python ints, larger by numpy
+@pytest.mark.parametrize("bad", [7, -1, 2**62])
+def test_small_and_large_batches_are_range_checked_alike(rows, bad):
+    check = check_for(spaces.MultiDiscrete([7, 7]) if rows == 17 else spaces.Discrete(7))
+    shape = (rows, 2) if rows == 17 else (rows,)
+    actions = np.full(shape, 6, np.int64)
+    check(actions)  # the edge passes
+    actions.flat[-1] = bad
+    with pytest.raises(APIUsageError, match=f"in row {rows - 1} .*is out of range"):
+        check(actions)
+
+
 def test_a_long_row_is_shown_abridged():
     space = spaces.MultiDiscrete([5] * 200)
     actions = np.zeros((2, 200), np.int64)
