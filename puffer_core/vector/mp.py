@@ -1098,25 +1098,11 @@ class Multiprocessing(VectorEnv):
         w = self._held[0]
         self._unit_views[w][6][...] = self._check_actions(actions, self.batch_size)
         self._held = None
-        self._seq += 1
-        word = (self._seq << 8) | STEP
         if w == self._main_unit:  # no worker to signal: stepped while recv waits
-            self._queue_main(word)
-            return
-        # _send_command's steps for one worker
-        self._uniform_word = word if self._procs_n == 1 else -1
-        stamp = time.monotonic_ns()
-        self._expected[w], self._sent_at[w], self._allowed[w] = word, stamp * 1e-9, self.timeout
-        self._running[w] = None
-        base, to_w, fence = w * SLOTS, self._to_w, self._fence
-        fence.acquire()  # fence: actions visible before the command word (weak CPUs)
-        fence.release()
-        to_w[base + SENT_NS] = stamp
-        to_w[base + CMD] = word
-        fence.acquire()  # fence: the word is visible before we look at the flag
-        fence.release()
-        if self._from_w[base + SLEEPING]:
-            self._wake(w)
+            self._seq += 1
+            self._queue_main((self._seq << 8) | STEP)
+        else:
+            self._send_command((w,), STEP)
 
     def send(self, actions: Any) -> None:
         if self._unit_batches:

@@ -122,11 +122,12 @@ def test_invalid_actions_name_the_row_and_what_is_allowed(space, actions, messag
     assert "\n" not in str(info.value)
 
 
-@pytest.mark.parametrize("rows", [1, 16, 17, 64])  # small batches are checked as Python ints, larger by numpy
+@pytest.mark.parametrize("rows", [1, 4, 8, 9, 64])  # up to 8 actions are checked as Python ints, more by numpy
 @pytest.mark.parametrize("bad", [7, -1, 2**62])
 def test_small_and_large_batches_are_range_checked_alike(rows, bad):
-    check = check_for(spaces.MultiDiscrete([7, 7]) if rows == 17 else spaces.Discrete(7))
-    shape = (rows, 2) if rows == 17 else (rows,)
+    two = rows in (4, 9)  # MultiDiscrete rows: 8 and 18 actions
+    check = check_for(spaces.MultiDiscrete([7, 7]) if two else spaces.Discrete(7))
+    shape = (rows, 2) if two else (rows,)
     actions = np.full(shape, 6, np.int64)
     check(actions)  # the edge passes
     actions.flat[-1] = bad
