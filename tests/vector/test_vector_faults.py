@@ -103,6 +103,17 @@ def test_serial_env_raising_is_a_worker_error():
     env.close()
 
 
+def _async_until_worker_error(env, give_up: float) -> tuple[WorkerError, float]:
+    """recv/send until a WorkerError (failing the test after ``give_up`` seconds without one):
+    the error, and the seconds it took to come."""
+    start = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        while time.monotonic() - start < give_up:
+            env.recv()
+            env.send(np.zeros(env.batch_size, int))
+    return info.value, time.monotonic() - start
+
+
 def test_sigkill_of_idle_worker(no_leaks):
     env = vector.make(CountingEnv, num_envs=4, num_workers=2, backend=MP)
     no_leaks.extend(env.pids)
@@ -148,13 +159,9 @@ def test_a_dead_worker_is_noticed_while_the_main_share_fills_every_batch(no_leak
     env.recv()
     env.send(np.zeros(2, int))
     os.kill(env.pids[0], signal.SIGKILL)
-    start = time.monotonic()
-    with pytest.raises(WorkerError) as info:
-        while time.monotonic() - start < 10:
-            env.recv()
-            env.send(np.zeros(2, int))
-    assert time.monotonic() - start < 5
-    assert info.value.worker == 0 and "SIGKILL" in str(info.value)
+    err, seconds = _async_until_worker_error(env, give_up=10)
+    assert seconds < 5
+    assert err.worker == 0 and "SIGKILL" in str(err)
     assert env.closed
 
 
@@ -189,13 +196,9 @@ def test_hang_in_async_batches(no_leaks):
     env = vector.make(creator, num_envs=4, num_workers=4, batch_size=1, backend=MP, vector_kwargs={"timeout": 1.0})
     no_leaks.extend(env.pids)
     env.async_reset(0)
-    start = time.monotonic()
-    with pytest.raises(WorkerError) as info:
-        while time.monotonic() - start < 5:
-            env.recv()
-            env.send(np.zeros(1, int))
-    assert time.monotonic() - start < 4
-    assert info.value.worker == 0 and info.value.env_index == 0
+    err, seconds = _async_until_worker_error(env, give_up=5)
+    assert seconds < 4
+    assert err.worker == 0 and err.env_index == 0
 
 
 def test_keyboard_interrupt_then_close(no_leaks):
