@@ -237,6 +237,13 @@ def test_a_bad_main_share_count_says_what_works(k, batch, message):
         )  # fmt: skip
 
 
+def _plain(info: dict) -> dict:
+    """An info with its arrays as lists (same_step infos carry the final observation), so that == compares it."""
+    return {
+        k: _plain(v) if isinstance(v, dict) else v.tolist() if isinstance(v, np.ndarray) else v for k, v in info.items()
+    }
+
+
 def _per_env_async(envs, actions: np.ndarray) -> dict[int, dict[str, list]]:
     """Each env's observations, rewards, ends and infos over async recv/send pairs, the env's
     t-th action being ``actions[env, t]``: until every env has had 80 batches, or one is out
@@ -251,19 +258,22 @@ def _per_env_async(envs, actions: np.ndarray) -> dict[int, dict[str, list]]:
             out[e]["rew"].append(float(rew[row]))
             out[e]["end"].append((bool(term[row]), bool(trunc[row])))
         for info in infos:
-            out[info["env_id"]]["infos"].append((int(count[info["env_id"]]), info))
+            out[info["env_id"]]["infos"].append((int(count[info["env_id"]]), _plain(info)))
         envs.send(actions[ids, count[ids]])
         count[ids] += 1
     return out
 
 
-@pytest.mark.parametrize(("workers", "main_share"), [(1, True), (2, True), (2, False)])
-def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share):
+@pytest.mark.parametrize(
+    ("workers", "main_share", "mode"),
+    [(1, True, "next_step"), (2, True, "next_step"), (2, False, "next_step"), (1, True, "same_step")],
+)  # same_step: the main share's envs step through EnvGroup.step, not its next-step shortcut
+def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share, mode):
     # batch_size = one unit's envs takes recv/send's short path (Multiprocessing._recv_unit):
     # each env must see exactly the trajectory, episode infos included, that Serial gives it.
     num_envs = 2 * (workers + main_share)
     actions = np.random.default_rng(7).integers(0, 2, (num_envs, 2000))
-    with vector.make(cartpole, num_envs=num_envs, backend="serial") as serial:
+    with vector.make(cartpole, num_envs=num_envs, backend="serial", autoreset=mode) as serial:
         obs, _ = serial.reset(seed=3)
         first = {"rew": [0.0], "end": [(False, False)], "infos": []}  # what recv gives right after a reset
         want = {e: {"obs": [obs[e].copy()], **{k: list(v) for k, v in first.items()}} for e in range(num_envs)}
@@ -274,13 +284,14 @@ def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share
                 want[e]["rew"].append(float(rew[e]))
                 want[e]["end"].append((bool(term[e]), bool(trunc[e])))
             for info in infos:
-                want[info["env_id"]]["infos"].append((t + 1, info))
+                want[info["env_id"]]["infos"].append((t + 1, _plain(info)))
     with vector.make(
         cartpole,
         num_envs=num_envs,
         num_workers=workers,
         batch_size=2,
         backend=MP,
+        autoreset=mode,
         vector_kwargs={"main_share": main_share},
     ) as envs:
         assert envs._unit_batches
