@@ -33,6 +33,8 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -338,14 +340,33 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int, v
             kwargs: dict[str, Any] = {}
             if backend_name == "Multiprocessing":
                 kwargs = {"num_workers": workers, "batch_size": batch, "overwork": True}
-            return pufferlib.vector.make(
-                pufferlib.emulation.GymnasiumPufferEnv,
-                env_kwargs={"env_creator": raw_creator},
-                backend=getattr(pufferlib.vector, backend_name),
-                num_envs=num_envs,
-                seed=seed,
-                **kwargs,
-            )
+            # PufferLib's workers end without closing their envs, so what an env keeps in the
+            # temp dir (NetHack: a folder per game) would stay: its envs get a scratch temp
+            # dir, which closing the case removes.
+            scratch = tempfile.mkdtemp(prefix="puffer-bench-pufferlib-")
+            try:
+                with _temp_dir(scratch):
+                    env = pufferlib.vector.make(
+                        pufferlib.emulation.GymnasiumPufferEnv,
+                        env_kwargs={"env_creator": raw_creator},
+                        backend=getattr(pufferlib.vector, backend_name),
+                        num_envs=num_envs,
+                        seed=seed,
+                        **kwargs,
+                    )
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
+            close = env.close
+
+            def close_and_clean() -> None:
+                try:
+                    close()
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+
+            env.close = close_and_clean
+            return env
 
         def measure(env: Any, seconds: float, warmup: float) -> float:
             rows = getattr(env, "agents_per_batch", batch)
@@ -369,6 +390,21 @@ def _pufferlib_cases(raw_creator: Callable[[], Any], num_envs: int, seed: int, v
     if workers > 1 and num_envs % workers == 0 and (num_envs // 2) % (num_envs // workers) == 0:
         cases.append(case(f"Multiprocessing w={workers} b={num_envs // 2}", "Multiprocessing", workers, num_envs // 2))
     return cases
+
+
+@contextlib.contextmanager
+def _temp_dir(path: str) -> Any:
+    """``path`` as the temp dir of this process and of the processes it starts meanwhile."""
+    saved_env, saved_module = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"], tempfile.tempdir = path, path
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved_module
+        if saved_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = saved_env
 
 
 def _time_pufferlib(env: Any, seconds: float, warmup: float, rows: int, space: Any, seed: int) -> float:

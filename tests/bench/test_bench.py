@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import tempfile
 
+import gymnasium
 import pytest
 from optional import require
 from rich.console import Console
@@ -118,6 +121,42 @@ def test_pufferlib_rows_run_in_the_same_run():
     best = max(r["sps"] for r in peers if r["backend"] == "pufferlib-multiprocessing")
     ours = next(r for r in result if r["name"] == "Multiprocessing w=1 b=2")
     assert ours["ratio_vs_pufferlib"] == pytest.approx(ours["sps"] / best, rel=1e-2)
+
+
+class TempFolderEnv(gymnasium.Wrapper):
+    """CartPole that keeps a folder in the temp dir until closed, as each NetHack game does."""
+
+    def __init__(self):
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.folder = tempfile.mkdtemp(prefix="puffer-test-game-")
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)
+        super().close()
+
+
+def test_pufferlib_rows_leave_nothing_in_the_temp_dir():
+    # PufferLib's workers end without closing their envs: the bench's scratch temp dir must
+    # take what they leave, and go when the case closes.
+    version = bench.pufferlib_version()
+    if version is None:
+        if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
+            pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
+        pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+    root, before_tmpdir = tempfile.gettempdir(), os.environ.get("TMPDIR")
+
+    def ours() -> set[str]:
+        return {p for p in os.listdir(root) if p.startswith(("puffer-test-game-", "puffer-bench-pufferlib-"))}
+
+    before = ours()
+    for case in bench._pufferlib_cases(TempFolderEnv, 2, 0, version):
+        env = case.build()
+        try:
+            assert case.measure(env, 0.05, 0.01) > 0
+        finally:
+            env.close()
+        assert ours() == before, case.name
+    assert tempfile.gettempdir() == root and os.environ.get("TMPDIR") == before_tmpdir
 
 
 def test_failing_configuration_is_reported_not_raised():
