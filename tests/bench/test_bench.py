@@ -104,12 +104,18 @@ def test_run_bench_rows(rows):
     assert len({c[2] for c in calls}) == 1 and len(calls) == len(result)
 
 
-def test_pufferlib_rows_run_in_the_same_run():
+def _pufferlib_or_skip() -> str:
+    """PufferLib's version; skips the test without it (fails it where the session requires it)."""
     version = bench.pufferlib_version()
     if version is None:
         if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
             pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
         pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+    return version
+
+
+def test_pufferlib_rows_run_in_the_same_run():
+    version = _pufferlib_or_skip()
     result = bench.run_bench(
         "classic/cartpole", num_envs=2, seconds=0.05, warmup=0.01, settings=[(1, 2)], include_emulation=False
     )
@@ -138,11 +144,7 @@ class TempFolderEnv(gymnasium.Wrapper):
 def test_pufferlib_rows_leave_nothing_in_the_temp_dir():
     # PufferLib's workers end without closing their envs: the bench's scratch temp dir must
     # take what they leave, and go when the case closes.
-    version = bench.pufferlib_version()
-    if version is None:
-        if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
-            pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
-        pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+    version = _pufferlib_or_skip()
     root, before_tmpdir = tempfile.gettempdir(), os.environ.get("TMPDIR")
 
     def ours() -> set[str]:
