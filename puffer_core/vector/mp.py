@@ -108,7 +108,6 @@ from puffer_core.vector.base import (
     check_counts,
     check_timeout,
     env_fault_message,
-    format_infos,
     split_envs,
 )
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
@@ -1082,14 +1081,8 @@ class Multiprocessing(VectorEnv):
         if self._running:
             self._look_at_late()
         self._held = [w]
-        infos = self._infos[w]
-        if infos:
-            self._infos[w] = []
-            infos = format_infos(infos, self.agents_per_env, self.possible_agents)
-        else:
-            infos = []
         obs, rew, term, trunc, env_ids, masks, _ = self._unit_views[w]
-        return obs, rew, term, trunc, infos, env_ids, masks
+        return obs, rew, term, trunc, self._batch_infos(self._held), env_ids, masks
 
     def _send_unit(self, actions: Any) -> None:
         """``send`` for the one-unit path (see ``_recv_unit``)."""
@@ -1098,11 +1091,7 @@ class Multiprocessing(VectorEnv):
         w = self._held[0]
         self._unit_views[w][6][...] = self._check_actions(actions, self.batch_size)
         self._held = None
-        if w == self._main_unit:  # no worker to signal: stepped while recv waits
-            self._seq += 1
-            self._queue_main((self._seq << 8) | STEP)
-        else:
-            self._send_command((w,), STEP)
+        self._send_command((w,), STEP)  # the main share's unit is queued there, stepped while recv waits
 
     def send(self, actions: Any) -> None:
         if self._unit_batches:
