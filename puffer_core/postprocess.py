@@ -87,17 +87,19 @@ class EpisodeStats(gymnasium.Wrapper):
     def __init__(self, env: gymnasium.Env, keep_keys: tuple[str, ...] = ()):
         super().__init__(env)
         self._env_step = env.step  # bound once: the hot path skips the attribute walk
-        #: Info keys passed through on ordinary steps when present (rare events such as
-        #: Atari's ``life_lost``); everything else is dropped until the episode ends.
+        #: Info keys passed through on resets and ordinary steps when present (rare events
+        #: such as Atari's ``life_lost``, or an action mask); everything else is dropped until
+        #: the episode ends.
         self.keep_keys = tuple(keep_keys)
         self.episode_return = 0.0
         self.episode_length = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
-        obs, _ = self.env.reset(seed=seed, options=options)
+        obs, info = self.env.reset(seed=seed, options=options)
         self.episode_return = 0.0
         self.episode_length = 0
-        return obs, {}
+        # The kept keys too: an action mask that every step passes on must be there for the first step.
+        return obs, kept_entries(info, self.keep_keys)
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict]:
         obs, reward, terminated, truncated, info = self._env_step(action)

@@ -87,8 +87,8 @@ class EnvSpec:
     requires: tuple[str, ...] = ()
     #: What to run when ``requires`` is missing, e.g. ``pip install nle``.
     install_hint: str = ""
-    #: Info keys kept on ordinary steps when present (rare events: each one sent costs
-    #: multiprocessing traffic); every other info entry waits for the episode's end.
+    #: Info keys kept on resets and ordinary steps when present (rare events: each one sent
+    #: costs multiprocessing traffic); every other info entry waits for the episode's end.
     step_info_keys: tuple[str, ...] = ()
     #: How the env renders for recordings (``puffer run --record``/``--watch``): per render
     #: mode ("rgb_array" for MP4/GIF, "ansi" for asciinema casts and the terminal), the

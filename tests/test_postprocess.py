@@ -61,6 +61,19 @@ def test_infos_are_empty_on_ordinary_steps_and_on_reset():
         assert info == {} and not term and not trunc
 
 
+def test_kept_keys_pass_on_reset_as_on_steps():
+    class Masked(ScriptedEnv):
+        def reset(self, seed=None, options=None):
+            obs, info = super().reset(seed, options)
+            return obs, {**info, "mask": np.array([1, 0], np.int8)}
+
+    env = EpisodeStats(Masked(length=3), keep_keys=("mask", "t"))
+    _, info = env.reset(seed=1)
+    assert list(info) == ["mask"] and info["mask"].tolist() == [1, 0]  # "big" and "seed" still dropped
+    _, _, _, _, info = env.step(0)
+    assert info == {"t": 1}
+
+
 @pytest.mark.parametrize("truncate", [False, True])
 def test_episode_end_reports_return_length_and_numeric_env_stats(truncate):
     env = EpisodeStats(ScriptedEnv(length=3, truncate=truncate))
