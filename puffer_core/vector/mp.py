@@ -77,7 +77,10 @@ Faults
     async batch) is noticed from its sentinel once its command runs late. Workers die with
     their parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on their command pipe
     everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize`` (at
-    garbage collection or interpreter exit, Ctrl-C included).
+    garbage collection or interpreter exit, Ctrl-C included). The workers' temp dir
+    (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's own, shared by its
+    workers and removed when it closes: what a killed worker's envs could not remove (each
+    NetHack game keeps a folder there) goes with it, however many restarts a run had.
 """
 
 from __future__ import annotations
@@ -87,8 +90,10 @@ import multiprocessing
 import os
 import pickle
 import select
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -244,7 +249,7 @@ def _how_it_ended(proc: Any) -> str:
     return f"exited with code {code}"
 
 
-def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, grace: float) -> None:
+def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, scratch: list, grace: float) -> None:
     """Stop workers and release every resource. Safe to call more than once."""
     if buffer is not None and not buffer.closed and procs:
         try:
@@ -278,6 +283,8 @@ def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, 
         except (ValueError, AttributeError):
             pass
     procs.clear()
+    if scratch:  # the workers' temp dir, with whatever a killed worker could not remove
+        shutil.rmtree(scratch.pop(), ignore_errors=True)
     if memfd_box:
         try:
             os.close(memfd_box.pop())
@@ -386,13 +393,18 @@ class Multiprocessing(VectorEnv):
         self._shared_fds: list[int] = []  # the completion-hint pipe (both ends: replacements need it)
         self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
         self._memfd_box: list[int] = []
+        self._scratch: list[str] = []  # the workers' temp dir (see "Faults" in the module docstring)
         self._buffer = self._map_memory(start_method, layout.size)
         # Workers get a second to close their envs, or a minute when env 0 records (its
         # worker writes the video's end, a GIF all of it, as env 0 closes).
         grace = RECORDING_CLOSE_GRACE if recording else 1.0
         self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, grace
+            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, self._scratch, grace
         )
+        try:
+            self._scratch.append(tempfile.mkdtemp(prefix="puffer-vector-"))
+        except OSError:  # no writable temp dir: the workers use the usual one (and envs may fail there too)
+            pass
 
     def _map_memory(self, start_method: str, size: int) -> mmap.mmap:
         if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
@@ -500,6 +512,7 @@ class Multiprocessing(VectorEnv):
             autoreset=self.autoreset_mode,
             reset_after_build=reset_after_build,
             restart_seeds=restart_seeds,
+            temp_dir=self._scratch[0] if self._scratch else None,
         )
         proc = self._ctx.Process(target=worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
         try:

@@ -12,6 +12,7 @@ import pickle
 import signal
 import struct
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ class WorkerSpec:
     #: with these seeds (``faults.restart_seeds``; None: unseeded), before it reports in
     reset_after_build: bool = False
     restart_seeds: Any = None
+    #: this process's temp dir (the vector env's own, removed when it closes); None: the usual
+    temp_dir: str | None = None
 
 
 class Worker:
@@ -284,6 +287,8 @@ def worker_main(spec: WorkerSpec) -> None:
             os.close(fd)
         except OSError:
             pass
+    if spec.temp_dir is not None:  # before any env is built: files a SIGKILL leaves behind go with the vector env
+        os.environ["TMPDIR"] = tempfile.tempdir = spec.temp_dir
     if isinstance(spec.factory, Pickled):
         spec.factory = spec.factory.obj
     worker = None

@@ -7,7 +7,9 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 
 import numpy as np
@@ -164,6 +166,41 @@ def test_a_worker_killed_while_idle_reports_with_its_next_results(no_leaks):
         assert truncations.tolist() == [True, False]
         assert faults_in(infos)[0]["fault"]["cause"] == "killed by signal SIGKILL"
         assert faults_in(infos)[0]["fault"]["phase"] in ("idle", "step")
+
+
+class TempFolderEnv(CountingEnv):
+    """Keeps a folder in the temp dir until closed, as each NetHack game does."""
+
+    def __init__(self):
+        super().__init__(episode_length=100)
+        self.folder = tempfile.mkdtemp(prefix="game-")
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def test_what_killed_workers_leave_in_the_temp_dir_goes_when_the_vector_env_closes(no_leaks):
+    root = tempfile.gettempdir()
+
+    def games() -> set[str]:  # games' folders straight in the temp dir (where they would be without ours)
+        return {p for p in os.listdir(root) if p.startswith("game-")}
+
+    before = games()
+    with restarting(TempFolderEnv) as envs:
+        no_leaks.extend(envs.pids)
+        envs.reset(seed=0)
+        folders = envs.get_attr("folder")
+        scratch = os.path.dirname(folders[0])
+        assert os.path.dirname(scratch) == root and os.path.basename(scratch).startswith("puffer-vector-")
+        assert os.path.dirname(folders[1]) == scratch  # the workers share one
+        for _ in range(2):  # each kill leaves the game's folder behind; the replacement makes another
+            os.kill(envs.pids[0], signal.SIGKILL)
+            _, _, _, truncations, infos = envs.step(np.zeros(2, int))
+            no_leaks.extend(envs.pids)
+            assert faults_in(infos) and truncations[0]
+        assert len(os.listdir(scratch)) == 4
+    assert not os.path.exists(scratch) and games() == before
+    assert tempfile.gettempdir() == root  # the main process's own temp dir is untouched
 
 
 def test_a_call_during_which_the_worker_dies_raises_and_the_envs_stay_usable(no_leaks):
