@@ -71,17 +71,21 @@ class Games:
             env.close()
 
 
-def _worker(words: Words, envs: range) -> None:
+def _worker(words: Words, envs: range, lowest_first: bool = False) -> None:
+    """Step ``envs`` as commands come: the oldest pending command first, or (``lowest_first``)
+    the lowest env with one pending."""
     games = Games(envs)
     last = dict.fromkeys(envs, 0)
     words.ctl[0] = 1
     cmd, done, action = words.cmd, words.done, words.action
     while not words.ctl[1]:
         oldest, seq = -1, 1 << 62
-        for e in envs:  # the oldest pending command first
+        for e in envs:
             c = cmd[e]
             if c != last[e] and c < seq:
                 oldest, seq = e, c
+                if lowest_first:
+                    break
         if oldest < 0:
             os.sched_yield()
             continue
