@@ -165,7 +165,8 @@ def main() -> None:
         return
     print(f"{ENV_ID}, {NUM_ENVS} envs, batches of {BATCH}, {r['cpus']} CPUs; raw loop {r['raw_sps']:,.0f} steps/s")
     for c in r["cases"]:
-        print(f"  {c['split']:<28} work {c['work_us']:5.1f} µs/batch  {c['sps']:9,.0f} steps/s = {c['over_raw']:.3f}× raw")
+        work = f"work {c['work_us']:5.1f} µs/batch"
+        print(f"  {c['split']:<28} {work}  {c['sps']:9,.0f} steps/s = {c['over_raw']:.3f}× raw")
     b = r["backend"]
     print(f"  {'Puffer Core, 1 worker + main share':<51} {b['sps']:9,.0f} steps/s = {b['over_raw']:.3f}× raw")
 
