@@ -16,6 +16,7 @@ from puffer_core.emulation import (
     emulate,
 )
 from puffer_core.errors import APIUsageError, SpaceError
+from puffer_core.postprocess import EpisodeStats
 
 # ----------------------------------------------------------------------------- test envs
 
@@ -639,6 +640,36 @@ def test_emulation_overhead_times_the_emulator_with_or_without_episode_stats(mon
         lambda: gymnasium.make("CartPole-v1"), steps=200, rounds=2, episode_stats=episode_stats
     )
     assert len(wrapped) == int(episode_stats) and result["ratio"] > 0
+
+
+def test_the_floor_loop_does_the_emulators_work_on_the_same_games():
+    # The floor is a fair lower bound only if it does what the emulator does: same
+    # observations, rewards, flags and infos, episode statistics included.
+    from puffer_core.bench.emulation import _floor_loop
+
+    step, reset = _floor_loop(gymnasium.make("CartPole-v1"))
+    emu = GymnasiumEmulator(EpisodeStats(gymnasium.make("CartPole-v1")))
+    obs, _ = reset(seed=3)
+    np.testing.assert_array_equal(obs, emu.reset(seed=3)[0])
+    ends = 0
+    for t in range(300):
+        action = (t // 3) % 2
+        ours, theirs = step(action), emu.step_in_place(action)
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        assert ours[1:] == theirs[1:]
+        if ours[2] or ours[3]:
+            ends += 1
+            assert ours[4]["episode_length"] > 0
+            np.testing.assert_array_equal(reset()[0], emu.reset()[0])
+    assert ends >= 2
+
+
+def test_floor_overhead_applies_only_where_the_floor_loop_is_written_for():
+    from puffer_core.bench.emulation import floor_overhead
+
+    result = floor_overhead(lambda: gymnasium.make("CartPole-v1"), steps=400, rounds=2)
+    assert set(result) == {"raw_sps", "emulated_sps", "ratio"} and result["ratio"] > 0
+    assert floor_overhead(lambda: gymnasium.make("Pendulum-v1"), steps=100, rounds=2) is None  # a Box action
 
 
 def test_unflatten_refuses_rows_it_could_only_copy():

@@ -46,7 +46,7 @@ from puffer_core._multiagent import is_multiagent
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
 from puffer_core.bench.ceiling import parallel_ceiling
-from puffer_core.bench.emulation import emulation_overhead
+from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.settings import STANDARD, main_share_settings, mp_settings, unavailable_reason
 from puffer_core.bench.timing import random_action_batches, time_async, time_gym_vector, time_raw, time_sb3
@@ -431,8 +431,10 @@ def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
             probe.close()
     steps = max(2000, int(sps * seconds))
     result = emulation_overhead(lambda: make_raw(env_id), steps)
-    # The emulator alone beside it: what the flat buffer costs, apart from episode statistics.
+    # The emulator alone beside it: what the flat buffer costs, apart from episode statistics;
+    # and the least any Python emulator with episode statistics costs, where it applies.
     bare = emulation_overhead(lambda: make_raw(env_id), steps, episode_stats=False)
+    floor = floor_overhead(lambda: make_raw(env_id), steps)
     return [
         {
             "name": "emulated single env (EpisodeStats + emulation)",
@@ -445,6 +447,7 @@ def _emulation_rows(env_id: str, seconds: float) -> list[dict]:
             "raw_sps": result["raw_sps"],
             "overhead": result["ratio"],
             "overhead_without_stats": bare["ratio"],
+            "overhead_floor": None if floor is None else floor["ratio"],
             "error": None,
         }
     ]
@@ -581,8 +584,10 @@ def _restart_row(env_id: str, num_envs: int) -> dict:
 def _annotation(row: dict, start: str = "", end: str = "") -> str:
     """What a row's own comparison says: emulation overhead, or an adapter's cost."""
     if row["kind"] == "emulation" and row.get("overhead"):
-        bare = row.get("overhead_without_stats")
+        bare, floor = row.get("overhead_without_stats"), row.get("overhead_floor")
         without = f"; {bare:.3f}× without episode statistics" if bare else ""
+        if floor:
+            without += f"; floor {floor:.3f}×, the least a Python emulator with them costs"
         return f" {start}(step time {row['overhead']:.3f}× raw{without}){end}"
     if row["kind"] == "adapter" and row.get("ratio_vs_backend"):
         return f" {start}({row['ratio_vs_backend']:.3f}× the vector env stepped directly){end}"

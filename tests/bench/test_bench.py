@@ -79,6 +79,7 @@ def test_run_bench_rows(rows):
     assert (mp["num_workers"], mp["batch_size"], mp["num_envs"]) == (2, 1, 2)
     emulation = [r for r in result if r["kind"] == "emulation"]
     assert len(emulation) == 1 and emulation[0]["overhead"] > 0 and emulation[0]["overhead_without_stats"] > 0
+    assert emulation[0]["overhead_floor"] > 0  # CartPole: a 1-D Box observation and a Discrete action
     adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
     expected = {"to_gymnasium(Multiprocessing w=2 b=2)"}
     if importlib.util.find_spec("stable_baselines3") or os.environ.get("PUFFER_REQUIRE_TORCH"):
@@ -214,7 +215,8 @@ def test_render_table(rows):
     text = console.export_text()
     assert "Serial" in text and "vs AsyncVectorEnv" in text and "1.00×" in text
     assert "× check_actions=False; the check takes" in text and "µs per send" in text
-    assert "× raw; " in text and "× without episode statistics)" in text
+    assert "× raw; " in text and "× without episode statistics; floor " in text
+    assert "×, the least a Python emulator with them costs)" in text
 
 
 def test_run_standard_writes_json_and_markdown(tmp_path):
