@@ -27,10 +27,7 @@ import time
 
 import numpy as np
 from env_units import Games, Words, _worker  # beside this file
-from work_bound import options, raw_loop
-
-from puffer_core import vector
-from puffer_core.bench.timing import time_async
+from work_bound import batches, main_share_envs, options, raw_loop
 
 ENV_ID = "nethack/score"
 NUM_ENVS, BATCH = 8, 4
@@ -115,16 +112,10 @@ def sketch_rate(main_games: int, work_us: float, seconds: float) -> float:
 
 
 def backend_rate(seconds: float) -> float:
-    """Steps/s of Puffer Core's best setting for few cores, as ``puffer bench`` times it."""
-    with vector.make(
-        ENV_ID,
-        num_envs=NUM_ENVS,
-        num_workers=1,
-        batch_size=BATCH,
-        backend="multiprocessing",
-        vector_kwargs={"main_share": True},
-    ) as envs:
-        return time_async(envs, seconds, 1.0, BATCH, envs.single_action_space, 0)
+    """Steps/s of Puffer Core's best setting for few cores (1 worker + the main share, batch 4)."""
+    with main_share_envs(ENV_ID, NUM_ENVS, BATCH) as envs:
+        elapsed, count = batches(envs, seconds)
+    return count * BATCH / elapsed
 
 
 def measure(seconds: float, rounds: int, work_us: tuple[float, ...]) -> dict:
