@@ -146,20 +146,23 @@ def emulation_overhead(
         emulated.close()
 
 
-def _floor_loop(env: Any) -> tuple[Callable, Callable] | None:
-    """(step, reset) doing per step only what an emulator with episode statistics must: the
-    action's ``int()``, the env's step, the observation copied into a buffer row, reward and
-    flags stored (through memoryviews, the cheapest store), return and length counted, and
-    an empty info (the episode's numbers at its end). None unless the env has a 1-D Box
-    observation and a 0-based Discrete action, the only case it is written for."""
+def _floor_fits(env: Any) -> bool:
+    """Whether ``_floor_loop`` is written for ``env``: a 1-D Box observation, a 0-based Discrete action."""
     obs_space, act_space = env.observation_space, env.action_space
-    if not (
+    return (
         isinstance(obs_space, gymnasium.spaces.Box)
         and len(obs_space.shape) == 1
         and isinstance(act_space, gymnasium.spaces.Discrete)
         and int(act_space.start) == 0
-    ):
-        return None
+    )
+
+
+def _floor_loop(env: Any) -> tuple[Callable, Callable]:
+    """(step, reset) doing per step only what an emulator with episode statistics must: the
+    action's ``int()``, the env's step, the observation copied into a buffer row, reward and
+    flags stored (through memoryviews, the cheapest store), return and length counted, and
+    an empty info (the episode's numbers at its end). Only for envs ``_floor_fits``."""
+    obs_space = env.observation_space
     row = np.zeros(obs_space.shape, obs_space.dtype)
     reward_mv, terminal_mv, truncation_mv = (
         memoryview(np.zeros(1, dtype)) for dtype in (np.float32, np.bool_, np.bool_)
@@ -196,11 +199,12 @@ def floor_overhead(env_factory: Callable[[], Any], steps: int, rounds: int = 10,
     """``emulation_overhead``'s measurement with ``_floor_loop`` in the emulator's place: the
     least overhead a Python emulator with episode statistics has on this env (None where the
     floor loop does not apply)."""
-    raw, inner = env_factory(), env_factory()
+    raw, inner = env_factory(), None
     try:
-        floor = _floor_loop(inner)
-        if floor is None:
+        if not _floor_fits(raw):
             return None
+        inner = env_factory()
+        floor = _floor_loop(inner)
         raw.action_space.seed(seed)
         actions = [int(raw.action_space.sample()) for _ in range(min(steps, 10_000))]
         raw.reset(seed=seed)
@@ -208,7 +212,8 @@ def floor_overhead(env_factory: Callable[[], Any], steps: int, rounds: int = 10,
         return interleaved((raw.step, raw.reset, actions), (*floor, actions), steps, rounds)
     finally:
         raw.close()
-        inner.close()
+        if inner is not None:
+            inner.close()
 
 
 def main(argv: list[str] | None = None) -> None:

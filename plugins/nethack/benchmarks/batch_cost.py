@@ -26,7 +26,7 @@ import os
 import time
 
 import numpy as np
-from env_units import Games, Words, _worker  # beside this file
+from env_units import batches_per_second, sketch  # beside this file
 from work_bound import batches, main_share_envs, options, raw_loop
 
 ENV_ID = "nethack/score"
@@ -45,17 +45,7 @@ def spin(microseconds: float) -> None:
 def sketch_rate(main_games: int, work_us: float, seconds: float) -> float:
     """Steps/s of batches ``0..3`` and ``4..7``, the main process stepping games ``< main_games``."""
     batches = [range(0, BATCH), range(BATCH, NUM_ENVS)]
-    words = Words(NUM_ENVS)
-    pid = os.fork()
-    if pid == 0:
-        try:
-            _worker(words, range(main_games, NUM_ENVS), lowest_first=True)
-        finally:
-            os._exit(0)
-    games = Games(range(main_games))
-    try:
-        while not words.ctl[0]:
-            time.sleep(0.01)
+    with sketch(NUM_ENVS, main_games, lowest_first=True) as (words, games):
         actions = np.random.default_rng(0).integers(0, games.envs[0].action_space.n, (64, BATCH)).tolist()
         ready, sent, pending, parts_left, seq = [0, 1], {}, [], [0, 0], 0
 
@@ -96,19 +86,7 @@ def sketch_rate(main_games: int, work_us: float, seconds: float) -> float:
                 sent[b] = theirs
             pending.extend(ours)
 
-        k, warm = 0, time.perf_counter() + 1.0
-        while time.perf_counter() < warm:
-            send(recv(), actions[k & 63])
-            k += 1
-        k0, start = k, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            send(recv(), actions[k & 63])
-            k += 1
-        return (k - k0) * BATCH / (time.perf_counter() - start)
-    finally:
-        words.ctl[1] = 1
-        os.waitpid(pid, 0)
-        games.close()
+        return BATCH * batches_per_second(lambda k: send(recv(), actions[k & 63]), seconds)
 
 
 def backend_rate(seconds: float) -> float:

@@ -24,10 +24,12 @@ per-batch path in the backend could win; the gap between its rows is what finer 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
 import time
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from work_bound import options, raw_loop  # beside this file: one raw loop and one set of options for both
@@ -94,23 +96,50 @@ def _worker(words: Words, envs: range, lowest_first: bool = False) -> None:
         done[oldest] = seq
 
 
-def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float, unit: int = 1) -> float:
-    """Steps/s with the main process stepping games ``0 … main_games − 1`` and 1 worker the
-    rest, in units of ``unit`` games: a unit's games are sent together and it is ready once
-    all of them are done (``unit = num_envs / 2``: whole-worker units, as the backend does)."""
-    units = [range(first, first + unit) for first in range(0, num_envs, unit)]
-    main_units = main_games // unit
+@contextlib.contextmanager
+def sketch(num_envs: int, main_games: int, lowest_first: bool = False) -> Iterator[tuple[Words, Games]]:
+    """The words, shared with a forked worker that steps games ``main_games …`` once it is
+    ready, and this process's games ``0 … main_games − 1``; on exit the worker stops and the
+    games close."""
     words = Words(num_envs)
     pid = os.fork()
     if pid == 0:
         try:
-            _worker(words, range(main_games, num_envs))
+            _worker(words, range(main_games, num_envs), lowest_first)
         finally:
             os._exit(0)
     games = Games(range(main_games))
     try:
         while not words.ctl[0]:
             time.sleep(0.01)
+        yield words, games
+    finally:
+        words.ctl[1] = 1
+        os.waitpid(pid, 0)
+        games.close()
+
+
+def batches_per_second(step: Callable[[int], None], seconds: float) -> float:
+    """``step(k)`` (one ``send(recv(), …)`` pair) called for a second's warm-up, then timed
+    for ``seconds``: pairs per second."""
+    k, warm = 0, time.perf_counter() + 1.0
+    while time.perf_counter() < warm:
+        step(k)
+        k += 1
+    k0, start = k, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(k)
+        k += 1
+    return (k - k0) / (time.perf_counter() - start)
+
+
+def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float, unit: int = 1) -> float:
+    """Steps/s with the main process stepping games ``0 … main_games − 1`` and 1 worker the
+    rest, in units of ``unit`` games: a unit's games are sent together and it is ready once
+    all of them are done (``unit = num_envs / 2``: whole-worker units, as the backend does)."""
+    units = [range(first, first + unit) for first in range(0, num_envs, unit)]
+    main_units = main_games // unit
+    with sketch(num_envs, main_games) as (words, games):
         actions = np.random.default_rng(0).integers(0, games.envs[0].action_space.n, (64, batch_size)).tolist()
         ready, sent, pending, seq, need = list(range(len(units))), {}, [], 0, batch_size // unit
 
@@ -145,19 +174,7 @@ def split_rate(num_envs: int, batch_size: int, main_games: int, seconds: float, 
                     words.cmd[e] = seq
                 sent[u] = seq
 
-        k, warm = 0, time.perf_counter() + 1.0
-        while time.perf_counter() < warm:
-            send(recv(), actions[k & 63])
-            k += 1
-        k0, start = k, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            send(recv(), actions[k & 63])
-            k += 1
-        return (k - k0) * batch_size / (time.perf_counter() - start)
-    finally:
-        words.ctl[1] = 1
-        os.waitpid(pid, 0)
-        games.close()
+        return batch_size * batches_per_second(lambda k: send(recv(), actions[k & 63]), seconds)
 
 
 def measure(num_envs: int, batch_size: int, seconds: float, rounds: int) -> dict:
