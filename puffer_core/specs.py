@@ -24,10 +24,14 @@ __all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "
 KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
 
 ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-PLUGIN_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+# ``\Z``, not ``$``: ``$`` also matches before a trailing newline. Plugin names and Python
+# versions reach the matrix's command lines (``--plugin NAME``, ``uv venv --python X.Y``).
+PLUGIN_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 # Debian policy: lower case letters, digits, + - . ; at least two characters, starts alnum.
 DEBIAN_PACKAGE_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-PYTHON_VERSION_RE = re.compile(r"^3\.\d+$")
+PYTHON_VERSION_RE = re.compile(r"^3\.\d+\Z")
+# PEP 508 distribution names (what packaging itself checks names against).
+PACKAGE_NAME_RE = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])\Z", re.IGNORECASE)
 ENV_VAR_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Instructions a layer snippet may not carry: they would change the image's base or user.
 FORBIDDEN_STEP_RE = re.compile(r"^\s*(FROM|USER)\b", re.IGNORECASE)
@@ -281,9 +285,11 @@ class CompatAxes:
     extras: tuple[str, ...] = ()
 
     def validate(self, plugin: str) -> None:
+        """Every name, version and requirement here ends up on a ``uv pip install`` command line
+        (or decides which cells run), so each must be exactly what it says: a package name, a
+        version, a PEP 508 requirement from the package index; never an option, URL or path."""
         what = "CompatAxes"
-        if not isinstance(self.package, str) or not self.package:
-            raise _fail(plugin, what, "package", f"must name a package, got {self.package!r}")
+        _check_package(plugin, what, "package", self.package)
         for version in _check_str_tuple(plugin, what, "versions", self.versions):
             _check_version(plugin, what, "versions", version)
         for py in _check_str_tuple(plugin, what, "python", self.python):
@@ -297,27 +303,95 @@ class CompatAxes:
             if not isinstance(companions, Mapping):
                 raise _fail(plugin, what, "pins", f"[{version!r}] must be a mapping")
             for name, pinned in companions.items():
+                _check_package(plugin, what, f"pins[{version}]", name)
                 _check_version(plugin, what, f"pins[{version}][{name}]", pinned)
         if not isinstance(self.axes, Mapping):
             raise _fail(plugin, what, "axes", "must map a package to a list of versions")
         for name, versions in self.axes.items():
+            _check_package(plugin, what, "axes", name)
             for version in _check_str_tuple(plugin, what, f"axes[{name}]", versions):
                 _check_version(plugin, what, f"axes[{name}]", version)
+        if isinstance(self.known_bad, (str, KnownBad)) or not isinstance(self.known_bad, (list, tuple)):
+            raise _fail(plugin, what, "known_bad", f"must be a list of KnownBad, got {self.known_bad!r}")
         for bad in self.known_bad:
-            if not isinstance(bad, KnownBad):
-                raise _fail(plugin, what, "known_bad", f"holds {bad!r}, not a KnownBad")
-            if not bad.reason:
-                raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} needs a reason")
-            for name, spec in bad.when.items():
-                try:
-                    SpecifierSet(spec)
-                except InvalidSpecifier:
-                    raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier") from None
-        _check_str_tuple(plugin, what, "extras", self.extras)
+            _check_known_bad(plugin, what, bad)
+        for requirement in _check_str_tuple(plugin, what, "extras", self.extras):
+            problem = requirement_problem(requirement)
+            if problem:
+                raise _fail(plugin, what, "extras", f"holds {requirement!r}, which {problem}")
 
 
-def _check_version(plugin: str, what: str, name: str, version: str) -> None:
+def _check_known_bad(plugin: str, what: str, bad: Any) -> None:
+    if not isinstance(bad, KnownBad):
+        raise _fail(plugin, what, "known_bad", f"holds {bad!r}, not a KnownBad")
+    if not isinstance(bad.when, Mapping) or not bad.when:
+        raise _fail(plugin, what, "known_bad", f"entry {bad.when!r} must map packages (or 'python') to specifiers")
+    if not isinstance(bad.reason, str) or not bad.reason.strip():
+        raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} needs a reason")
+    if CONTROL_CHAR_RE.search(bad.reason):
+        raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} has a reason of more than one line")
+    for name, spec in bad.when.items():
+        if not (isinstance(name, str) and name.lower() == "python"):
+            _check_package(plugin, what, "known_bad", name)
+        try:
+            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
+                raise InvalidSpecifier(spec)
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier") from None
+
+
+def package_name_problem(name: Any) -> str | None:
+    """Why ``name`` is not a distribution name (PEP 508: letters, digits, ``._-``, alphanumeric at both
+    ends), or None when it is. Such a name can never read as an option, a URL or a path."""
+    if not isinstance(name, str) or not PACKAGE_NAME_RE.match(name):
+        return "is not a package name (letters, digits, '.', '_' and '-', starting and ending with a letter or digit)"
+    return None
+
+
+def version_problem(version: Any) -> str | None:
+    """Why ``version`` is not one exact version (``1.2.0``, ``2.0.0rc1``), or None when it is."""
+    if not isinstance(version, str) or version != version.strip() or any(c.isspace() for c in version):
+        return "is not a version (no spaces around or inside it)"
     try:
         Version(version)
-    except (InvalidVersion, TypeError):
-        raise _fail(plugin, what, name, f"holds {version!r}, which is not a version") from None
+    except InvalidVersion:
+        return "is not a version"
+    return None
+
+
+def requirement_problem(text: Any) -> str | None:
+    """Why ``text`` is not a requirement the matrix may pass to ``uv pip install``, or None.
+
+    Accepted: a PEP 508 requirement naming a package of the index, with extras, a version
+    specifier and a marker (``pettingzoo[butterfly]>=1.24; python_version < "3.13"``).
+    Refused: anything an installer would read as an option (``--index-url=…``), a URL or a
+    path (``name @ https://…``, ``./wheel.whl``), and text with line breaks or outer spaces.
+    """
+    if not isinstance(text, str) or not text:
+        return "is not a requirement string"
+    if text.startswith("-"):
+        return "starts with '-', so an installer would read it as an option: give a requirement, not an option"
+    if CONTROL_CHAR_RE.search(text) or text != text.strip():
+        return "has a line break or spaces around it: give one requirement"
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement as exc:
+        return f"is not a PEP 508 requirement: {str(exc).splitlines()[0]}"
+    if requirement.url is not None:
+        return (
+            "names a URL or path: matrix cells install from the package index only, so give name[extras] and a version"
+        )
+    return None
+
+
+def _check_package(plugin: str, what: str, name: str, value: Any) -> None:
+    problem = package_name_problem(value)
+    if problem:
+        raise _fail(plugin, what, name, f"holds {value!r}, which {problem}")
+
+
+def _check_version(plugin: str, what: str, name: str, version: Any) -> None:
+    problem = version_problem(version)
+    if problem:
+        raise _fail(plugin, what, name, f"holds {version!r}, which {problem}")

@@ -5,6 +5,7 @@
 - :mod:`~puffer_core.matrix.model`: cells from each plugin's ``CompatAxes``
 - :mod:`~puffer_core.matrix.sources`: plugin discovery from source, source-tree hashes
 - :mod:`~puffer_core.matrix.runner`: one fresh uv venv per cell, install, smoke run, record
+- :mod:`~puffer_core.matrix.environment`: the allowlisted environment cells run with (``--pass-env``)
 - :mod:`~puffer_core.matrix.smoke`: what runs inside a cell
 - :mod:`~puffer_core.matrix.store`: results.json, written atomically after every cell
 - :mod:`~puffer_core.matrix.common`: the ``common`` set and constraints-common.txt

@@ -14,6 +14,7 @@ from rich.console import Console
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
 from puffer_core.matrix import render
+from puffer_core.matrix.environment import allowlist_help
 from puffer_core.matrix.render import SYMBOLS, _seconds
 from puffer_core.matrix.runner import RunOptions, run_matrix
 from puffer_core.matrix.store import MatrixError, ResultStore
@@ -123,7 +124,16 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
     return report
 
 
-@matrix.command("run")
+RUN_HELP = f"""Build the matrix: a fresh uv venv per changed cell, install, smoke run; results.json and views.
+
+Failing cells are recorded, never fatal: the command fails only when the matrix
+machinery itself breaks.
+
+{allowlist_help()}
+"""
+
+
+@matrix.command("run", help=RUN_HELP)
 @click.option("--plugin", "plugins", multiple=True, metavar="NAME", help="Only these plugins (repeatable, or a,b).")
 @click.option("--python", "pythons", multiple=True, metavar="X.Y", help="Only cells on this Python (repeatable).")
 @click.option("--quick", is_flag=True, help="Only the newest cell of each plugin, on the default Python (3.11).")
@@ -149,6 +159,14 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
 )
 @click.option("--no-builtins", is_flag=True, help="Leave out the built-in plugins (classic).")
 @click.option("--dry-run", is_flag=True, help="List the cells that would run; run and change nothing.")
+@click.option(
+    "--pass-env",
+    "pass_env",
+    multiple=True,
+    metavar="NAME",
+    help="Also give cells this variable of the caller's environment (repeatable; '*' and '?' glob, "
+    "as in tox's pass_env). Results of cells already run stay: add --force to re-run them.",
+)
 def run_cmd(
     plugins: tuple[str, ...],
     pythons: tuple[str, ...],
@@ -163,12 +181,8 @@ def run_cmd(
     work: str | None,
     no_builtins: bool,
     dry_run: bool,
+    pass_env: tuple[str, ...],
 ) -> None:
-    """Build the matrix: a fresh uv venv per changed cell, install, smoke run; results.json and views.
-
-    Failing cells are recorded, never fatal: the command fails only when the matrix
-    machinery itself breaks.
-    """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     options = RunOptions(
@@ -186,6 +200,7 @@ def run_cmd(
         keep_venvs=keep_venvs,
         builtins=not no_builtins,
         dry_run=dry_run,
+        pass_env=list(pass_env),
     )
     progress = Progress(
         TextColumn("[bold]matrix[/]"),

@@ -13,6 +13,12 @@ and writes the record to results.json at once. Everything a cell printed goes to
 ``compat_matrix/logs/<cell-id>.log``. A cell whose input hash (cell, plugin source,
 core source, runner schema) matches its record is skipped unless ``force``; failing
 cells never stop the run.
+
+What reaches a command line from plugin data was checked when the plugin loaded
+(``CompatAxes.validate``: package names, versions, PEP 508 requirements from the index) and
+is checked again just before ``uv pip install`` (the joint cell's pins come from
+results.json); options always come before a ``--``. Every command runs with an allowlisted
+environment, not the caller's: see :mod:`puffer_core.matrix.environment` and ``--pass-env``.
 """
 
 from __future__ import annotations
@@ -41,16 +47,17 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.matrix import common as common_mod
 from puffer_core.matrix import render
+from puffer_core.matrix.environment import STAGES, cell_environment, check_pass_env, unmatched_pass_env
 from puffer_core.matrix.model import DEFAULT_PYTHON, Cell, cells_for, select_cells, version_key
 from puffer_core.matrix.smoke import REPORTED
 from puffer_core.matrix.sources import PluginSource, copy_tree, core_tree_hash, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, atomic_write_text, now
-from puffer_core.specs import PYTHON_VERSION_RE
+from puffer_core.specs import PYTHON_VERSION_RE, requirement_problem
 
 __all__ = ["RunOptions", "RunSummary", "cell_input_hash", "run_matrix", "summarize_log"]
 
 #: Bump when what a cell does changes in a way that invalidates old results.
-RUNNER_SCHEMA = 1
+RUNNER_SCHEMA = 2  # 2: cells see an allowlisted environment
 DEFAULT_TIMEOUT = 1800.0
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -71,6 +78,8 @@ class RunOptions:
     keep_venvs: bool = False
     builtins: bool = True
     dry_run: bool = False  # list what would run, change nothing
+    #: Variables (names or ``*``/``?`` globs) cells get besides the allowlist (see environment.py).
+    pass_env: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.root = pathlib.Path(self.root).resolve()
@@ -129,35 +138,18 @@ def find_uv() -> str:
         raise MatrixError("the matrix needs uv: pip install uv (or set PUFFER_UV to its path)") from exc
 
 
-def subprocess_env() -> dict[str, str]:
-    """The environment of every cell command: no leaking Python paths or plugin selection."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in {
-            "PYTHONPATH",
-            "PYTHONHOME",
-            "VIRTUAL_ENV",
-            "PUFFER_LOAD_PLUGINS",
-            "PUFFER_DISABLE_PLUGINS",
-            "UV_PROJECT_ENVIRONMENT",
-            "CONDA_PREFIX",
-        }
-    }
-    env.setdefault("UV_PYTHON_DOWNLOADS", "never")  # a missing interpreter is a result, not a download
-    env["UV_NO_PROGRESS"] = "1"
-    env.setdefault("PYTHONFAULTHANDLER", "1")
-    return env
-
-
 class Processes:
-    """The child process groups in flight, so an interrupt can end exactly those."""
+    """The child process groups in flight, so an interrupt can end exactly those.
 
-    def __init__(self) -> None:
+    Each runs with the allowlisted environment of its stage (``install`` for uv's commands,
+    ``smoke`` for the run inside the venv; see :mod:`puffer_core.matrix.environment`).
+    """
+
+    def __init__(self, pass_env: list[str] | tuple[str, ...] = ()) -> None:
         self._lock = threading.Lock()
         self._live: set[subprocess.Popen] = set()
         self.stopping = False
+        self.environments = {stage: cell_environment(stage, pass_env) for stage in STAGES}
 
     def run(
         self,
@@ -165,7 +157,7 @@ class Processes:
         log: IO[str],
         deadline: float,
         cwd: pathlib.Path | None = None,
-        env: dict[str, str] | None = None,
+        stage: str = "install",
         capture_stdout: bool = False,
     ) -> tuple[int, str, str]:
         """Run ``cmd``, copying its output to ``log``; (returncode, stdout, stderr). Raises CellTimeout."""
@@ -182,7 +174,7 @@ class Processes:
             stderr=subprocess.PIPE if capture_stdout else subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
-            env=env or subprocess_env(),
+            env=self.environments[stage],
             text=True,
             errors="replace",
             start_new_session=True,  # its own process group: a timeout ends its children too
@@ -346,7 +338,7 @@ class Wheels:
             log.write(f"# wheel of {src} (source hash {key.rsplit('-', 1)[1]}), {now()}\n")
             try:
                 rc, out, _ = self.procs.run(
-                    [self.uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_out), str(staging)],
+                    [self.uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_out), "--", str(staging)],
                     log,
                     time.monotonic() + 600,
                 )
@@ -437,7 +429,10 @@ class _JobRun:
         return self.procs.run(cmd, self.log, self.deadline, **kwargs)
 
     def create_venv(self) -> bool:
-        rc, out, _ = self.run([self.uv, "venv", "--clear", "--python", self.job.python, str(self.venv)])
+        if not PYTHON_VERSION_RE.match(self.job.python):  # checked at plugin load; this is the command line
+            self.result.error = f"refused to create a venv for Python {self.job.python!r}: not a version like 3.12"
+            return False
+        rc, out, _ = self.run([self.uv, "venv", "--clear", "--python", self.job.python, "--", str(self.venv)])
         if rc == 0:
             return True
         missing = _NO_INTERPRETER.search(out)
@@ -459,7 +454,14 @@ class _JobRun:
             self.log.write(f"\n{exc.summary}\n(see {exc.log})\n")
             self.result.error = exc.summary
             return False
-        rc, out, _ = self.run([self.uv, "pip", "install", "--python", str(self.python), *targets, *job.requirements])
+        refused = [f"{req!r} {problem}" for req in job.requirements if (problem := requirement_problem(req))]
+        if refused:  # the joint cell's requirements come from results.json, a file anyone can edit
+            self.result.error = f"refused to install {'; '.join(refused)}"
+            self.log.write(f"\n{self.result.error}\n")
+            return False
+        rc, out, _ = self.run(
+            [self.uv, "pip", "install", "--python", str(self.python), "--", *targets, *job.requirements]
+        )
         if rc != 0:
             self.result.error = summarize_log(out)
             return False
@@ -481,9 +483,8 @@ class _JobRun:
         """The smoke run, from inside the venv (cwd is the venv: never the source tree)."""
         result = self.result
         cmd = [str(self.python), "-X", "faulthandler", "-m", "puffer_core.matrix.smoke", "--json"]
-        for plugin in self.job.plugins:
-            cmd += ["--plugin", plugin.name]
-        rc, out, err = self.run(cmd, cwd=self.venv, capture_stdout=True)
+        cmd += [f"--plugin={plugin.name}" for plugin in self.job.plugins]
+        rc, out, err = self.run(cmd, cwd=self.venv, stage="smoke", capture_stdout=True)
         report = None
         with contextlib.suppress(json.JSONDecodeError, IndexError):
             report = json.loads(out.strip().splitlines()[-1])
@@ -587,9 +588,10 @@ def _record(cell: Cell, input_hash: str, result: JobResult | None, excluded: boo
 
 
 @functools.cache
-def _interpreter_found(uv: str, python: str) -> bool:
+def _interpreter_found(uv: str, python: str, pass_env: tuple[str, ...] = ()) -> bool:
+    env = cell_environment("install", pass_env)
     try:
-        proc = subprocess.run([uv, "python", "find", python], capture_output=True, env=subprocess_env(), timeout=30)
+        proc = subprocess.run([uv, "python", "find", "--", python], capture_output=True, env=env, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0
@@ -612,7 +614,11 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     store = ResultStore(options.out / "results.json", read_only=options.dry_run)
     core_hash = core_tree_hash(options.root)
     uv = find_uv()
-    procs = Processes()
+    procs = Processes(options.pass_env)
+    summary.warnings += [
+        f"--pass-env {pattern} matches no variable of this environment"
+        for pattern in unmatched_pass_env(options.pass_env)
+    ]
     wheels = Wheels(options, uv, procs)
     todo, current = _plan_cells(options, store, sources, selected, core_hash, uv, summary)
     report(
@@ -650,6 +656,7 @@ def _selection(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, 
     """Every plugin with compat axes, and the ones this run selects; bad selections refused."""
     options.plugins = _split(options.plugins)
     options.pythons = _split(options.pythons)
+    options.pass_env = check_pass_env(_split(options.pass_env))
     for py in options.pythons:
         if not PYTHON_VERSION_RE.match(py):
             raise MatrixError(f"--python {py!r} is not a Python 3 version: write versions like 3.12")
@@ -725,7 +732,11 @@ def _needs_run(
             store.put(_record(cell, input_hash, None, excluded=True))
         return False
     unchanged = old is not None and old.input_hash == input_hash and old.outcome != "excluded"
-    if unchanged and old.outcome == "interpreter-missing" and _interpreter_found(uv, cell.python):
+    if (
+        unchanged
+        and old.outcome == "interpreter-missing"
+        and _interpreter_found(uv, cell.python, tuple(options.pass_env))
+    ):
         unchanged = False  # the interpreter has appeared since: worth a real try
     if unchanged and not options.force:
         summary.skipped += 1

@@ -48,6 +48,7 @@ SKIP_SUFFIXES = (".pyc", ".pyo", ".so.tmp")
 MATRIX_HOST_ONLY = {
     "model.py",
     "runner.py",
+    "environment.py",
     "store.py",
     "render.py",
     "common.py",
