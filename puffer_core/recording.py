@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.atomic import make_temporary, remove_stale_temporaries, replace_durably, temporary_beside
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
 from puffer_core.plugins import get_plugins
 from puffer_core.vector.base import EnvFactory
@@ -47,6 +48,7 @@ DEFAULT_FPS = 30.0
 RECORD_INSTALL = "pip install 'puffer-core[record]'"
 _CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: each text frame replaces the last
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+PARTIAL = "partial"  # the tag of a recording's temporary file (puffer_core.atomic)
 
 
 @dataclass(frozen=True)
@@ -67,10 +69,27 @@ class Recording:
 
 
 def plan_recording(
-    env: Any, path: str | os.PathLike, env_kwargs: Mapping[str, Any] | None = None, episodes: int | None = None
+    env: Any,
+    path: str | os.PathLike,
+    env_kwargs: Mapping[str, Any] | None = None,
+    episodes: int | None = None,
+    overwrite: bool = False,
 ) -> Recording:
     """A checked ``Recording`` of ``env`` (an env id or creator) into ``path``: MP4/GIF for
-    pixel envs, asciinema ``.cast`` for text envs; one-line ``APIUsageError`` otherwise."""
+    pixel envs, asciinema ``.cast`` for text envs.
+
+    Args:
+        env: an env id or a creator.
+        path: the file to write; its suffix picks the format.
+        env_kwargs: the creator's kwargs.
+        episodes: how many episodes to record (None: every one until the vector env closes).
+        overwrite: replace ``path`` if it exists (refused otherwise).
+
+    Raises:
+        APIUsageError: one line naming what is wrong (suffix, directory, an existing file,
+            an env that cannot render that way).
+        MissingDependencyError: imageio is missing for a video.
+    """
     target = Path(path)
     suffix = target.suffix.lower()
     if suffix not in FORMATS:
@@ -78,7 +97,7 @@ def plan_recording(
             f"cannot record to {str(path)!r}: unknown suffix {suffix or '(none)'!r}; "
             "use .mp4 or .gif (pixel envs) or .cast (text envs, asciinema)"
         )
-    _check_writable(target)
+    _check_writable(target, overwrite)
     mode = FORMATS[suffix]
     if mode == "rgb_array":
         _require_imageio(suffix)
@@ -190,17 +209,21 @@ def _check_fps(fps: Any) -> float:
     return float(fps)
 
 
-def _check_writable(target: Path) -> None:
+def _check_writable(target: Path, overwrite: bool) -> None:
     if target.is_dir():
         raise APIUsageError(f"cannot record to {str(target)!r}: it is a directory; give a file name such as run.mp4")
+    if target.exists() and not overwrite:
+        raise APIUsageError(
+            f"cannot record to {str(target)!r}: the file exists; pass --overwrite (overwrite=True) to replace it, "
+            "or choose another path"
+        )
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise APIUsageError(f"cannot record to {str(target)!r}: the directory {str(parent)!r} does not exist")
     # Try it: permission bits do not tell root (or a read-only mount, or /proc) the truth.
-    probe = parent / f".{target.stem}.{os.getpid()}.write-test"
     try:
-        probe.open("w").close()
-        probe.unlink()
+        with temporary_beside(target, "write-test"):
+            pass
         if target.exists():
             target.open("a").close()
     except OSError as exc:
@@ -292,24 +315,11 @@ def open_sink(recording: Recording) -> Any:
 
 
 def _partial(path: str) -> Path:
-    """Where a recording is written until it is complete (same suffix: the writer picks the
-    format by it); partial files of processes that died first (a restarted worker) go."""
-    target = Path(path)
-    for stale in target.parent.glob(f".{target.stem}.*.partial{target.suffix}"):
-        pid = stale.name[len(target.stem) + 2 : -len(f".partial{target.suffix}")]
-        if pid.isdigit() and not _alive(int(pid)):
-            stale.unlink(missing_ok=True)
-    return target.with_name(f".{target.stem}.{os.getpid()}.partial{target.suffix}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
+    """Where a recording is written until it is complete: a new uniquely named file beside
+    ``path`` (same suffix: the writer picks the format by it). Partial files of processes
+    that died first (a restarted worker) go; names are matched exactly, never globbed."""
+    remove_stale_temporaries(path, PARTIAL)
+    return make_temporary(path, PARTIAL)
 
 
 class _FileSink:
@@ -329,11 +339,12 @@ class _FileSink:
         self.frames += 1
 
     def close(self) -> None:
-        if self.out is None:
+        if self.out is None:  # not one frame came: nothing to keep
+            self.partial.unlink(missing_ok=True)
             return
         out, self.out = self.out, None
         out.close()
-        os.replace(self.partial, self.path)
+        replace_durably(self.partial, self.path)
 
     def _open(self, first: Any) -> Any:
         raise NotImplementedError

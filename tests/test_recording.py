@@ -16,7 +16,7 @@ from plugin_site import run_puffer
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
-from puffer_core.recording import Recorder, plan_recording, plan_watch, text_size
+from puffer_core.recording import CastSink, Recorder, plan_recording, plan_watch, text_size
 from puffer_core.specs import EnvSpec
 from puffer_core.testing import played_frames
 
@@ -201,6 +201,7 @@ def test_puffer_run_records_a_gif(tmp_path):
         (["--watch", "--json"], "cannot go with --json", 2),
         (["--fps", "5"], "--fps sets the speed of --watch", 2),
         (["--record-episodes", "2"], "--record-episodes needs --record PATH", 2),
+        (["--overwrite"], "--overwrite replaces the --record file; give --record PATH", 2),
     ],
 )
 def test_puffer_run_bad_recording_options(tmp_path, args, message, code):
@@ -212,7 +213,51 @@ def test_puffer_run_bad_recording_options(tmp_path, args, message, code):
 
 
 def test_partial_files_of_dead_processes_are_swept(tmp_path):
-    stale = tmp_path / ".run.999999999.partial.gif"  # no such pid
+    stale = tmp_path / ".run.gif.999999999-abcdefgh.partial.gif"  # no such pid
     stale.write_bytes(b"half")
     _run(tmp_path / "run.gif", steps=2)
     assert sorted(os.listdir(tmp_path)) == ["run.gif"]
+
+
+def test_the_sweep_matches_exact_names_not_glob_patterns(tmp_path):
+    # `.run[1].gif.*` as a glob would match `.run1.gif.*`: another recording's partial file.
+    mine = tmp_path / ".run[1].gif.999999999-abcdefgh.partial.gif"
+    other = tmp_path / ".run1.gif.999999999-abcdefgh.partial.gif"
+    lookalike = tmp_path / ".run[1].gif.999999999-abcdefgh-x.partial.gif"  # not a name we make
+    for path in (mine, other, lookalike):
+        path.write_bytes(b"half")
+    _run(tmp_path / "run[1].gif", steps=2)
+    assert sorted(os.listdir(tmp_path)) == sorted([other.name, lookalike.name, "run[1].gif"])
+
+
+def test_two_recordings_of_one_target_never_share_a_partial_file(tmp_path):
+    target = tmp_path / "run.cast"
+    first, second = (CastSink(str(target), 10.0) for _ in range(2))
+    assert first.partial != second.partial and first.partial.parent == second.partial.parent == tmp_path
+    first.close()
+    second.close()
+    assert os.listdir(tmp_path) == []  # neither got a frame: nothing kept
+
+
+def test_an_existing_recording_is_refused_unless_overwrite(tmp_path):
+    path = tmp_path / "run.gif"
+    path.write_bytes(b"keep me")
+    with pytest.raises(APIUsageError, match=r"the file exists; pass --overwrite \(overwrite=True\)"):
+        plan_recording("classic/cartpole", path)
+    with pytest.raises(APIUsageError, match="the file exists"):
+        vector.make("classic/cartpole", vector_kwargs={"record": str(path)})
+    assert path.read_bytes() == b"keep me"
+    plan_recording("classic/cartpole", path, overwrite=True)
+
+
+def test_puffer_run_overwrites_only_when_asked(tmp_path):
+    path = tmp_path / "cartpole.gif"
+    path.write_bytes(b"keep me")
+    args = ("run", "classic/cartpole", "--steps", "20", "--record", str(path), "--record-episodes", "1")
+    refused = run_puffer(None, *args)
+    assert refused.returncode == 1 and "the file exists; pass --overwrite" in refused.stderr, refused.stderr
+    assert path.read_bytes() == b"keep me"
+    replaced = run_puffer(None, *args, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert iio.imread(path, index=None).shape[1:3] == CARTPOLE_FRAME[:2]
+    assert sorted(os.listdir(tmp_path)) == ["cartpole.gif"]

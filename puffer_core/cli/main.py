@@ -176,6 +176,7 @@ def run_cmd(
     batch_size: int | None,
     kwargs: tuple[str, ...],
     record_path: str | None,
+    overwrite: bool,
     record_episodes: int | None,
     watch: bool,
     fps: float | None,
@@ -194,7 +195,7 @@ def run_cmd(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     env_kwargs = parse_pairs(kwargs, "--kwarg")
-    recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json)
+    recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
     options = dict(
         steps=steps,
         num_envs=num_envs,
@@ -246,6 +247,7 @@ def _recording(
     watch: bool,
     fps: float | None,
     as_json: bool,
+    overwrite: bool,
 ) -> Any:
     """The checked recording ``puffer run`` asked for (None: none); usage errors name the clash."""
     if watch and path is not None:
@@ -256,11 +258,13 @@ def _recording(
         raise click.UsageError("--fps sets the speed of --watch; recordings play at the env's own frame rate")
     if episodes is not None and path is None:
         raise click.UsageError("--record-episodes needs --record PATH")
+    if overwrite and path is None:
+        raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _require_known_env(env_id)
     if watch:
         return plan_watch(env_id, env_kwargs, fps)
     if path is not None:
-        return plan_recording(env_id, path, env_kwargs, episodes)
+        return plan_recording(env_id, path, env_kwargs, episodes, overwrite=overwrite)
     return None
 
 

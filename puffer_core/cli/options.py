@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from puffer_core.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS
+
 __all__ = [
     "BATCH_SIZE",
     "EPISODES",
@@ -24,12 +26,6 @@ __all__ = [
     "STEPS",
     "Bounded",
 ]
-
-MAX_SEED = 2**62 - 1  # vector envs seed env i with seed + i, in [0, 2**62)
-MAX_STEPS = 10**12
-MAX_ENVS = 65_536
-MAX_WORKERS = 1_024
-MAX_EPISODES = 1_000_000
 
 
 class Bounded(click.ParamType):
@@ -76,8 +72,15 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
 
 
 def record_option(help: str) -> Any:
-    """``--record PATH`` (the command's ``record_path``): where a recording goes; its suffix picks the format."""
-    return click.option("--record", "record_path", type=click.Path(dir_okay=False), help=help)
+    """``--record PATH`` (the command's ``record_path``): where a recording goes, its suffix picking
+    the format; and ``--overwrite`` (``overwrite``): an existing file is refused without it."""
+    record = click.option("--record", "record_path", type=click.Path(dir_okay=False), help=help)
+    overwrite = click.option("--overwrite", is_flag=True, help="Replace the --record file if it exists.")
+
+    def both(command: Any) -> Any:
+        return record(overwrite(command))
+
+    return both
 
 
 #: ``--kwarg KEY=VALUE`` (repeatable): keyword arguments for the env's creator.

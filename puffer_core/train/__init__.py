@@ -19,7 +19,9 @@ __all__ = [
     "EvalResult",
     "PPOConfig",
     "Policy",
+    "TrainingDiverged",
     "TrainingInterrupted",
+    "UnsafeCheckpointError",
     "evaluate",
     "load",
     "ppo",
@@ -35,7 +37,9 @@ _HOMES = {
     "EvalResult": "evaluation",
     "evaluate": "evaluation",
     "Policy": "policy",
+    "TrainingDiverged": "trainer",
     "TrainingInterrupted": "trainer",
+    "UnsafeCheckpointError": "checkpoint",
     "ppo": "trainer",
 }
 

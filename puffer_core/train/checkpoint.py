@@ -1,27 +1,45 @@
-"""``DIR/policy.pt``: everything a run needs to be evaluated or resumed, written atomically.
+"""``DIR/policy.pt``: everything a run needs to be evaluated or resumed, written atomically,
+read as data.
 
 A checkpoint holds the env it was trained on (id and kwargs), the settings, the policy's
 and the optimizer's weights, the step count, the curve so far and the flat spaces it was
 built for, so that ``--resume`` on another env, or an env whose spaces changed, is refused
 with a message instead of failing deep inside torch.
+
+A checkpoint is data, not code: it is read with ``torch.load(weights_only=True)``, which
+unpickles only tensors and plain values, so a file whose pickle would call a function (a
+downloaded ``policy.pt`` that runs a command on load) is refused with one line naming what
+it held. What it holds is then checked field by field, its settings by
+``PPOConfig.validate``, before anything is built from it.
 """
 
 from __future__ import annotations
 
-import io
-from dataclasses import dataclass, field
+import os
+import pickle
+import re
+import warnings
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from puffer_core.atomic import remove_stale_temporaries, replace_durably, temporary_beside
 from puffer_core.errors import APIUsageError
-from puffer_core.train.curve import write_atomically
+from puffer_core.train.config import PPOConfig
 
-__all__ = ["FORMAT", "Checkpoint", "load", "save"]
+__all__ = ["FILENAME", "FORMAT", "Checkpoint", "UnsafeCheckpointError", "load", "save"]
 
+#: The layout written now; bump the number when the layout changes, and teach ``_upgrade``
+#: to read the one before (or to say what to do instead).
 FORMAT = "puffer-train/1"
 FILENAME = "policy.pt"
+_FORMAT_PREFIX = "puffer-train/"
+
+
+class UnsafeCheckpointError(APIUsageError):
+    """A checkpoint's pickle holds something other than tensors and plain data (code)."""
 
 
 @dataclass
@@ -37,28 +55,112 @@ class Checkpoint:
     spaces: dict[str, str]  # repr of the flat observation and action spaces
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def settings(self, source: str = "the checkpoint") -> PPOConfig:
+        """The run's PPO settings, validated (unknown keys refused)."""
+        return PPOConfig.from_saved(self.config, source)
 
-def save(directory: Path, checkpoint: Checkpoint) -> Path:
-    buffer = io.BytesIO()
-    torch.save({"format": FORMAT, **checkpoint.__dict__}, buffer)
+
+def save(directory: str | Path, checkpoint: Checkpoint) -> Path:
+    """Write ``DIR/policy.pt`` through a uniquely named temporary file in ``DIR``, flushed,
+    fsynced and renamed: a crash mid-save leaves the previous checkpoint in place."""
     path = Path(directory) / FILENAME
-    write_atomically(path, buffer.getvalue())
+    remove_stale_temporaries(path)
+    with temporary_beside(path) as tmp:
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **checkpoint.__dict__}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        replace_durably(tmp, path)
     return path
 
 
 def load(directory: str | Path) -> Checkpoint:
-    """The checkpoint in ``directory`` (or the file itself); APIUsageError saying what is wrong."""
+    """The checkpoint in ``directory`` (or the file itself), read as data.
+
+    Raises:
+        UnsafeCheckpointError: the file's pickle would run code (names what it held).
+        APIUsageError: no such file, not a checkpoint, a layout this version cannot read, or
+            fields and settings that do not check out.
+    """
     path = Path(directory)
     if path.is_dir():
         path = path / FILENAME
     if not path.exists():
         raise APIUsageError(f"{path} does not exist: give the --out directory of a `puffer train` run")
+    data = _read(path)
+    if not isinstance(data, dict) or not isinstance(data.get("format"), str):
+        found = type(data).__name__ if not isinstance(data, dict) else "no format"
+        raise APIUsageError(f"{path} is not a puffer train checkpoint ({found}); give a policy.pt `puffer train` wrote")
+    data = _upgrade(path, data)
+    checkpoint = _checked(path, data)
+    checkpoint.settings(str(path))
+    return checkpoint
+
+
+def _read(path: Path) -> Any:
     try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
+        with warnings.catch_warnings():  # torch warns of pickle protocols; the outcome is what matters
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        held = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        what = f"a reference to {held.group(1)}" if held else "pickle instructions that are not plain data"
+        raise UnsafeCheckpointError(
+            f"{path} holds {what}, which would run code on load: refused (a checkpoint holds only tensors and plain "
+            "data; do not load this file)"
+        ) from None
     except Exception as exc:
         raise APIUsageError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise APIUsageError(f"{path} is not a puffer train checkpoint (format {found!r}, expected {FORMAT!r})")
-    data.pop("format")
+
+
+def _upgrade(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` in today's layout, from any layout this version can read."""
+    written = data.pop("format")
+    if written == FORMAT:
+        return data
+    if not written.startswith(_FORMAT_PREFIX):
+        raise APIUsageError(f"{path} is not a puffer train checkpoint (format {written!r}, expected {FORMAT!r})")
+    version, current = written[len(_FORMAT_PREFIX) :], FORMAT[len(_FORMAT_PREFIX) :]
+    if version.isdigit() and int(version) > int(current):
+        raise APIUsageError(
+            f"{path} was written by a newer puffer-core (format {written!r}; this one reads {FORMAT!r}): upgrade "
+            "puffer-core to use it"
+        )
+    raise APIUsageError(
+        f"{path} has an old layout ({written!r}) this puffer-core cannot read: retrain, or evaluate it with the "
+        "puffer-core version that wrote it"
+    )
+
+
+#: What each field of a checkpoint must be (after weights_only loading, only plain types remain).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "env": (str,),
+    "env_kwargs": (dict,),
+    "config": (dict,),
+    "policy": (dict,),
+    "optimizer": (dict, type(None)),
+    "step": (int,),
+    "seconds": (int, float),
+    "curve": (dict,),
+    "spaces": (dict,),
+    "extra": (dict,),
+}
+
+
+def _checked(path: Path, data: dict[str, Any]) -> Checkpoint:
+    names = [f.name for f in fields(Checkpoint)]
+    unknown = sorted(str(key) for key in data if key not in names)
+    missing = [name for name in names if name not in data and name != "extra"]
+    if unknown or missing:
+        problem = f"unknown fields {unknown}" if unknown else f"missing fields {missing}"
+        raise APIUsageError(f"{path} is not a checkpoint this puffer-core wrote ({problem}); retrain with this version")
+    for name, types in _FIELD_TYPES.items():
+        if name in data and (isinstance(data[name], bool) or not isinstance(data[name], types)):
+            raise APIUsageError(f"{path}: field {name!r} is a {type(data[name]).__name__}, not a checkpoint's")
+    bad_keys = [key for key in data["env_kwargs"] if not isinstance(key, str)]
+    if bad_keys:
+        raise APIUsageError(f"{path}: env kwargs must have string names, got {bad_keys[0]!r}")
+    tensors = [key for key, value in data["policy"].items() if not isinstance(value, torch.Tensor)]
+    if tensors:
+        raise APIUsageError(f"{path}: the policy's {tensors[0]!r} is not a tensor")
     return Checkpoint(**data)

@@ -25,6 +25,7 @@ from puffer_core.cli.options import (
     parse_pairs,
     record_option,
 )
+from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording
 from puffer_core.train.curve import require_matplotlib
@@ -97,6 +98,7 @@ def train_cmd(
     settings: tuple[str, ...],
     kwargs: tuple[str, ...],
     record_path: str | None,
+    overwrite: bool,
     record_episodes: int,
     as_json: bool,
 ) -> None:
@@ -107,8 +109,10 @@ def train_cmd(
     cast for text envs.
 
     Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
-    --resume OUT` continues (ENV_ID may then be left out). `puffer eval OUT` plays the
-    policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
+    --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
+    --kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
+    saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
+    OUT` plays the policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
     gae_lambda, num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef,
     vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
     Needs the train extra: pip install 'puffer-core[train]'.
@@ -120,11 +124,20 @@ def train_cmd(
     if resume is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
     env_kwargs = parse_pairs(kwargs, "--kwarg") or None
+    if overwrite and record_path is None:
+        raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _check_before_torch(env_id, resume, chosen)
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
-        recording = plan_recording(env_id, record_path, env_kwargs, record_episodes)
+        recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
     train = _import_train()
+    if resume is not None:
+        saved = train.load(resume)
+        if env_id is not None and env_id != saved.env:
+            message = f"the run to resume was trained on {saved.env}, not {env_id}; drop ENV_ID or pick its run"
+            raise APIUsageError(message)
+        source = _checkpoint_file(resume, "--resume")
+        _announce("resuming", saved.env, {**saved.env_kwargs, **(env_kwargs or {})}, source)
     if resume is None and out is None:
         out = _default_out(env_id)
     total = chosen.get("steps") or train.PPOConfig().steps
@@ -142,9 +155,16 @@ def train_cmd(
             curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
     recorded = None
     if record_path is not None:
-        recorded = train.evaluate(out or resume, record_episodes, record=recording).to_json()
+        recorded = train.evaluate(out or resume, record_episodes, record=recording, overwrite=overwrite).to_json()
         recorded["record"] = record_path
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
+
+
+def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> None:
+    """Say, before anything is built, which env and kwargs a checkpoint makes this command build."""
+    shown = ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) or "no kwargs"
+    line = f"{doing} {env} with {shown} (from {source}; --kwarg K=V overrides)"
+    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:
@@ -204,13 +224,35 @@ def _report_training(
 @click.option("--episodes", default=10, show_default=True, type=EPISODES, help="Episodes to play.")
 @click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
 @click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
+@env_kwargs_option
 @record_option("Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
-def eval_cmd(run: Path, episodes: int, seed: int, sample: bool, record_path: str | None, as_json: bool) -> None:
-    """Play the policy that `puffer train` saved in DIR; report its episode returns."""
-    _checkpoint_file(run, "DIR")
+def eval_cmd(
+    run: Path,
+    episodes: int,
+    seed: int,
+    sample: bool,
+    kwargs: tuple[str, ...],
+    record_path: str | None,
+    overwrite: bool,
+    as_json: bool,
+) -> None:
+    """Play the policy that `puffer train` saved in DIR; report its episode returns.
+
+    DIR/policy.pt is read as data (tensors and plain values only): a file that would run
+    code on load is refused. The env and kwargs it names are printed before anything is
+    built; --kwarg K=V overrides any of them.
+    """
+    if overwrite and record_path is None:
+        raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
+    path = _checkpoint_file(run, "DIR")
+    env_kwargs = parse_pairs(kwargs, "--kwarg")
     train = _import_train()
-    result = train.evaluate(run, episodes, seed=seed, greedy=not sample, record=record_path)
+    saved = train.load(path)
+    _announce("playing", saved.env, {**saved.env_kwargs, **env_kwargs}, path)
+    result = train.evaluate(
+        path, episodes, seed=seed, greedy=not sample, record=record_path, env_kwargs=env_kwargs, overwrite=overwrite
+    )
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

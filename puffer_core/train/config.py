@@ -9,11 +9,12 @@ use: ``--set num_envs=8 --set rollout_steps=128 --set learning_rate=2.5e-4``.
 from __future__ import annotations
 
 import dataclasses
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.errors import APIUsageError
+from puffer_core.limits import MAX_ENVS, MAX_SECONDS, MAX_SEED, MAX_STEPS, MAX_WORKERS, check_int, check_number
 
 __all__ = ["PPOConfig"]
 
@@ -50,24 +51,30 @@ class PPOConfig:
     checkpoint_seconds: float = 30.0  # how often policy.pt is refreshed during a run
 
     def validate(self) -> PPOConfig:
-        positive = ("steps", "num_envs", "rollout_steps", "num_minibatches", "update_epochs", "hidden_size")
-        for name in positive:
+        """Check every setting's type and range; the first bad one is a one-line APIUsageError."""
+        for name, check in _CHECKS.items():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise APIUsageError(f"{name} must be a positive int, got {value!r}")
-        if self.steps > 10**12:
-            raise APIUsageError(f"steps {self.steps:,} is absurd; give at most 10**12")
-        for name in ("learning_rate", "max_grad_norm", "clip_coef"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
-                raise APIUsageError(f"{name} must be a positive number, got {value!r}")
-        for name in ("gamma", "gae_lambda"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
-                raise APIUsageError(f"{name} must be in [0, 1], got {value!r}")
-        if self.torch_threads is not None and (not isinstance(self.torch_threads, int) or self.torch_threads < 1):
-            raise APIUsageError(f"torch_threads must be None or an int ≥ 1, got {self.torch_threads!r}")
+            if value is None and name in _OPTIONAL:
+                continue
+            check(name, value)
         return self
+
+    @classmethod
+    def from_saved(cls, saved: Any, source: str) -> PPOConfig:
+        """The settings a checkpoint holds, validated; ``source`` names the file in errors."""
+        if not isinstance(saved, dict):
+            raise APIUsageError(f"{source}: its settings are a {type(saved).__name__}, not a dict of PPO settings")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(str(key) for key in saved if key not in names)
+        if unknown:
+            raise APIUsageError(
+                f"{source}: unknown PPO setting(s) {', '.join(map(repr, unknown))} in the checkpoint "
+                "(written by another version of puffer-core?); retrain with this version"
+            )
+        try:
+            return cls(**saved).validate()
+        except APIUsageError as exc:
+            raise APIUsageError(f"{source}: the saved settings are not valid: {exc}") from None
 
     def replace(self, **changes: Any) -> PPOConfig:
         names = [f.name for f in dataclasses.fields(self)]
@@ -78,3 +85,66 @@ class PPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+#: The widest hidden layer: 16k units are already a 1 GB weight matrix per layer.
+MAX_HIDDEN = 16_384
+BACKENDS = ("serial", "multiprocessing", "mp", "ray")
+ON_FAULT = ("raise", "restart")
+
+
+def _int(low: int, high: int) -> Callable[[str, Any], Any]:
+    return lambda name, value: check_int(name, value, low, high)
+
+
+def _number(low: float, high: float, low_open: bool = False) -> Callable[[str, Any], Any]:
+    return lambda name, value: check_number(name, value, low, high, low_open=low_open)
+
+
+def _flag(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise APIUsageError(f"{name} must be true or false, got {value!r}")
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value not in choices:
+            raise APIUsageError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+
+    return check
+
+
+def _device(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise APIUsageError(f"{name} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+
+
+#: Settings that may be None (each meaning a default chosen at run time).
+_OPTIONAL = {"num_workers", "device", "target_kl", "torch_threads"}
+#: One check per PPOConfig field (a test fails when a field has none).
+_CHECKS: dict[str, Callable[[str, Any], Any]] = {
+    "steps": _int(1, MAX_STEPS),
+    "num_envs": _int(1, MAX_ENVS),
+    "num_workers": _int(1, MAX_WORKERS),
+    "backend": _one_of(BACKENDS),
+    "on_fault": _one_of(ON_FAULT),
+    "seed": _int(0, MAX_SEED),
+    "device": _device,
+    "rollout_steps": _int(1, 1_000_000),
+    "learning_rate": _number(0, 10, low_open=True),
+    "anneal_lr": _flag,
+    "gamma": _number(0, 1),
+    "gae_lambda": _number(0, 1),
+    "num_minibatches": _int(1, 1_000_000),
+    "update_epochs": _int(1, 10_000),
+    "norm_adv": _flag,
+    "clip_coef": _number(0, 100, low_open=True),
+    "clip_vloss": _flag,
+    "ent_coef": _number(0, 100),
+    "vf_coef": _number(0, 100),
+    "max_grad_norm": _number(0, 1e6, low_open=True),
+    "target_kl": _number(0, 100, low_open=True),
+    "hidden_size": _int(1, MAX_HIDDEN),
+    "torch_threads": _int(1, 1_024),
+    "checkpoint_seconds": _number(0, MAX_SECONDS),
+}

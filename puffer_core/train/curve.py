@@ -6,16 +6,16 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from puffer_core.atomic import write_atomically
 from puffer_core.errors import MissingDependencyError
 
-__all__ = ["Curve", "require_matplotlib", "write_atomically"]
+__all__ = ["Curve", "require_matplotlib"]
 
 #: episodes the "mean return" of a curve row averages over
 WINDOW = 20
@@ -43,16 +43,6 @@ def require_matplotlib() -> None:
         raise MissingDependencyError(
             "puffer train draws curve.png with matplotlib, which is missing; pip install 'puffer-core[train]'"
         )
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file, so a reader never sees half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 @dataclass

@@ -11,9 +11,9 @@ import torch
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
+from puffer_core.limits import MAX_EPISODES, check_int
 from puffer_core.recording import Recording, plan_recording
 from puffer_core.train import checkpoint as checkpoints
-from puffer_core.train.config import PPOConfig
 from puffer_core.train.policy import Policy
 from puffer_core.train.trainer import pick_device, spaces_of
 
@@ -58,23 +58,39 @@ def evaluate(
     device: str | None = "cpu",
     max_steps: int = DEFAULT_MAX_STEPS,
     record: Any = None,
+    env_kwargs: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> EvalResult:
-    """Play ``episodes`` episodes of the policy saved in ``run`` (a ``puffer train`` out dir),
-    greedy by default (``greedy=False`` samples); ``env`` replaces the saved env id (needed for
-    runs trained on a creator). Every finished agent episode counts, one env at a time.
-    ``record``: a path (.mp4, .gif, .cast) that gets the episodes played, or a ``Recording``
-    already planned (``puffer_core.recording.plan_recording``)."""
-    if not isinstance(episodes, int) or episodes < 1:
-        raise APIUsageError(f"episodes must be a positive int, got {episodes!r}")
+    """Play the policy saved in ``run`` and return its episodes' returns and lengths.
+
+    Args:
+        run: a ``puffer train`` out directory (or its ``policy.pt``), read as data.
+        episodes: finished agent episodes to play, one env at a time.
+        seed: the env's seed.
+        greedy: take the most likely action (False: sample).
+        env: replaces the saved env id (needed for runs trained on a creator).
+        device: where the policy runs.
+        max_steps: give up (APIUsageError) when the episodes have not ended by then.
+        record: a path (.mp4, .gif, .cast) that gets the episodes played, or a ``Recording``
+            already planned (``puffer_core.recording.plan_recording``).
+        env_kwargs: override the saved env kwargs, key by key.
+        overwrite: let ``record`` replace an existing file.
+
+    Raises:
+        UnsafeCheckpointError: the checkpoint would run code on load.
+        APIUsageError: a checkpoint that does not check out or fit the env, a bad argument.
+    """
+    check_int("episodes", episodes, 1, MAX_EPISODES)
     saved = checkpoints.load(run)
-    config = PPOConfig(**saved.config)
+    config = saved.settings(str(run))
     env = saved.env if env is None else env
+    kwargs = {**saved.env_kwargs, **(env_kwargs or {})}
     vector_kwargs = None
     if record is not None:
         if not isinstance(record, Recording):
-            record = plan_recording(env, record, saved.env_kwargs, episodes)
+            record = plan_recording(env, record, kwargs, episodes, overwrite=overwrite)
         vector_kwargs = {"record": record}
-    envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **saved.env_kwargs)
+    envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
             raise APIUsageError(f"{saved.env} no longer has the spaces the policy was trained on ({saved.spaces})")

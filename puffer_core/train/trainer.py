@@ -4,13 +4,17 @@
 Adam optimizer, then alternates rollouts (``Rollout``: next-step autoreset handled, agent
 masks respected) and clipped-surrogate updates, keeping a ``Curve``. With ``out`` it keeps
 ``policy.pt``, ``curve.csv`` and ``curve.png`` there, refreshed every
-``checkpoint_seconds`` and at the end. Ctrl-C or SIGTERM stops it at the next step and
-leaves a loadable checkpoint (``TrainingInterrupted``); ``resume=DIR`` continues a run.
+``checkpoint_seconds`` and at the end, and holds the directory for the run (a second run
+into it is refused). Ctrl-C or SIGTERM stops it at the next step and leaves a loadable
+checkpoint (``TrainingInterrupted``); ``resume=DIR`` continues a run. A crash or a
+non-finite loss or weight (``TrainingDiverged``) saves nothing: the last good checkpoint
+stays in place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -29,9 +33,10 @@ from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
+from puffer_core.train.run_lock import RunLock
 from puffer_core.vector.base import available_cpus
 
-__all__ = ["TrainingInterrupted", "UpdateReport", "ppo"]
+__all__ = ["TrainingDiverged", "TrainingInterrupted", "UpdateReport", "ppo"]
 
 
 class TrainingInterrupted(PufferError):
@@ -42,6 +47,14 @@ class TrainingInterrupted(PufferError):
         self.curve = curve
         self.signal_number = signal_number
         self.exit_code = 128 + signal_number  # the shell's convention: 130 for Ctrl-C, 143 for SIGTERM
+
+
+class TrainingDiverged(PufferError):
+    """A loss, gradient or weight stopped being finite; training stopped without saving it."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
 
 
 UpdateReport = Callable[[dict[str, Any]], None]
@@ -116,6 +129,7 @@ class Trainer:
         box = isinstance(space, spaces.Box)
         self._action_low = space.low if box else None
         self._action_high = space.high if box else None
+        _check_rollout_fits(config, envs)
         self.rollout = Rollout(
             config.rollout_steps,
             envs.num_envs,
@@ -160,6 +174,7 @@ class Trainer:
             if self.stop:
                 break
             stats = self.update()
+            self.check_weights()
             elapsed = time.perf_counter() - started
             self.seconds += elapsed
             row = self.curve.add_row(
@@ -275,40 +290,77 @@ class Trainer:
             value_loss = 0.5 * ((value - mb["returns"]) ** 2).mean()
         entropy = distribution.entropy().mean()
         loss = policy_loss - config.ent_coef * entropy + config.vf_coef * value_loss
+        losses = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
+        self._require_finite(losses)
         self.optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), config.max_grad_norm)
+        self._require_finite({"gradient norm": grad_norm.item()})
         self.optimizer.step()
-        losses = {"policy_loss": policy_loss.item(), "value_loss": value_loss.item(), "entropy": entropy.item()}
         return {**losses, "approx_kl": approx_kl}, clip_fraction
+
+    def _require_finite(self, values: dict[str, float]) -> None:
+        """Stop at the first NaN or infinity, before it reaches the weights or a checkpoint."""
+        bad = [f"{name} {value}" for name, value in values.items() if not np.isfinite(value)]
+        if bad:
+            raise TrainingDiverged(f"training diverged at step {self.step:,}: the {', '.join(bad)}", self.step)
+
+    def check_weights(self) -> None:
+        """TrainingDiverged when a weight of the policy is NaN or infinite."""
+        for name, parameter in self.policy.named_parameters():
+            if not bool(torch.isfinite(parameter).all()):
+                message = f"training diverged at step {self.step:,}: weight {name} is not finite"
+                raise TrainingDiverged(message, self.step)
 
 
 # --------------------------------------------------------------------------- the entry point
 
 
-def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any]) -> tuple[Any, PPOConfig]:
+def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any], source: str) -> PPOConfig:
     if env is not None and env_name(env) != saved.env:
         raise APIUsageError(
             f"the run to resume was trained on {saved.env}, not {env_name(env)}; drop the env or pick its run"
         )
-    config = PPOConfig(**saved.config).replace(**settings)
+    config = saved.settings(source).replace(**settings)
     if config.steps <= saved.step and "steps" not in settings:
         raise APIUsageError(
             f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
         )
-    return (saved.env if env is None else env), config
+    return config
 
 
-def _prepare_out(out: Any, resume: Any) -> Path | None:
+def _prepare_out(out: Any) -> Path | None:
     if out is None:
         return None
     directory = Path(out)
-    if resume is None and (directory / checkpoints.FILENAME).exists():
+    if directory.exists() and not directory.is_dir():
+        raise APIUsageError(f"{directory} is a file; give a directory for the run's files")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _check_fresh(directory: Path | None) -> None:
+    """A new run never replaces another run's checkpoint (checked with the directory locked)."""
+    if directory is not None and (directory / checkpoints.FILENAME).exists():
         raise APIUsageError(
             f"{directory} already holds a run (policy.pt); resume it or choose another output directory"
         )
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+
+
+def _check_rollout_fits(config: PPOConfig, envs: vector.VectorEnv) -> None:
+    """Refuse a rollout buffer larger than this machine's memory before allocating it."""
+    row_bytes = envs.single_observation_space.dtype.itemsize * int(np.prod(envs.single_observation_space.shape))
+    needed = config.rollout_steps * envs.num_envs * (row_bytes + 64)  # + actions, values, flags
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if needed > memory:
+        raise APIUsageError(
+            f"the rollout needs {needed / 2**30:,.1f} GiB ({config.rollout_steps:,} steps × {envs.num_envs:,} rows × "
+            f"{row_bytes:,}-byte observations) and this machine has {memory / 2**30:,.1f} GiB; lower rollout_steps "
+            "or num_envs"
+        )
 
 
 def ppo(
@@ -321,20 +373,36 @@ def ppo(
     on_update: UpdateReport | None = None,
     **settings: Any,
 ) -> Curve:
-    """Train PPO on ``env`` (an env id or a zero-argument creator) and return the curve.
+    """Train PPO on ``env`` and return the learning curve.
 
-    ``steps`` and ``settings`` are ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``,
-    ``gamma``, …). ``out``: a directory for ``policy.pt``, ``curve.csv`` and ``curve.png``.
-    ``resume``: a run's directory to continue (its env and settings, ``settings`` on top;
-    ``out`` defaults to it). ``on_update(row)`` is called after every update with the
-    curve's new row.
+    Args:
+        env: an env id or a zero-argument creator (None with ``resume``: the run's own env).
+        steps: environment steps in the whole run (a ``PPOConfig`` field, like ``settings``).
+        out: a directory for ``policy.pt``, ``curve.csv`` and ``curve.png``; held for the run.
+        resume: a run's directory to continue: its env, env kwargs and settings, with
+            ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
+        env_kwargs: the env's creator kwargs.
+        on_update: called after every update with the curve's new row.
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …).
+
+    Returns:
+        The ``Curve``: one row per update and every finished episode.
+
+    Raises:
+        APIUsageError: a bad setting (one line naming it), a directory another run holds or
+            that holds another run, a checkpoint that does not fit.
+        UnsafeCheckpointError: ``resume``'s checkpoint would run code on load.
+        TrainingDiverged: a loss, gradient or weight became NaN or infinite (nothing saved:
+            the last finite checkpoint stays).
+        TrainingInterrupted: Ctrl-C or SIGTERM (the checkpoint is saved first).
     """
     if steps is not None:
         settings["steps"] = steps
     saved = checkpoints.load(resume) if resume is not None else None
     if saved is not None:
-        env, config = _resume_config(saved, env, settings)
-        env_kwargs = saved.env_kwargs if env_kwargs is None else env_kwargs
+        config = _resume_config(saved, env, settings, str(resume))
+        env = saved.env if env is None else env
+        env_kwargs = {**saved.env_kwargs, **(env_kwargs or {})}
         out = resume if out is None else out
     else:
         if env is None:
@@ -345,7 +413,43 @@ def ppo(
     device = pick_device(config.device)
     if out is not None:
         require_matplotlib()
-    directory = _prepare_out(out, resume)
+    directory = _prepare_out(out)
+    with contextlib.ExitStack() as held:
+        if directory is not None:
+            held.enter_context(RunLock(directory))
+            if saved is None or Path(out).resolve() != Path(resume).resolve():
+                _check_fresh(directory)
+        try:
+            trainer, stop = _train(env, env_kwargs, config, device, saved, directory, on_update)
+        except TrainingDiverged as exc:
+            raise TrainingDiverged(f"{exc}{_diverged_advice(directory)}", exc.step) from None
+    if stop:
+        where = f"; checkpoint in {directory} (continue with `puffer train --resume {directory}`)" if directory else ""
+        name = signal.Signals(stop.signal_number).name
+        raise TrainingInterrupted(
+            f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
+        )
+    return trainer.curve
+
+
+def _diverged_advice(directory: Path | None) -> str:
+    kept = ""
+    if directory is not None and (directory / checkpoints.FILENAME).exists():
+        kept = f"; {directory / checkpoints.FILENAME} keeps the last finite checkpoint"
+    return f"{kept}; lower learning_rate or max_grad_norm, or check the env's rewards for NaN and inf"
+
+
+def _train(
+    env: Any,
+    env_kwargs: dict[str, Any],
+    config: PPOConfig,
+    device: torch.device,
+    saved: checkpoints.Checkpoint | None,
+    directory: Path | None,
+    on_update: UpdateReport | None,
+) -> tuple[Trainer, _StopRequests]:
+    """Build the envs and the trainer, train, and save at the end or on a stop request (never
+    after an exception: a crash or a divergence leaves the last good checkpoint in place)."""
     torch.manual_seed(config.seed)
     stop = _StopRequests()
     envs = vector.make(
@@ -371,17 +475,9 @@ def ppo(
                 checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
                 trainer.curve.write(directory, title)
 
-        try:
-            trainer.train(on_update, save)
-        finally:
-            save()
-    if stop:
-        where = f"; checkpoint in {directory} (continue with `puffer train --resume {directory}`)" if directory else ""
-        name = signal.Signals(stop.signal_number).name
-        raise TrainingInterrupted(
-            f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
-        )
-    return trainer.curve
+        trainer.train(on_update, save)
+        save()
+    return trainer, stop
 
 
 def _check_spaces(saved: checkpoints.Checkpoint, envs: vector.VectorEnv) -> None:

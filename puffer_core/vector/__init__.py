@@ -11,7 +11,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.vector.autoreset import AUTORESET_MODES
-from puffer_core.vector.base import EnvFactory, VectorEnv, check_counts
+from puffer_core.vector.base import EnvFactory, VectorEnv, check_counts, check_timeout
 from puffer_core.vector.serial import Serial
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "Serial",
     "VectorEnv",
     "autotune",
+    "backend_kwargs_of",
     "check_counts",
     "make",
     "to_gymnasium",
@@ -109,17 +110,24 @@ def make(
     "same_step" or "disabled", as in Gymnasium 1.1+ (see :mod:`puffer_core.vector.autoreset`).
     ``on_fault``: "raise" (default) or "restart" (Multiprocessing, Ray: a faulted worker is
     replaced and its rows come back truncated; see :mod:`puffer_core.vector.faults`).
-    ``vector_kwargs`` go to the backend
-    (Multiprocessing: ``timeout``, ``start_method``, ``spin_us``, ``info_buffer_bytes``;
-    Ray: ``timeout``, ``actor_options``), except ``check_actions`` (every backend; default
+    ``vector_kwargs`` go to the backend (``backend_kwargs_of(backend)`` lists the keys each
+    takes; Multiprocessing: ``timeout``, ``startup_timeout``, ``start_method``, ``spin_us``,
+    ``info_buffer_bytes``, ``max_restarts``, ``main_share``; Ray: ``timeout``,
+    ``startup_timeout``, ``actor_options``, ``max_restarts``), except ``check_actions`` (every backend; default
     True): False skips the dtype and range checks of ``send`` (see
     :mod:`puffer_core.vector.actions`), leaving only the shape check; and ``record`` (every
     backend): a path (``.mp4``/``.gif`` for pixel envs, ``.cast`` for text envs) or a
     :class:`puffer_core.recording.Recording`; env 0 records its episodes there, inside the
     process that steps it (see :mod:`puffer_core.recording`).
+
+    Raises:
+        APIUsageError: a count, seed, mode or vector_kwargs value that cannot work (an unknown
+            key, a timeout that is not a positive finite number of seconds up to a week), in
+            one line naming it and what works.
+        UnknownEnvError: ``env`` is not a registered id.
     """
     cls = _backend_class(backend)
-    backend_kwargs = dict(vector_kwargs or {})
+    backend_kwargs = _check_vector_kwargs(cls, vector_kwargs)
     check_actions = _check_actions_flag(backend_kwargs.pop("check_actions", True))
     factory = EnvFactory(env, env_kwargs, _recording(env, backend_kwargs.pop("record", None), env_kwargs))
     envs = cls(
@@ -134,6 +142,42 @@ def make(
     )
     envs.check_actions = check_actions
     return envs
+
+
+#: ``vector_kwargs`` every backend takes (handled here, not by the backend's constructor)
+COMMON_VECTOR_KWARGS = ("check_actions", "record")
+#: ``make``'s own parameters, which a backend's constructor also takes but ``vector_kwargs`` must not set
+_MAKE_PARAMETERS = ("env", "env_kwargs", "num_envs", "num_workers", "batch_size", "seed", "autoreset", "on_fault")
+
+
+def backend_kwargs_of(cls: type) -> list[str]:
+    """The ``vector_kwargs`` keys backend ``cls`` takes: its constructor's own keyword
+    parameters, plus ``COMMON_VECTOR_KWARGS``."""
+    import inspect
+
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    own = [p.name for p in parameters if p.kind in keyword and p.name not in ("self", *_MAKE_PARAMETERS)]
+    return sorted({*own, *COMMON_VECTOR_KWARGS})
+
+
+def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
+    """``vector_kwargs`` as a dict of keys ``cls`` takes, timeouts checked; one-line errors otherwise."""
+    if vector_kwargs is None:
+        return {}
+    if not isinstance(vector_kwargs, dict):
+        raise APIUsageError(f"vector_kwargs must be a dict, got {type(vector_kwargs).__name__}")
+    known = backend_kwargs_of(cls)
+    unknown = sorted(str(key) for key in vector_kwargs if key not in known)
+    if unknown:
+        raise APIUsageError(
+            f"vector_kwargs {', '.join(map(repr, unknown))} not taken by the {cls.__name__} backend; "
+            f"it takes: {', '.join(known)}"
+        )
+    for name in ("timeout", "startup_timeout"):
+        if name in vector_kwargs:
+            check_timeout(vector_kwargs[name], f"vector_kwargs[{name!r}]")
+    return dict(vector_kwargs)
 
 
 def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:

@@ -45,6 +45,7 @@ import puffer_core
 from puffer_core.emulation import Buffers, GymnasiumEmulator, PettingZooEmulator
 from puffer_core.environments import emulate_with_stats
 from puffer_core.errors import APIUsageError, PufferError, WorkerError
+from puffer_core.limits import MAX_ENVS, MAX_SECONDS, MAX_WORKERS, check_int, check_number
 from puffer_core.vector.actions import ActionCheck
 from puffer_core.vector.autoreset import (
     DISABLED,
@@ -231,14 +232,6 @@ def _fmt_choices(values: Sequence[int], limit: int = 8) -> str:
     return ", ".join(str(v) for v in values[:-1]) + f" or {values[-1]}"
 
 
-def _check_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise APIUsageError(f"{name} must be an int ≥ {minimum}, got {value!r}")
-    if value < minimum:
-        raise APIUsageError(f"{name} must be ≥ {minimum}, got {value}")
-    return int(value)
-
-
 def available_cpus() -> int:
     """CPUs this process may run on (affinity-aware, so containers count right)."""
     try:
@@ -261,16 +254,16 @@ def check_counts(
     Returns (num_envs, num_workers, batch_size, envs per worker). A combination that cannot
     work raises APIUsageError that proposes values that do.
     """
-    num_envs = _check_int("num_envs", num_envs)
+    num_envs = check_int("num_envs", num_envs, 1, MAX_ENVS)
     cpus = cpu_count or available_cpus()
     if backend == "serial":
         if num_workers is not None:
-            _check_int("num_workers", num_workers)  # accepted and ignored: Serial has one "worker"
+            check_int("num_workers", num_workers, 1, MAX_WORKERS)  # accepted and ignored: Serial has one "worker"
         num_workers = 1
     elif num_workers is None:
         num_workers = min(num_envs, cpus)
     else:
-        num_workers = _check_int("num_workers", num_workers)
+        num_workers = check_int("num_workers", num_workers, 1, MAX_WORKERS)
         if num_workers > num_envs:
             raise APIUsageError(
                 f"num_workers {num_workers} is more than num_envs {num_envs}: every worker needs at least one env; "
@@ -278,7 +271,7 @@ def check_counts(
             )
     if batch_size is None:
         batch_size = num_envs
-    batch_size = _check_int("batch_size", batch_size)
+    batch_size = check_int("batch_size", batch_size, 1, MAX_ENVS)
     if batch_size > num_envs:
         raise APIUsageError(
             f"batch_size {batch_size} is more than num_envs {num_envs}; use a batch_size ≤ {num_envs} "
@@ -318,11 +311,9 @@ def check_counts(
     return num_envs, num_workers, batch_size, counts
 
 
-def check_timeout(timeout: Any) -> float:
-    """A worker's silence limit in seconds; APIUsageError for anything but a positive number."""
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise APIUsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    return float(timeout)
+def check_timeout(timeout: Any, name: str = "timeout") -> float:
+    """A worker's silence limit in seconds: positive, finite and at most a week."""
+    return check_number(f"{name} (seconds)", timeout, 0, MAX_SECONDS, low_open=True)
 
 
 # --------------------------------------------------------------------------- stepping

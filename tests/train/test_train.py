@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,24 +167,41 @@ def test_resume_continues_the_curve_and_refuses_another_env(tmp_path):
 def test_bad_input_is_one_line(tmp_path, site):
     write_plugin(site, "texty", TEXT_PLUGIN)
     train.ppo("classic/probe_1", 256, out=tmp_path / "probe_1", num_envs=8)
+    (tmp_path / "taken.gif").write_bytes(b"keep")
+    probe = ("train", "classic/probe_1", "--steps", "64", "--out", str(tmp_path / "new"))
     cases = [
         (("train", "classic/probe_2", "--resume", str(tmp_path / "probe_1")), "trained on classic/probe_1, not"),
         (("train", "classic/cartpol"), "Did you mean: classic/cartpole?"),
         (("train", "texty/words", "--steps", "64"), "Text"),
-        (("train", "classic/probe_1", "--set", "gamma=2"), "gamma must be in [0, 1], got 2"),
-        (("train", "classic/probe_1", "--set", "nonsense=1"), "unknown PPO setting 'nonsense'"),
+        ((*probe, "--set", "gamma=2"), "gamma must be a number in [0, 1], got 2"),
+        ((*probe, "--set", "nonsense=1"), "unknown PPO setting 'nonsense'"),
+        ((*probe, "--set", "ent_coef=nan"), "ent_coef must be a number in [0, 100], got 'nan'"),
+        ((*probe, "--set", "ent_coef=NaN"), "ent_coef must be a number in [0, 100], got nan"),
+        ((*probe, "--set", "learning_rate=Infinity"), "learning_rate must be a number in (0, 10], got inf"),
+        ((*probe, "--set", "num_envs=100000000"), "num_envs must be from 1 to 65,536, got 100,000,000"),
+        ((*probe, "--set", "hidden_size=1000000000"), "hidden_size must be from 1 to 16,384, got 1,000,000,000"),
+        ((*probe, "--set", "rollout_steps=1000000"), "the rollout needs"),
+        ((*probe, "--set", "norm_adv=maybe"), "norm_adv must be true or false, got 'maybe'"),
+        ((*probe, "--set", "checkpoint_seconds=-1"), "checkpoint_seconds must be a number in [0, 604800], got -1"),
+        ((*probe, "--set", "backend=threads"), "backend must be one of"),
+        (("train", "texty/nan_rewards", "--steps", "4096", "--out", str(tmp_path / "nan")), "diverged at step"),
         (("train",), "give an ENV_ID"),
         (("eval", str(tmp_path / "nothing")), "does not exist"),
         (("train", "classic/cartpole", "--record", str(tmp_path / "x.cast")), "record it to .mp4 or .gif instead"),
         (("eval", str(tmp_path / "probe_1"), "--record", str(tmp_path / "x.gif")), "no render mode a recording"),
+        (("eval", str(tmp_path / "probe_1"), "--record", str(tmp_path / "taken.gif")), "the file exists"),
+        (("eval", str(tmp_path / "probe_1"), "--overwrite"), "--overwrite replaces the --record file"),
     ]
     # Forked from one process that has imported torch, which `puffer train` needs (seconds each).
     procs = run_puffer_many([args for args, _ in cases], puffer_env(site), preload=("torch",))
     for (args, fragment), proc in zip(cases, procs):
-        lines = proc.stderr.strip().splitlines()
+        # eval and resume first say which env and kwargs the checkpoint makes them build
+        lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith(("playing ", "resuming "))]
         assert proc.returncode != 0 and fragment in proc.stderr, (args, proc.stderr)
         assert len(lines) == 1, (args, proc.stderr)  # click's usage errors too (see tests/cli/test_cli_errors.py)
         assert "Traceback" not in proc.stderr
+    assert (tmp_path / "taken.gif").read_bytes() == b"keep"
+    assert not (tmp_path / "new").exists() or not os.listdir(tmp_path / "new")
 
 
 def test_python_api_errors_name_the_problem():
@@ -191,6 +209,53 @@ def test_python_api_errors_name_the_problem():
         train.ppo("classic/nope", 64)
     with pytest.raises(SpaceError, match="Text"):
         train.ppo(TextEnv, 64)
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_finite_checkpoint(tmp_path):
+    def make():
+        return NanAfter(steps=500)  # per env: 8 envs pass 4,000 steps
+
+    with pytest.raises(train.TrainingDiverged, match=r"training diverged at step [\d,]+: the .*nan") as caught:
+        train.ppo(make, 8192, out=tmp_path, num_envs=8, rollout_steps=32, checkpoint_seconds=0)
+    assert "policy.pt keeps the last finite checkpoint" in str(caught.value)
+    assert len(str(caught.value).splitlines()) == 1
+    saved = train.load(tmp_path)
+    assert 0 < saved.step < caught.value.step
+    assert all(bool(torch.isfinite(weight).all()) for weight in saved.policy.values())
+    assert not (tmp_path / ".puffer-train.lock").exists()
+
+
+def test_eval_names_what_it_builds_and_takes_kwarg_overrides(tmp_path):
+    train.ppo("classic/probe_1", 256, out=tmp_path, num_envs=8, env_kwargs={"number": 2})  # 1-step episodes
+    cases = [("eval", str(tmp_path), "--episodes", "2"), ("eval", str(tmp_path), "--kwarg", "number=3")]
+    saved, overridden = run_puffer_many(cases, puffer_env(None), preload=("torch",))
+    source = tmp_path / "policy.pt"
+    assert saved.returncode == 0 and overridden.returncode == 0, (saved.stderr, overridden.stderr)
+    assert f"playing classic/probe_1 with number=2 (from {source}; --kwarg K=V overrides)" in saved.stderr
+    assert "mean length 1.0" in saved.stdout
+    assert "playing classic/probe_1 with number=3" in overridden.stderr
+    assert "mean length 2.0" in overridden.stdout  # probe 3's episodes take two steps
+
+
+def test_a_second_run_into_a_held_directory_is_refused(tmp_path):
+    out = tmp_path / "run"
+    args = ["train", "classic/cartpole", "--steps", "10000000", "--out", str(out), "--set", "checkpoint_seconds=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", *args], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "policy.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert (out / "policy.pt").exists(), "no checkpoint within 120 s"
+        held = f"{out} is in use by another puffer train run (pid {proc.pid})"
+        with pytest.raises(APIUsageError, match=re.escape(held)):
+            train.ppo(resume=out, steps=20_000_000)
+        with pytest.raises(APIUsageError, match=re.escape(held)):
+            train.ppo("classic/cartpole", 1024, out=out)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    # SIGKILLed, the run holds nothing: the kernel dropped its lock.
+    train.ppo(resume=out, steps=train.load(out).step + 64, num_envs=2, rollout_steps=32)
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
@@ -219,6 +284,7 @@ def test_an_interrupted_run_leaves_a_loadable_checkpoint(tmp_path, signal_number
 
 TEXT_ENV = '''
 import gymnasium
+import numpy as np
 
 class TextEnv(gymnasium.Env):
     """Observes text, which no flat buffer can hold."""
@@ -232,6 +298,24 @@ class TextEnv(gymnasium.Env):
 
     def step(self, action):
         return "hello", 0.0, True, False, {}
+
+
+class NanAfter(gymnasium.Env):
+    """Reward 1 each step, then NaN once ``steps`` steps have been taken (across resets)."""
+
+    observation_space = gymnasium.spaces.Box(-1, 1, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, steps=0):
+        self.left = steps
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.left -= 1
+        return np.zeros(1, np.float32), (1.0 if self.left > 0 else float("nan")), False, self.left % 16 == 0, {}
 '''
 
 TEXT_PLUGIN = (
@@ -240,12 +324,15 @@ TEXT_PLUGIN = (
 import puffer_core
 from puffer_core import EnvSpec
 
+
 @puffer_core.hookimpl
 def puffer_envs():
-    return [EnvSpec("texty/words", TextEnv, description="observes text")]
+    return [EnvSpec("texty/words", TextEnv, description="observes text"),
+            EnvSpec("texty/nan_rewards", NanAfter, description="rewards turn NaN")]
 """
 )
 
 _namespace: dict = {}
 exec(TEXT_ENV, _namespace)
 TextEnv = _namespace["TextEnv"]
+NanAfter = _namespace["NanAfter"]

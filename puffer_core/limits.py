@@ -1,0 +1,75 @@
+"""Sanity bounds on counts and settings, and the checks that apply them.
+
+The bounds are generous, not tuning advice: they catch a typo (an extra zero, a minus
+sign, ``nan``) that would otherwise start a run that never ends or fail deep inside numpy,
+torch or ``select.poll``. Every check raises ``APIUsageError`` with one line naming the
+setting, the range and the value; the CLI's option types use the same bounds.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from puffer_core.errors import APIUsageError
+
+__all__ = [
+    "MAX_ENVS",
+    "MAX_EPISODES",
+    "MAX_SECONDS",
+    "MAX_SEED",
+    "MAX_STEPS",
+    "MAX_WORKERS",
+    "check_int",
+    "check_number",
+]
+
+MAX_SEED = 2**62 - 1  # vector envs seed env i with seed + i, in [0, 2**62)
+MAX_STEPS = 10**12
+MAX_ENVS = 65_536
+MAX_WORKERS = 1_024
+MAX_EPISODES = 1_000_000
+#: the longest timeout: a week (``select.poll`` takes at most 2**31 - 1 ms, about 24.8 days)
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def _shown(value: int) -> str:
+    return f"{value:,}" if abs(value) >= 10_000 else repr(value)
+
+
+def check_int(name: str, value: Any, low: int = 1, high: int | None = None) -> int:
+    """``value`` as an int in [low, high] (numpy ints accepted, bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        where = f" from {low:,} to {high:,}" if high is not None else f" ≥ {low:,}"
+        raise APIUsageError(f"{name} must be an int{where}, got {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        where = f"from {low:,} to {high:,}" if high is not None else f"≥ {low:,}"
+        raise APIUsageError(f"{name} must be {where}, got {_shown(value)}")
+    return value
+
+
+def check_number(
+    name: str, value: Any, low: float | None = None, high: float | None = None, *, low_open: bool = False
+) -> float:
+    """``value`` as a finite float in [low, high] (or (low, high] with ``low_open``); NaN, ±inf,
+    bools and strings refused."""
+    numeric = isinstance(value, numbers.Real) and not isinstance(value, bool)  # numpy floats too
+    finite = numeric and math.isfinite(value)
+    inside = finite and (
+        (low is None or (value > low if low_open else value >= low)) and (high is None or value <= high)
+    )
+    if not inside:
+        raise APIUsageError(f"{name} must be {_range_text(low, high, low_open)}, got {value!r}")
+    return float(value)
+
+
+def _range_text(low: float | None, high: float | None, low_open: bool) -> str:
+    if low is None and high is None:
+        return "a finite number"
+    if high is None:
+        return f"a finite number {'>' if low_open else '≥'} {low:g}"
+    if low is None:
+        return f"a finite number ≤ {high:g}"
+    return f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"

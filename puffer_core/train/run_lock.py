@@ -1,0 +1,68 @@
+"""One run at a time per directory: ``DIR/.puffer-train.lock``, held with ``flock`` for the run.
+
+Two ``puffer train`` runs (or a run and a ``--resume``) writing one directory would
+overwrite each other's checkpoints; the second is refused, naming the pid that holds the
+directory. The kernel drops the lock when its holder exits, however it exits, so a
+crashed run never leaves a stale lock behind (its file stays, unlocked, and is reused); a
+run that ends removes the file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from puffer_core.errors import APIUsageError
+
+__all__ = ["LOCK_NAME", "RunLock"]
+
+LOCK_NAME = ".puffer-train.lock"
+
+
+class RunLock:
+    """``with RunLock(directory):`` holds the directory for this process, or raises APIUsageError."""
+
+    def __init__(self, directory: str | Path):
+        self.path = Path(directory) / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise APIUsageError(
+                    f"{self.path.parent} is in use by another puffer train run (pid {holder}); wait for it to end, "
+                    "or give another --out directory"
+                ) from None
+            if self._still_named(fd):
+                break
+            os.close(fd)  # the holder removed the file as we opened it: lock the one now named so
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return self
+
+    def _still_named(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self.path.unlink(missing_ok=True)  # before unlocking: a waiter then re-opens the new name
+            # Unlock explicitly: a forked worker still holding the descriptor would keep the lock.
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
