@@ -40,12 +40,11 @@ def _shown(value: int) -> str:
 
 def check_int(name: str, value: Any, low: int = 1, high: int | None = None) -> int:
     """``value`` as an int in [low, high] (numpy ints accepted, bools and floats refused)."""
+    where = f"≥ {low:,}" + (f" and ≤ {high:,}" if high is not None else "")
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        where = f" from {low:,} to {high:,}" if high is not None else f" ≥ {low:,}"
-        raise APIUsageError(f"{name} must be an int{where}, got {value!r}")
+        raise APIUsageError(f"{name} must be an int {where}, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
-        where = f"from {low:,} to {high:,}" if high is not None else f"≥ {low:,}"
         raise APIUsageError(f"{name} must be {where}, got {_shown(value)}")
     return value
 

@@ -9,6 +9,7 @@ use: ``--set num_envs=8 --set rollout_steps=128 --set learning_rate=2.5e-4``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -115,7 +116,7 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], None]:
 
 
 def _device(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
+    if not isinstance(value, str) or not re.fullmatch(r"(cpu|cuda|mps|xpu)(:\d+)?", value):
         raise APIUsageError(f"{name} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
 
 

@@ -92,7 +92,7 @@ def test_a_checkpoint_from_before_the_change_still_loads_and_plays():
         ({"format": "something-else"}, "is not a puffer train checkpoint"),
         ({"config": {"hidden_size": 4, "turbo": True}}, "unknown PPO setting(s) 'turbo'"),
         ({"config": {"learning_rate": float("nan")}}, "the saved settings are not valid: learning_rate must be"),
-        ({"config": {"hidden_size": 10**9}}, "hidden_size must be from 1 to 16,384"),
+        ({"config": {"hidden_size": 10**9}}, "hidden_size must be ≥ 1 and ≤ 16,384"),
         ({"env_kwargs": ["--rm"]}, "field 'env_kwargs' is a list"),
         ({"sneaky": 1}, "unknown fields ['sneaky']"),
     ],
