@@ -151,12 +151,42 @@ def test_valid_docker_layer():
         (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"nle": ">=1.0"}, ""),)), "known_bad"),
         (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"nle": "~~1"}, "r"),)), "known_bad"),
         (CompatAxes("", ("1.0.0",)), "package"),
+        # Everything below reaches a `uv pip install` command line: never an option, URL or path.
+        (CompatAxes("--index-url=http://127.0.0.1:9/", ("1.0.0",)), "package"),
+        (CompatAxes("nle[all]", ("1.0.0",)), "package"),
+        (CompatAxes("nle", (" 1.0.0",)), "versions"),
+        (CompatAxes("nle", ("1.0.0",), pins={"1.0.0": {"-e.": "1.0.0"}}), "pins[1.0.0]"),
+        (CompatAxes("nle", ("1.0.0",), pins={"1.0.0": {"six": "1.0\n"}}), "pins[1.0.0][six]"),
+        (CompatAxes("nle", ("1.0.0",), axes={"six @ file:///x": ("1.0",)}), "axes"),
+        (CompatAxes("nle", ("1.0.0",), axes={"six": ("--pre",)}), "axes[six]"),
+        (CompatAxes("nle", ("1.0.0",), extras=("--index-url=http://127.0.0.1:9/",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=("--find-links", "/tmp")), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=("six @ https://127.0.0.1:9/six.whl",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=("/tmp/six.whl",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=(" six",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({}, "everything"),)), "known_bad"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"--pre": "<1"}, "r"),)), "known_bad"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"nle": "<1"}, "a\n| b |"),)), "known_bad"),
+        (CompatAxes("nle", ("1.0.0",), known_bad=KnownBad({"nle": "<1"}, "r")), "known_bad"),
+        (CompatAxes("nle", ("1.0.0",), python=("3.11\n",)), "python"),
     ],
 )
 def test_compat_axes_errors(axes, field):
     with pytest.raises(PluginError) as excinfo:
         axes.validate("p")
     assert excinfo.value.field == field
+    assert "plugin 'p'" in str(excinfo.value) and f"field '{field}'" in str(excinfo.value)
+
+
+def test_compat_axes_accept_index_requirements_with_extras_specifiers_and_markers():
+    CompatAxes(
+        "ale-py",
+        ("0.10.2", "1.0.0rc1", "2!1.0.post3"),
+        pins={"0.10.2": {"Gymnasium": "1.0.0", "zope.interface": "7.0"}},
+        axes={"numpy": ("1.26.4", "2.2.6")},
+        known_bad=(KnownBad({"ale-py": "<0.10", "Python": ">=3.13"}, "no wheel"),),
+        extras=("opencv-python-headless", 'pettingzoo[butterfly,classic]>=1.24; python_version < "3.13"'),
+    ).validate("p")
 
 
 def test_known_bad_matching():

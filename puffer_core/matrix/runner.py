@@ -445,6 +445,11 @@ class _JobRun:
     def install(self, wheels: Wheels, core_hash: str) -> bool:
         """puffer-core, the plugins and the pins; records the resolved versions."""
         job, options = self.job, self.options
+        refused = [f"{req!r} {problem}" for req in job.requirements if (problem := requirement_problem(req))]
+        if refused:  # the joint cell's requirements come from results.json, a file anyone can edit
+            self.result.error = f"refused to install {'; '.join(refused)}"
+            self.log.write(f"\n{self.result.error}\n")
+            return False
         try:
             targets = [str(wheels.get("puffer-core", options.root, core_hash, core=True))]
             for plugin in job.plugins:
@@ -453,11 +458,6 @@ class _JobRun:
         except WheelError as exc:
             self.log.write(f"\n{exc.summary}\n(see {exc.log})\n")
             self.result.error = exc.summary
-            return False
-        refused = [f"{req!r} {problem}" for req in job.requirements if (problem := requirement_problem(req))]
-        if refused:  # the joint cell's requirements come from results.json, a file anyone can edit
-            self.result.error = f"refused to install {'; '.join(refused)}"
-            self.log.write(f"\n{self.result.error}\n")
             return False
         rc, out, _ = self.run(
             [self.uv, "pip", "install", "--python", str(self.python), "--", *targets, *job.requirements]

@@ -16,7 +16,16 @@ from puffer_core import CompatAxes, KnownBad
 from puffer_core.matrix import common, render, sources
 from puffer_core.matrix.cli import matrix
 from puffer_core.matrix.model import cells_for, known_bad_reason, newest_cell, select_cells
-from puffer_core.matrix.runner import cell_input_hash, summarize_log
+from puffer_core.matrix.runner import (
+    Job,
+    Processes,
+    RunOptions,
+    Wheels,
+    cell_input_hash,
+    find_uv,
+    run_job,
+    summarize_log,
+)
 from puffer_core.matrix.smoke import smoke
 from puffer_core.matrix.sources import core_tree_hash, discover, plugin_tree_hash
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore
@@ -388,6 +397,20 @@ def test_run_refuses_a_python_that_no_selected_plugin_lists(tmp_path):
         else:
             assert "--python 3.7: no selected plugin lists it" in message and "they list 3.11" in message
     assert not (out / "results.json").exists()
+
+
+def test_a_job_never_hands_uv_an_option_or_url_as_a_requirement(tmp_path):
+    # The joint cell's requirements come from results.json, which anyone can edit: each is
+    # checked again right before `uv pip install`, and nothing is built or installed.
+    options = RunOptions(root=ROOT, out=tmp_path / "out", work=tmp_path / "work")
+    uv, procs = find_uv(), Processes()
+    for bad in ("--index-url=http://127.0.0.1:9/", "six @ http://127.0.0.1:9/six.whl"):
+        job = Job(id="common-py3.11", python="3.11", plugins=[], requirements=["six==1.17.0", bad], reported=[])
+        result = run_job(job, options, uv, Wheels(options, uv, procs), "core-hash", procs)
+        assert result.outcome == "install-failed"
+        assert result.error.startswith(f"refused to install {bad!r}"), result.error
+        log = (tmp_path / "out" / "logs" / "common-py3.11.log").read_text()
+        assert "pip install" not in log and not (tmp_path / "work" / "wheels").exists()
 
 
 def test_a_cells_smoke_run_imports_no_module_left_out_of_the_core_hash():

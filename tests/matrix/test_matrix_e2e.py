@@ -57,9 +57,11 @@ def matrix_cmd(layout: dict[str, pathlib.Path], *args: str) -> list[str]:
     ]
 
 
-def run_matrix(layout: dict[str, pathlib.Path], *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_matrix(
+    layout: dict[str, pathlib.Path], *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        matrix_cmd(layout, *args), capture_output=True, text=True, env=_env(), timeout=timeout, cwd=ROOT
+        matrix_cmd(layout, *args), capture_output=True, text=True, env=env or _env(), timeout=timeout, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -241,6 +243,40 @@ def test_a_cell_past_its_timeout_is_recorded_as_timeout(tmp_path, work):
     cell = results(layout)["cells"][PASS]
     assert cell["outcome"] == "timeout" and "during smoke" in cell["error"]
     assert 8 <= cell["seconds"] < 30
+
+
+def test_cells_see_no_caller_variable_outside_the_allowlist_unless_passed(tmp_path, work):
+    layout = make_layout(tmp_path, work)
+    plugin = layout["plugins"] / "fixture"
+    # The plugin's wheel build (a setup.py, run by uv build) and its env (in the smoke run) both
+    # fail where they can see the caller's secret.
+    (plugin / "setup.py").write_text(
+        "import os\nfrom setuptools import setup\n\n"
+        "if 'PUFFER_TEST_SECRET' in os.environ:\n"
+        "    raise SystemExit('fixture: the wheel build sees PUFFER_TEST_SECRET')\n"
+        "setup()\n"
+    )
+    init = plugin / "puffer_plugin_fixture" / "__init__.py"
+    init.write_text(
+        init.read_text().replace(
+            '    version = importlib.metadata.version("gymnasium")',
+            "    import os\n\n"
+            '    if "PUFFER_TEST_SECRET" in os.environ:\n'
+            '        secret = os.environ["PUFFER_TEST_SECRET"]\n'
+            '        raise RuntimeError("fixture: the cell sees PUFFER_TEST_SECRET=" + secret)\n'
+            '    version = importlib.metadata.version("gymnasium")',
+        )
+    )
+    env = {**_env(), "PUFFER_TEST_SECRET": "hunter2"}
+    run_matrix(layout, "--quick", "--no-common", env=env)
+    cell = results(layout)["cells"][PASS]
+    assert cell["outcome"] == "pass", cell["error"]
+
+    proc = run_matrix(layout, "--quick", "--no-common", "--force", "--pass-env", "PUFFER_TEST_SECRET", env=env)
+    assert ran(proc) == 1
+    cell = results(layout)["cells"][PASS]
+    assert cell["outcome"] == "smoke-failed"
+    assert "the cell sees PUFFER_TEST_SECRET=hunter2" in cell["error"]
 
 
 def test_unknown_plugin_is_a_clear_error(tmp_path, work):
