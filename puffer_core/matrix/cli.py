@@ -218,13 +218,13 @@ def run_cmd(
             summary = run_matrix(options, _progress_reporter(progress, holder))
     finally:
         signal.signal(signal.SIGTERM, previous)
+    for warning in summary.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(
             f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run", highlight=False
         )
         return
-    for warning in summary.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     outcomes = ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in sorted(summary.outcomes.items()))
     rate = f" ({summary.cells_per_minute:.1f} cells/min)" if summary.ran else ""
     console.print(

@@ -100,11 +100,15 @@ def test_cell_commands_run_with_the_allowlisted_environment(monkeypatch, tmp_pat
     assert os.environ["PUFFER_TEST_SECRET"] == "hunter2"  # the caller's own environment is untouched
 
 
-def test_matrix_run_refuses_a_pass_env_it_would_never_pass(tmp_path):
-    args = ["run", "--dry-run", "--no-builtins", "--plugins-dir", str(tmp_path), "--out", str(tmp_path / "out")]
+def test_matrix_run_refuses_a_pass_env_it_would_never_pass_and_warns_of_one_matching_nothing(tmp_path):
+    args = ["run", "--dry-run", "--plugin", "classic", "--quick", "--out", str(tmp_path / "out")]
     result = CliRunner().invoke(matrix, [*args, "--pass-env", "PYTHONPATH"])
     assert result.exit_code != 0
     assert "--pass-env PYTHONPATH: the matrix never passes it" in " ".join(result.output.split())
+    result = CliRunner().invoke(matrix, [*args, "--pass-env", "PUFFER_NO_SUCH_VARIABLE_*"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "warning: --pass-env PUFFER_NO_SUCH_VARIABLE_* matches no variable" in result.output
+    assert not (tmp_path / "out" / "results.json").exists()
 
 
 def test_matrix_run_help_lists_the_allowlist():
