@@ -311,7 +311,7 @@ class CompatAxes:
             _check_package(plugin, what, "axes", name)
             for version in _check_str_tuple(plugin, what, f"axes[{name}]", versions):
                 _check_version(plugin, what, f"axes[{name}]", version)
-        if isinstance(self.known_bad, (str, KnownBad)) or not isinstance(self.known_bad, (list, tuple)):
+        if not isinstance(self.known_bad, (list, tuple)):
             raise _fail(plugin, what, "known_bad", f"must be a list of KnownBad, got {self.known_bad!r}")
         for bad in self.known_bad:
             _check_known_bad(plugin, what, bad)
