@@ -6,18 +6,24 @@ infos from every ``reset`` / ``step`` call. The main process keeps one array per
 all rows, copies each actor's result into its rows, and hands out views like the other
 backends. ``batch_size < num_envs`` returns whichever actors finish first (``ray.wait``).
 
-Ray is imported only here. If Ray is not initialised yet, ``ray.init()`` is called with
-the dashboard off; Ray is never shut down by this backend (it may be the user's).
+Ray is imported only here. The Ray instance is the user's if Ray is initialised already or
+``RAY_ADDRESS`` names a cluster; otherwise the backend starts one of its own on this
+machine, its services on loopback and token authentication on
+(:mod:`puffer_core.vector.ray_start`). Ray is never shut down by this backend (it may be the
+user's, and other code of the process may use it).
 Actors use Ray's defaults (one CPU to be scheduled, none held while running, so more
 actors than CPUs is fine) unless ``actor_options`` says otherwise, and
 ``max_concurrency=2`` so that the main process can ask a busy actor which env it is
-stepping when it goes silent past ``timeout``.
+stepping when it goes silent past ``timeout``. The actors are killed as the vector env
+closes, or, if it is never closed, when it is garbage-collected or the interpreter exits
+(a ``weakref.finalize``).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+import weakref
 from typing import Any
 
 import numpy as np
@@ -44,6 +50,7 @@ from puffer_core.vector.faults import (
     fault_info,
     restart_seeds,
 )
+from puffer_core.vector.ray_start import ensure_ray
 
 __all__ = ["Ray", "import_ray"]
 
@@ -60,6 +67,24 @@ def import_ray() -> Any:
             "pip install 'puffer-core[ray]'  (or pip install ray)"
         ) from exc
     return ray
+
+
+def _stop_actors(ray: Any, actors: list, grace: float) -> None:
+    """Let the actors close their envs (``grace`` seconds), then kill them. Safe to call more
+    than once; nothing to do once Ray is shut down (the actors went with it)."""
+    doomed = list(actors)
+    actors.clear()
+    if not doomed or not ray.is_initialized():
+        return
+    try:
+        ray.wait([actor.close.remote() for actor in doomed], num_returns=len(doomed), timeout=grace)
+    except Exception:
+        pass
+    for actor in doomed:
+        try:
+            ray.kill(actor)
+        except Exception:
+            pass
 
 
 class _EnvActor:
@@ -135,7 +160,20 @@ class Ray(VectorEnv):
 
     Extra parameters: ``timeout`` (seconds an actor may stay silent on one call, default
     60), ``startup_timeout`` (for building the envs, default 120), ``actor_options``
-    (passed to ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``).
+    (passed to ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``),
+    ``allow_unauthenticated_ray`` (default False: see below).
+
+    Which Ray: if Ray is initialised (the user called ``ray.init``) or ``RAY_ADDRESS`` is
+    set, that instance or cluster is used as it is. Ray's own security advice applies to
+    it: Ray's services run any code sent to them and are meant for trusted networks only;
+    never expose its ports on a public interface, and keep its token authentication on.
+    Otherwise the backend starts a Ray instance of its own on this machine (a new one,
+    never one a ``ray start`` left running; to use that one set ``RAY_ADDRESS=auto``): its
+    services listen on loopback only, the dashboard is off, and Ray's token authentication
+    is on (the token in ``~/.ray/auth_token``, made readable by its owner only). If token
+    authentication would be off (``RAY_AUTH_MODE`` set to anything but ``token``, or a Ray
+    without it) it refuses with an APIUsageError, unless ``allow_unauthenticated_ray=True``
+    says the caller accepts an instance any local user can run code on.
     """
 
     backend = "ray"
@@ -154,8 +192,11 @@ class Ray(VectorEnv):
         autoreset: str = NEXT_STEP,
         on_fault: str = "raise",
         max_restarts: int = DEFAULT_MAX_RESTARTS,
+        allow_unauthenticated_ray: bool = False,
     ):
         self._closed = True
+        if not isinstance(allow_unauthenticated_ray, bool):  # a typo like "no" must not mean True
+            raise APIUsageError(f"allow_unauthenticated_ray must be True or False, got {allow_unauthenticated_ray!r}")
         ray = import_ray()
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
@@ -174,14 +215,18 @@ class Ray(VectorEnv):
             self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
         )
 
-        if not ray.is_initialized():
-            ray.init(include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+        ensure_ray(ray, allow_unauthenticated_ray)
         options = {"max_concurrency": 2, **(actor_options or {})}
         if self._on_fault == "restart":
             # Ray restarts a dead actor itself (re-running __init__: its envs are re-created);
             # "in a row" is counted here (FaultLog), so Ray's lifetime count is unlimited.
             options = {"max_restarts": -1, "max_task_retries": 0, **options}
         self._actors: list = []
+        # Kills the actors however the vector env ends: close(), garbage collection, exit.
+        # It holds Ray and the actor list, never the vector env. Env 0's recording ends as
+        # it closes (a video's last frames, a whole GIF): a minute for that, else 2 s.
+        grace = 60.0 if self._records else 2.0
+        self._finalizer = weakref.finalize(self, _stop_actors, ray, self._actors, grace)
         self._pending: dict = {}  # ObjectRef -> worker
         self._sent_at = [0.0] * workers
         self._ready: list[int] = []
@@ -455,20 +500,7 @@ class Ray(VectorEnv):
         if self._closed:
             return
         self._closed = True
-        ray = getattr(self, "_ray", None)
-        actors, self._actors = getattr(self, "_actors", []), []
         self._pending = {}
-        if ray is None:
-            return
-        if actors and ray.is_initialized():
-            try:  # let envs close cleanly, briefly
-                # env 0's recording ends as it closes: a video's last frames, a whole GIF
-                grace = 60.0 if getattr(self, "_records", False) else 2.0
-                ray.wait([a.close.remote() for a in actors], num_returns=len(actors), timeout=grace)
-            except Exception:
-                pass
-            for actor in actors:
-                try:
-                    ray.kill(actor)
-                except Exception:
-                    pass
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()  # empties self._actors

@@ -1,0 +1,132 @@
+"""The Ray instance the Ray backend runs on: the user's, or one it starts itself, safely.
+
+Ray's services (GCS, raylet with its node and object managers, the agents, every worker's
+gRPC server) run whatever code a client sends them, so who can reach them matters:
+
+- Ray is already initialised (the user called ``ray.init``) or ``RAY_ADDRESS`` names a
+  cluster: that instance is used as it is, its security the user's choice.
+- Otherwise the backend starts a Ray instance of its own on this machine in Ray's
+  single-machine mode (the one Ray uses on macOS and Windows): the node's address is
+  loopback, and every service binds to it (Ray offers no bind option on Linux short of this;
+  ``_node_ip_address="127.0.0.1"`` alone is replaced by the machine's address). The
+  dashboard is off. Ray's token authentication must be on as well (Ray turns it on by
+  default for a new local instance, keeping the token in ``~/.ray/auth_token``, or
+  ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``): loopback keeps the network out, the token
+  keeps out the machine's other users. The token file is made readable by its owner only.
+  With token authentication off (``RAY_AUTH_MODE`` set to anything but ``token``, or a Ray
+  without it) the backend refuses to start Ray unless the caller passes
+  ``allow_unauthenticated_ray=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from puffer_core.errors import APIUsageError
+
+__all__ = ["AUTH_MODE", "OPT_IN", "ensure_ray", "start_local_ray", "token_auth_on"]
+
+AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token authentication is on when unset or "token"
+OPT_IN = "allow_unauthenticated_ray"  # the Ray backend's parameter that accepts it off
+_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": the node's address is loopback
+
+
+def ensure_ray(ray: Any, allow_unauthenticated_ray: bool = False) -> None:
+    """Ray initialised: the user's instance, the cluster ``RAY_ADDRESS`` names, or one of our own."""
+    if ray.is_initialized():
+        return
+    address = os.environ.get("RAY_ADDRESS", "")
+    if address and address != "local":
+        ray.init(log_to_driver=False)  # Ray reads RAY_ADDRESS itself, as for any of the user's drivers
+        return
+    start_local_ray(ray, allow_unauthenticated_ray)
+
+
+def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False) -> None:
+    """A new Ray instance on this machine, its services on loopback, with token authentication
+    unless ``allow_unauthenticated_ray``; APIUsageError (nothing started) when that is off."""
+    why = None if allow_unauthenticated_ray else _why_unauthenticated(ray)
+    if why is not None:
+        raise APIUsageError(_refusal(*why))
+    with _single_machine_mode():
+        # "local": a new instance, never one a `ray start` left recorded in Ray's temp dir
+        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+    if token_auth_on():
+        _make_token_file_private()
+    elif not allow_unauthenticated_ray:  # the environment said "token" but Ray started without it
+        ray.shutdown()
+        raise APIUsageError(
+            _refusal(f"Ray {ray.__version__} started it without token authentication", f"set {AUTH_MODE}=token")
+        )
+
+
+def token_auth_on() -> bool:
+    """Whether this process's Ray runs with token authentication."""
+    try:
+        from ray._raylet import AuthenticationMode, get_authentication_mode
+    except ImportError:  # a Ray without token authentication
+        return False
+    return get_authentication_mode() == AuthenticationMode.TOKEN
+
+
+def _why_unauthenticated(ray: Any) -> tuple[str, str] | None:
+    """Why a Ray instance started now would have no token authentication, and the fix; None if it would."""
+    try:
+        from ray._raylet import AuthenticationMode, get_authentication_mode  # noqa: F401
+    except ImportError:
+        return f"Ray {ray.__version__} has no token authentication", "upgrade Ray (pip install -U ray)"
+    mode = os.environ.get(AUTH_MODE)
+    # As Ray decides for a new local instance: unset means on, any value but "token" off.
+    if mode is not None and mode.lower() != "token":
+        return f"{AUTH_MODE}={mode!r} turns it off", f"unset {AUTH_MODE} (or set it to 'token')"
+    return None
+
+
+def _refusal(why: str, fix: str) -> str:
+    return (
+        f"backend='ray' does not start a local Ray instance without token authentication ({why}): anyone who "
+        f"can reach its services can run code as you; {fix}, or accept that with vector_kwargs={{{OPT_IN!r}: True}}"
+    )
+
+
+@contextlib.contextmanager
+def _single_machine_mode() -> Iterator[None]:
+    """Ray's single-machine mode while Ray starts: the node address it picks is loopback, and
+    the GCS, raylet, agents and workers bind to the node address when it is loopback (to every
+    interface otherwise). Ray reads the switch once, at import, so its constant is set too."""
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - a Ray laid out differently: its default binding
+        ray_constants = None
+    saved_env = os.environ.get(_SINGLE_MACHINE)
+    saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    os.environ[_SINGLE_MACHINE] = "0"  # for the processes Ray starts (they read it at import)
+    if saved is not None:
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if saved is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = saved
+        if saved_env is None:
+            os.environ.pop(_SINGLE_MACHINE, None)
+        else:
+            os.environ[_SINGLE_MACHINE] = saved_env
+
+
+def _make_token_file_private() -> None:
+    """The token file Ray reads, owner-only (Ray writes it with the process umask, often
+    world-readable): anyone who can read it can use the instance."""
+    if os.environ.get("RAY_AUTH_TOKEN"):  # the token is in the environment, not a file
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token").expanduser()
+    try:
+        status = path.stat()
+        if status.st_mode & 0o077 and status.st_uid == os.getuid():
+            path.chmod(0o600)
+    except (OSError, AttributeError):  # no such file, not ours to change, or no getuid (Windows)
+        pass
