@@ -96,8 +96,9 @@ def _refusal(why: str, fix: str) -> str:
 @contextlib.contextmanager
 def _single_machine_mode() -> Iterator[None]:
     """Ray's single-machine mode while Ray starts: the node address it picks is loopback, and
-    the GCS, raylet, agents and workers bind to the node address when it is loopback (to every
-    interface otherwise). Ray reads the switch once, at import, so its constant is set too."""
+    the GCS, raylet, agents and workers bind to loopback when the node address is loopback (to
+    every interface, or the machine's address, otherwise). Ray reads the switch once, at
+    import: its constant is set too."""
     try:
         from ray._private import ray_constants
     except ImportError:  # pragma: no cover - a Ray laid out differently: its default binding
