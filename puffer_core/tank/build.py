@@ -3,6 +3,14 @@
 The engine is whatever ``DOCKER_HOST`` names (default ``unix:///var/run/docker.sock``);
 when none answers, :class:`NoEngineError` (exit code 2) says so and how to fix it.
 
+Every layer starts from exact bytes, never from whatever a tag names at build time:
+``--base-image`` is resolved on the engine before layer 1 is built — a reference already
+pinned by digest stays as given, a tag becomes ``NAME@sha256:DIGEST`` (its registry
+digest), and a local image with no registry digest (``docker import``, as tank/ci-setup.sh
+makes) becomes its image id ``sha256:ID`` — and passed as ``BASE_IMAGE``; layer 1 records
+it (``/opt/puffertank/base-image.txt``, label ``org.puffer.tank.base-image``) and the lock
+repeats it. Layers 2 and 3 get the image *id* of the layer below as ``BASE``.
+
 Each layer is sent a build context made here, not the whole checkout: only the files its
 Dockerfile copies, in a tar with fixed owners and times, so the engine's layer cache hits
 whenever the files did not change.
@@ -45,7 +53,8 @@ from urllib.parse import urlsplit
 
 from puffer_core.specs import DockerLayer
 from puffer_core.tank.errors import BuildError, NoEngineError, TankError
-from puffer_core.tank.lock import LOCK_IN_IMAGE, label_lock, lock_digest, parse_lock, read_lock
+from puffer_core.tank.hashlock import HashLock
+from puffer_core.tank.lock import LOCK_IN_IMAGE, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
 from puffer_core.tank.render import CA_HELPER_SOURCE, DEFAULT_COMMAND, Constraints, render_envs
 
 __all__ = [
@@ -58,12 +67,18 @@ __all__ = [
     "engine_url",
     "image_tags",
     "machine_build_args",
+    "pinned_reference",
+    "resolve_base_image",
 ]
 
 STAGES = ("base", "envs", "final")
 DOCKERFILES = {"base": "tank/Dockerfile.base", "envs": "tank/Dockerfile.envs", "final": "tank/Dockerfile"}
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 PLUGINS_LABEL = "org.puffer.tank.plugins"
+BASE_IMAGE_LABEL = "org.puffer.tank.base-image"
+#: A reference that names bytes: ``name[:tag]@sha256:DIGEST``, or an image id.
+DIGEST_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 #: Docker's predefined build arguments: passed through, kept out of the image history.
 PROXY_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PROXY")
 PIP_ARGS = {
@@ -297,6 +312,67 @@ def build_context(root: pathlib.Path, paths: Iterable[str], extra: Mapping[str, 
     return buffer
 
 
+# -- base images ---------------------------------------------------------------------------
+
+
+def _repository(reference: str) -> str:
+    """``docker.io/library/debian:12`` → ``debian``: the repository, tag and digest left off."""
+    name = reference.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    for prefix in ("docker.io/", "index.docker.io/"):
+        name = name.removeprefix(prefix)
+    return name.removeprefix("library/")
+
+
+def pinned_reference(reference: str, attrs: Mapping[str, Any]) -> tuple[str, str]:
+    """The immutable form of ``reference``, given the engine's ``attrs`` of that image, and what it is.
+
+    Already pinned (``NAME@sha256:…`` or an image id): as given. A tag: ``NAME@sha256:…``
+    when the image came from a registry (its RepoDigests name that repository); otherwise
+    (imported or built here) its image id, the only name for those bytes there is.
+    """
+    if DIGEST_REFERENCE.match(reference) or IMAGE_ID.match(reference):
+        return reference, "pinned as given"
+    repository = _repository(reference)
+    for repo_digest in attrs.get("RepoDigests") or []:
+        name, _, digest = repo_digest.partition("@")
+        if _repository(name) == repository and digest.startswith("sha256:"):
+            return f"{reference.split('@', 1)[0]}@{digest}", "its registry digest"
+    image_id = attrs.get("Id", "")
+    if not IMAGE_ID.match(image_id):
+        raise TankError(f"the engine reports no image id for {reference}; give --base-image NAME@sha256:DIGEST")
+    return image_id, "its image id: a local image has no registry digest"
+
+
+def resolve_base_image(client: Any, reference: str, out: Printer) -> str:
+    """``reference`` as layer 1's immutable FROM (see :func:`pinned_reference`), pulled if need be."""
+    import docker
+
+    if DIGEST_REFERENCE.match(reference):
+        return reference  # the builder fetches exactly these bytes, or fails
+    try:
+        image = client.images.get(reference)
+    except docker.errors.ImageNotFound:
+        if IMAGE_ID.match(reference):
+            raise TankError(
+                f"base image {reference} is not on this engine: an image id names a local image, known only "
+                "where it was made; give --base-image NAME@sha256:DIGEST or an image that is here"
+            ) from None
+        out("note", f"base: pulling {reference} to learn its digest")
+        try:
+            image = client.images.pull(reference)
+        except docker.errors.APIError as exc:
+            raise TankError(
+                f"base image {reference} is not on this engine and could not be pulled "
+                f"({str(exc).splitlines()[0][:160]}); pull or import it first, or give NAME@sha256:DIGEST"
+            ) from None
+    pinned, what = pinned_reference(reference, image.attrs)
+    out("note", f"base: {reference} → {pinned} ({what})")
+    return pinned
+
+
 # -- plan and build ------------------------------------------------------------------------
 
 
@@ -328,6 +404,8 @@ class BuildPlan:
     render_command: str = DEFAULT_COMMAND
     #: pip constraints every pip step of the build obeys (``--lock FILE``, see lock.py).
     lock_constraints: bytes | None = None
+    #: The hash-locked set layer 2 installs (None: rendered without constraints).
+    hashlock: HashLock | None = None
 
 
 @dataclass
@@ -344,11 +422,12 @@ def _plugins_of(client: Any, image: str) -> list[str]:
     return [name for name in labels.get(PLUGINS_LABEL, "").split(",") if name]
 
 
-def _require_image(client: Any, image: str, hint: str) -> None:
+def _image_id(client: Any, image: str, hint: str) -> str:
+    """The id of ``image`` on the engine: what the next layer is built FROM."""
     import docker
 
     try:
-        client.images.get(image)
+        return client.images.get(image).id
     except docker.errors.ImageNotFound:
         raise TankError(f"image {image} is not on this engine: {hint}") from None
 
@@ -359,7 +438,9 @@ def _stage_context(plan: BuildPlan, stage: str, plugin_names: list[str]) -> io.B
     if stage == "base":
         return build_context(root, [DOCKERFILES["base"], *helpers])
     if stage == "envs":
-        text = render_envs(plan.layers, plan.constraints, command=plan.render_command, base=plan.tags["base"])
+        text = render_envs(plan.layers, plan.constraints, hashlock=plan.hashlock, command=plan.render_command)
+        if plan.hashlock is not None:
+            helpers.append(plan.hashlock.path)
         return build_context(root, helpers, {DOCKERFILES["envs"]: text.encode()})
     missing = [name for name in plugin_names if not (root / "plugins" / name / "pyproject.toml").is_file()]
     if missing:
@@ -465,6 +546,11 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
     common = dict(plan.build_args)
     plugin_names = sorted(plan.layers)
     results = []
+    built: dict[str, str] = {}  # stage -> image id of what this build made
+    hints = {
+        "base": "build it first: puffer tank build --stage base",
+        "envs": "build it first: puffer tank build --stage envs",
+    }
     with _serve(plan) as urls:
         common.update(urls)
         for stage in STAGES:
@@ -473,18 +559,15 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
             args = dict(common)
             if stage == "base":
                 if plan.base_image:
-                    args["BASE_IMAGE"] = plan.base_image
+                    args["BASE_IMAGE"] = resolve_base_image(client, plan.base_image, out)
                 if plan.torch is not None:
                     args["TORCH"] = plan.torch
-            elif stage == "envs":
-                args["BASE"] = plan.tags["base"]
-                if "base" not in plan.stages:
-                    _require_image(client, plan.tags["base"], "build it first: puffer tank build --stage base")
             else:
-                args["BASE"] = plan.tags["envs"]
-                if "envs" not in plan.stages:
-                    _require_image(client, plan.tags["envs"], "build it first: puffer tank build --stage envs")
-                built_for = _plugins_of(client, plan.tags["envs"])
+                below = "base" if stage == "envs" else "envs"
+                args["BASE"] = built.get(below) or _image_id(client, plan.tags[below], hints[below])
+                out("note", f"{stage}: FROM {plan.tags[below]} = {args['BASE']}")
+            if stage == "final":
+                built_for = _plugins_of(client, args["BASE"])
                 if built_for and built_for != plugin_names:
                     out("note", f"layer 3 installs the plugins of {plan.tags['envs']}: {', '.join(built_for)}")
                 plugin_names = built_for or plugin_names
@@ -497,6 +580,7 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
             seconds = time.monotonic() - started
             image = client.images.get(plan.tags[stage])
             size = image.attrs.get("Size", 0)
+            built[stage] = image.id
             results.append(StageResult(stage, plan.tags[stage], seconds, image_id or image.id, size))
             out("done", f"{stage}: {plan.tags[stage]} built in {seconds:.1f} s")
     return results
@@ -523,9 +607,12 @@ def _serve(plan: BuildPlan) -> Iterator[dict[str, str]]:
 def _add_lock_label(client: Any, image_id: str, tag: str, out: Printer) -> str:
     """Copy the final image's lock file into its label (what `puffer tank lock` reads)."""
     text = read_lock(client, image_id)
-    packages = parse_lock(text, f"{LOCK_IN_IMAGE} of {tag}")
+    source = f"{LOCK_IN_IMAGE} of {tag}"
+    packages, hashes = parse_lock(text, source), lock_hashes(text, source)
     labelled = label_lock(client, image_id, tag, text)
     out(
-        "note", f"final: lock of {len(packages)} packages, sha256 {lock_digest(packages)[:16]} (puffer tank lock {tag})"
+        "note",
+        f"final: lock of {len(packages)} packages ({len(hashes)} with their file's sha256), "
+        f"sha256 {lock_digest(packages, hashes)[:16]} (puffer tank lock {tag})",
     )
     return labelled

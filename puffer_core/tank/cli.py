@@ -1,10 +1,11 @@
 """``puffer tank``: render and build PufferTank's layers, run one's own container, read locks.
 
     puffer tank render [--plugins a,b | --without dmlab] [--constraints PATH | --no-constraints]
-                       [--output PATH] [--check]
+                       [--requirements PATH] [--output PATH] [--check]
+    puffer tank compile [--constraints PATH] [--output PATH] [--upgrade] [--check]
     puffer tank build  [--stage base|envs|final|all] [--tag NAME] [--base-image IMAGE]
                        [--torch REQ | --no-torch] [--ca-cert PATH] [--network host] [--lock FILE] ...
-    puffer tank shell  [--image TAG] [--mount DIR] [--user UID:GID] [--gpus auto|all|none] ...
+    puffer tank shell  [--image TAG] [--mount DIR] [--user UID:GID] [--gpus auto|all|none] [--cap-add CAP] ...
     puffer tank run    [same options] -- CMD...
     puffer tank lock   IMAGE [--json]
 
@@ -32,7 +33,25 @@ from puffer_core.errors import PufferError
 from puffer_core.plugins import get_plugins
 from puffer_core.tank import container
 from puffer_core.tank.errors import BuildError, TankError
-from puffer_core.tank.lock import build_constraints, image_lock, local_projects, lock_digest, parse_lock
+from puffer_core.tank.hashlock import (
+    COMPILE_COMMAND,
+    DEFAULT_HASHLOCK,
+    HashLock,
+    HashLockError,
+    compile_hashlock,
+    compile_roots,
+    load_hashlock,
+    parse_hashlock,
+)
+from puffer_core.tank.lock import (
+    build_constraints,
+    image_lock,
+    local_projects,
+    lock_base_image,
+    lock_digest,
+    lock_hashes,
+    parse_lock,
+)
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
@@ -76,10 +95,15 @@ def _selection(
     no_constraints: bool,
     output: str | None = None,
     need_constraints: bool = True,
-) -> tuple[dict, Constraints, str]:
-    """The selected layers, the constraint set and the command that reproduces the render."""
+    requirements_path: pathlib.Path | None = None,
+) -> tuple[dict, Constraints, HashLock | None, str]:
+    """The selected layers, the constraint set, its hash-locked form and the command that reproduces the render."""
     if constraints_path is not None and no_constraints:
         raise TankError("give --constraints PATH or --no-constraints, not both")
+    if requirements_path is not None and no_constraints:
+        raise TankError(
+            "give --requirements PATH or --no-constraints, not both: the hash-locked set pins the constraints"
+        )
     layers, warnings = plugin_layers(get_plugins())
     chosen = select_layers(layers, plugins, without)
 
@@ -88,6 +112,7 @@ def _selection(
         parts.append("--plugins " + ",".join(sorted({p.strip() for p in plugins.split(",") if p.strip()})))
     if without is not None:
         parts.append("--without " + ",".join(sorted({p.strip() for p in without.split(",") if p.strip()})))
+    hashlock = None
     if no_constraints:
         constraints = Constraints.none()
         parts.append("--no-constraints")
@@ -100,12 +125,30 @@ def _selection(
         constraints = load_constraints(root / DEFAULT_CONSTRAINTS, DEFAULT_CONSTRAINTS)
     else:
         constraints = Constraints.none()
+    if constraints.source is not None:
+        hashlock = _hashlock(root, requirements_path, constraints, chosen)
+        if hashlock.path != DEFAULT_HASHLOCK:
+            parts.append(f"--requirements {hashlock.path}")
     if output not in (None, "-", DEFAULT_OUTPUT):
         parts.append(f"--output {output}")
     command = DEFAULT_COMMAND if len(parts) == 1 else " ".join(parts)
     for warning in warnings:  # once the selection stands: an error above is the one line printed
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
-    return chosen, constraints, command
+    return chosen, constraints, hashlock, command
+
+
+def _hashlock(root: pathlib.Path, path: pathlib.Path | None, constraints: Constraints, layers: dict) -> HashLock:
+    """The hash-locked set to render with, checked to pin the constraint set and the plugins' pip needs."""
+    path = root / DEFAULT_HASHLOCK if path is None else path
+    shown = _relative(path, root)
+    if pathlib.PurePath(shown).is_absolute():
+        raise HashLockError(
+            f"--requirements {path}: give a file inside the checkout ({root}); layer 2 copies it from "
+            "the build context, which is the checkout"
+        )
+    hashlock = load_hashlock(path, shown)
+    hashlock.check_covers(constraints.lines, layers, local_projects(root), constraints.source or "")
+    return hashlock
 
 
 @click.group("tank", cls=TankGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -122,7 +165,8 @@ def tank() -> None:
 PLUGINS_HELP = "Only these plugins (comma list; default: every installed plugin)."
 WITHOUT_HELP = "Leave these plugins out (comma list), e.g. --without dmlab."
 CONSTRAINTS_HELP = f"Constraint set to pin pip installs with (default: {DEFAULT_CONSTRAINTS})."
-NO_CONSTRAINTS_HELP = "Render without a constraint set (pip installs unpinned)."
+NO_CONSTRAINTS_HELP = "Render without a constraint set (pip installs unpinned, not hash-checked)."
+REQUIREMENTS_HELP = f"Hash-locked set layer 2 installs with --require-hashes (default: {DEFAULT_HASHLOCK})."
 OUTPUT_HELP = f"Where to write (default: {DEFAULT_OUTPUT}; - for stdout)."
 #: A missing file gets load_constraints' own message (how to produce it); a folder or an
 #: unreadable file is refused by click.
@@ -134,6 +178,7 @@ CONSTRAINTS_FILE = click.Path(dir_okay=False, readable=True, path_type=pathlib.P
 @click.option("--without", help=WITHOUT_HELP)
 @click.option("--constraints", "constraints_path", type=CONSTRAINTS_FILE, help=CONSTRAINTS_HELP)
 @click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
+@click.option("--requirements", "requirements_path", type=CONSTRAINTS_FILE, help=REQUIREMENTS_HELP)
 @click.option("--output", "-o", "output", type=click.Path(dir_okay=False, path_type=pathlib.Path), help=OUTPUT_HELP)
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 when the output file is not what would be rendered.")
 def render_cmd(
@@ -141,17 +186,23 @@ def render_cmd(
     without: str | None,
     constraints_path: pathlib.Path | None,
     no_constraints: bool,
+    requirements_path: pathlib.Path | None,
     output: pathlib.Path | None,
     check: bool,
 ) -> None:
-    """Render tank/Dockerfile.envs from the plugins' DockerLayers and the common constraint set."""
+    """Render tank/Dockerfile.envs from the plugins' DockerLayers and the common constraint set.
+
+    Reads the hash-locked set (tank/requirements-envs.txt) and names its sha256; asks no
+    engine and no index, so the same inputs render the same bytes.
+    """
     root = find_root()
     target = root / DEFAULT_OUTPUT if output is None else output
     shown_output = "-" if str(output) == "-" else _relative(target, root)
-    layers, constraints, command = _selection(
-        root, plugins, without, constraints_path, no_constraints, output=shown_output
-    )
-    text = render_envs(layers, constraints, command=command)
+    layers, constraints, hashlock, command = _selection(
+        root, plugins, without, constraints_path, no_constraints, output=shown_output,
+        requirements_path=requirements_path,
+    )  # fmt: skip
+    text = render_envs(layers, constraints, hashlock=hashlock, command=command)
     if shown_output == "-":
         click.echo(text, nl=False)
         return
@@ -172,27 +223,109 @@ def render_cmd(
         tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
+    hashed = f"; hash-locked by {hashlock.path} ({len(hashlock.entries)} packages)" if hashlock else "; NOT hash-locked"
     console.print(
         f"{'unchanged' if unchanged else 'wrote'} {shown_output}: plugins {', '.join(layers)}; "
-        f"constraints {constraints.source or 'none'} ({len(constraints.lines)} pins)"
+        f"constraints {constraints.source or 'none'} ({len(constraints.lines)} pins){hashed}"
     )
 
 
-def _lock_constraints(lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path) -> bytes | None:
-    """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out)."""
+@tank.command("compile")
+@click.option("--constraints", "constraints_path", type=CONSTRAINTS_FILE, help=CONSTRAINTS_HELP)
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(dir_okay=False, path_type=pathlib.Path),
+    help=f"Where to write (default: {DEFAULT_HASHLOCK}).",
+)
+@click.option("--upgrade", is_flag=True, help="Move every unpinned package to its newest version (default: keep).")
+@click.option("--check", is_flag=True, help="Offline: exit 1 when the file's roots no longer answer the checkout.")
+def compile_cmd(constraints_path: pathlib.Path | None, output: pathlib.Path | None, upgrade: bool, check: bool) -> None:
+    """Compile the hash-locked set layer 2 installs: every package with the sha256 of its files.
+
+    Roots: the common constraint set's pins, the dependencies and build backends of
+    puffer-core and of every plugin in plugins/, and the plugins' DockerLayer.pip;
+    resolved by `uv pip compile --generate-hashes` for CPython 3.11 on x86_64 Linux under
+    the constraint set. Needs the package index (--check does not). Versions already in
+    the file stay unless --upgrade. Then `puffer tank render` (nox -s tank does both).
+    """
+    root = find_root()
+    constraints_path = root / DEFAULT_CONSTRAINTS if constraints_path is None else constraints_path
+    shown = _relative(constraints_path, root)
+    constraints = load_constraints(constraints_path, shown)
+    target = root / DEFAULT_HASHLOCK if output is None else output
+    shown_target = _relative(target, root)
+    layers, warnings = plugin_layers(get_plugins())
+    for warning in warnings:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    roots, local = compile_roots(root, constraints.lines, layers)
+    previous = target.read_text(encoding="utf-8") if target.is_file() else None
+    if check:
+        _check_hashlock(target, shown_target, roots, constraints, layers, local)
+        return
+    text = compile_hashlock(
+        roots, constraints_path.read_text(encoding="utf-8"), shown, previous=previous, upgrade=upgrade
+    )
+    hashlock = parse_hashlock(text, shown_target)
+    hashlock.check_covers(constraints.lines, layers, local, shown)
+    if text == previous:
+        console.print(f"unchanged {shown_target}: {len(hashlock.entries)} packages, hash-locked", soft_wrap=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    console.print(
+        f"wrote {shown_target}: {len(hashlock.entries)} packages from {len(roots)} roots, hash-locked; "
+        "now render: puffer tank render",
+        soft_wrap=True,
+    )
+
+
+def _check_hashlock(
+    target: pathlib.Path, shown: str, roots: list[str], constraints: Constraints, layers: dict, local: set[str]
+) -> None:
+    """`compile --check`: the file exists, lists the checkout's roots, and pins the constraint set."""
+    hashlock = load_hashlock(target, shown)
+    if list(hashlock.roots) != roots:
+        added = sorted(set(roots) - set(hashlock.roots))
+        gone = sorted(set(hashlock.roots) - set(roots))
+        detail = "; ".join(
+            part
+            for part in (f"new roots: {', '.join(added)}" if added else "", f"gone: {', '.join(gone)}" if gone else "")
+            if part
+        )
+        console.print(
+            f"[bold red]{shown} is out of date[/] ({detail or 'roots reordered'}): recompile with {COMPILE_COMMAND}",
+            soft_wrap=True,
+        )
+        sys.exit(1)
+    hashlock.check_covers(constraints.lines, layers, local, constraints.source or "")
+    console.print(f"{shown} is up to date ({len(hashlock.entries)} packages from {len(roots)} roots)", soft_wrap=True)
+
+
+def _lock_constraints(
+    lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path
+) -> tuple[bytes | None, str | None]:
+    """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out),
+    and the base image the lock records (None for a lock written before they did)."""
     if lock_path is None:
-        return None
+        return None, None
     if not lock_path.is_file():
         raise TankError(f"--lock {lock_path}: no such file; write one with puffer tank lock IMAGE > FILE")
     if network != "host":
         raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
-    return build_constraints(lock_path.read_text(encoding="utf-8"), local_projects(root), str(lock_path))
+    text = lock_path.read_text(encoding="utf-8")
+    return build_constraints(text, local_projects(root), str(lock_path)), lock_base_image(text)
 
 
-def _note_stale_render(root: pathlib.Path, layers: dict, constraints: Constraints, command: str) -> None:
+def _note_stale_render(
+    root: pathlib.Path, layers: dict, constraints: Constraints, hashlock: HashLock | None, command: str
+) -> None:
     """Say so when the committed Dockerfile.envs is not what the installed plugins render."""
     committed = root / DEFAULT_OUTPUT
-    rendered = render_envs(layers, constraints, command=command)
+    rendered = render_envs(layers, constraints, hashlock=hashlock, command=command)
     if not committed.is_file() or committed.read_text(encoding="utf-8") != rendered:
         console.print(
             f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
@@ -215,7 +348,11 @@ def _note_stale_render(root: pathlib.Path, layers: dict, constraints: Constraint
     show_default=True,
     help="Image name: NAME gives NAME:base, NAME:envs, NAME:latest; NAME:T gives NAME:T-base, NAME:T-envs, NAME:T.",
 )
-@click.option("--base-image", help="Layer 1's FROM (default in tank/Dockerfile.base: NVIDIA's CUDA runtime image).")
+@click.option(
+    "--base-image",
+    help="Layer 1's FROM (default in tank/Dockerfile.base: NVIDIA's CUDA runtime image, by digest). A tag is "
+    "resolved on the engine to its registry digest, or to its image id for a local image, before the build.",
+)
 @click.option("--torch", help="PyTorch requirement(s) for layer 1, e.g. 'torch==2.5.1'; '' skips PyTorch.")
 @click.option("--no-torch", is_flag=True, help="Skip PyTorch in layer 1 (same as --torch '').")
 @click.option(
@@ -229,6 +366,7 @@ def _note_stale_render(root: pathlib.Path, layers: dict, constraints: Constraint
 @click.option("--without", help=WITHOUT_HELP)
 @click.option("--constraints", "constraints_path", type=CONSTRAINTS_FILE, help=CONSTRAINTS_HELP)
 @click.option("--no-constraints", is_flag=True, help=NO_CONSTRAINTS_HELP)
+@click.option("--requirements", "requirements_path", type=CONSTRAINTS_FILE, help=REQUIREMENTS_HELP)
 @click.option("--no-cache", is_flag=True, help="Do not use the engine's layer cache.")
 @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Extra build argument.")
 @click.option(
@@ -236,7 +374,8 @@ def _note_stale_render(root: pathlib.Path, layers: dict, constraints: Constraint
     "lock_path",
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
     help="Rebuild under a lock (the output of `puffer tank lock IMAGE`): every pip install of the three layers "
-    "resolves to its versions. Needs --network host.",
+    "resolves to its versions, and layer 1 starts from the base image it records (unless --base-image). "
+    "Needs --network host.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
 def build_cmd(
@@ -251,6 +390,7 @@ def build_cmd(
     without: str | None,
     constraints_path: pathlib.Path | None,
     no_constraints: bool,
+    requirements_path: pathlib.Path | None,
     no_cache: bool,
     build_args: tuple[str, ...],
     lock_path: pathlib.Path | None,
@@ -258,8 +398,11 @@ def build_cmd(
 ) -> None:
     """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log.
 
-    The final layer records every Python package's resolved version (/opt/puffertank/lock.txt
-    and the label org.puffer.tank.lock); `puffer tank lock IMAGE` prints it.
+    Each layer starts from an exact image: layer 1 from --base-image resolved to a digest
+    (or a local image's id), layers 2 and 3 from the id of the layer below. The final layer
+    records every Python package's version and the sha256 of the file it came from
+    (/opt/puffertank/lock.txt and the label org.puffer.tank.lock); `puffer tank lock IMAGE`
+    prints it.
     """
     # deferred: the docker SDK loads only for commands that talk to an engine
     from puffer_core.tank import build as builder
@@ -276,10 +419,14 @@ def build_cmd(
         extra[key] = value
     stages = builder.STAGES if stage == "all" else (stage,)
     tags = builder.image_tags(tag)
-    lock_constraints = _lock_constraints(lock_path, network, root)
-    layers, constraints, command = _selection(
-        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages
-    )
+    lock_constraints, lock_base = _lock_constraints(lock_path, network, root)
+    if base_image is None and lock_base is not None and "base" in stages:
+        base_image = lock_base
+        console.print(f"[dim]note: layer 1 starts from the lock's base image {lock_base}[/]", soft_wrap=True)
+    layers, constraints, hashlock, command = _selection(
+        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages,
+        requirements_path=requirements_path,
+    )  # fmt: skip
     client = builder.connect()
     args, notes = builder.machine_build_args()
     args.update(extra)
@@ -287,7 +434,7 @@ def build_cmd(
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
 
     if "envs" in stages and command == DEFAULT_COMMAND:
-        _note_stale_render(root, layers, constraints, command)
+        _note_stale_render(root, layers, constraints, hashlock, command)
 
     plan = builder.BuildPlan(
         root=root,
@@ -295,6 +442,7 @@ def build_cmd(
         tags=tags,
         layers=layers,
         constraints=constraints,
+        hashlock=hashlock,
         base_image=base_image,
         torch="" if no_torch else torch,
         ca_cert=ca_cert,
@@ -353,18 +501,26 @@ def container_options(command: click.Command) -> click.Command:
             help="Size of /dev/shm, where the vector backends share buffers.",
         ),
         click.option("--env", "-e", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable inside."),
-        click.option("--quiet", "-q", is_flag=True, help="No version banner (PUFFERTANK_QUIET=1)."),
+        click.option(
+            "--cap-add",
+            "cap_add",
+            multiple=True,
+            metavar="CAP",
+            help="Give back one Linux capability (all are dropped; none is needed as your uid), e.g. CHOWN.",
+        ),
+        click.option("--quiet", "-q", is_flag=True, help="No version banner (PUFFERTANK_QUIET=1), no GPU line."),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-def _request(options: dict, command: tuple[str, ...], tty: bool) -> tuple[container.RunRequest, str]:
+def _request(options: dict, command: tuple[str, ...], tty: bool, kind: str) -> tuple[container.RunRequest, str]:
     """Check everything (arguments first, then the client, engine and image) into a request."""
     user = container.parse_user(options["user"])
     shm = container.check_shm_size(options["shm_size"])
     env = container.check_env(options["env"])
+    caps = container.check_capabilities(options["cap_add"])
     mount = container.check_mount(options["mount"], find_root)
     client_path = container.docker_client_path()
     # deferred: the docker SDK loads only for commands that talk to an engine
@@ -372,7 +528,9 @@ def _request(options: dict, command: tuple[str, ...], tty: bool) -> tuple[contai
 
     client = connect()
     container.check_image(client, options["image"])
-    gpus = container.use_gpus(options["gpus"], client.info().get("Runtimes"))
+    gpus = container.gpu_decision(options["gpus"], client.info().get("Runtimes"))
+    if not options["quiet"]:
+        console.print(gpus.line(), markup=False, highlight=False, soft_wrap=True)
     request = container.RunRequest(
         image=options["image"],
         mount=mount,
@@ -380,11 +538,13 @@ def _request(options: dict, command: tuple[str, ...], tty: bool) -> tuple[contai
         user=user,
         workdir=container.workdir_for(mount, pathlib.Path.cwd()),
         tty=tty,
-        gpus=gpus,
+        gpus=gpus.passed,
         network=options["network"],
         shm_size=shm,
         env=env,
         quiet=options["quiet"],
+        cap_add=caps,
+        kind=kind,
     )
     return request, client_path
 
@@ -407,15 +567,17 @@ def _exec(request: container.RunRequest, client_path: str) -> None:
 def shell_cmd(**options) -> None:
     """An interactive shell in the final layer, with the checkout (or --mount DIR) at /workspace.
 
-    Runs as your uid:gid, so files made inside belong to you on the host; GPUs pass through
-    when the engine has the NVIDIA runtime. Exit the shell (Ctrl-D) to remove the container.
+    Runs as your uid:gid, so files made inside belong to you on the host, with every Linux
+    capability dropped and no-new-privileges (--cap-add gives one back); GPUs pass through
+    when the engine has the NVIDIA runtime, and a line says whether they did and why. Exit
+    the shell (Ctrl-D) to remove the container.
     """
     if not sys.stdin.isatty():
         raise TankError(
             "puffer tank shell needs a terminal (stdin is not a TTY); "
             "to run a command without one: puffer tank run -- CMD"
         )
-    request, client_path = _request(options, (), tty=True)
+    request, client_path = _request(options, (), tty=True, kind="shell")
     _exec(request, client_path)
 
 
@@ -433,7 +595,7 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
     if command[0].startswith("-"):
         raise TankError(f"{command[0]!r} is not an option of puffer tank run; put the command after --")
     tty = sys.stdin.isatty() and sys.stdout.isatty()
-    request, client_path = _request(options, command, tty=tty)
+    request, client_path = _request(options, command, tty=tty, kind="run")
     _exec(request, client_path)
 
 
@@ -442,27 +604,46 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
 
 @tank.command("lock")
 @click.argument("image")
-@click.option("--json", "as_json", is_flag=True, help="Print {image, id, python, sha256, packages} as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {image, id, python, base_image, sha256, packages, hashes} as JSON.",
+)
 def lock_cmd(image: str, as_json: bool) -> None:
-    """Print IMAGE's lock: every Python package in it at its resolved version.
+    """Print IMAGE's lock: every Python package in it, its version and the sha256 of its file.
 
-    Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`; equal
-    sha256 digests mean equal environments. Rebuild the same: puffer tank build --lock FILE.
+    Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`. A
+    package pip installed from a file carries --hash=sha256:... (the file's digest, from
+    pip's install report); one installed from the checkout says so. Equal sha256 digests of
+    two locks mean equal environments, bytes included. Rebuild: puffer tank build --lock FILE.
     """
     # deferred: the docker SDK loads only for commands that talk to an engine
     from puffer_core.tank.build import connect
 
     text, found = image_lock(connect(), image)
     packages = parse_lock(text, f"the lock of {image}")
-    digest = lock_digest(packages)
+    hashes = lock_hashes(text)
+    digest = lock_digest(packages, hashes)
     if as_json:
         python = next((line.split()[-1] for line in text.splitlines() if line.startswith("# python ")), None)
-        record = {"image": image, "id": found.id, "python": python, "sha256": digest, "packages": packages}
+        record = {
+            "image": image,
+            "id": found.id,
+            "python": python,
+            "base_image": lock_base_image(text),
+            "sha256": digest,
+            "packages": packages,
+            "hashes": hashes,
+        }
         click.echo(json.dumps(record, indent=2))
         return
     click.echo(text, nl=not text.endswith("\n"))
     console.print(
-        f"{image} ({found.short_id}): {len(packages)} packages, sha256 {digest}", highlight=False, soft_wrap=True
+        f"{image} ({found.short_id}): {len(packages)} packages, {len(hashes)} with the sha256 of their file; "
+        f"lock sha256 {digest}",
+        highlight=False,
+        soft_wrap=True,
     )
 
 

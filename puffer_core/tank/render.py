@@ -1,17 +1,25 @@
 """Render PufferTank's environment layer, ``tank/Dockerfile.envs``, from the plugins.
 
-Inputs: every selected plugin's ``DockerLayer`` and the compatibility matrix's common
-constraint set (``compat_matrix/constraints-common.txt``). Output: one Dockerfile, the same
-bytes for the same inputs (plugins sorted by name, apt and pip lists de-duplicated and
-sorted, env vars sorted, no timestamps), laid out as
+Inputs: every selected plugin's ``DockerLayer``, the compatibility matrix's common
+constraint set (``compat_matrix/constraints-common.txt``) and its hash-locked form
+(``tank/requirements-envs.txt``, :mod:`puffer_core.tank.hashlock`). Output: one
+Dockerfile, the same bytes for the same inputs (plugins sorted by name, apt and pip lists
+de-duplicated and sorted, env vars sorted, no timestamps, nothing asked of an engine or an
+index), laid out as
 
-1. ``ARG BASE`` (the base layer's image);
+1. ``ARG BASE`` without a default: the base layer's image *id*, which ``puffer tank
+   build`` passes, so the layer is built on exact bytes, never on whatever a tag names now;
 2. one ``FROM <stage.base> AS <stage.name>`` build stage per ``BuildStage`` (its own apt
-   install, then its steps), in plugin order;
+   install, then its steps), in plugin order; every stage base is pinned by digest
+   (``name[:tag]@sha256:...``), which is checked here;
 3. ``FROM ${BASE}``: one apt install of every plugin's packages; the constraint set and
-   the plugin list written to ``/opt/puffertank/``; the build stages' artifacts copied
-   in; env vars; each plugin's run steps (in the plugin's own order: steps depend on one
-   another, so they are never sorted); one ``pip install`` constrained by the common set.
+   the plugin list written to ``/opt/puffertank/``; env vars; the hash-locked set copied
+   in, checked against the sha256 this file names, and installed with ``pip install
+   --require-hashes`` (its build backends first; sdists build against them, without build
+   isolation, since an isolated build would fetch its backends unchecked); the build
+   stages' artifacts; each plugin's run steps (in the plugin's own order: steps depend on
+   one another, so they are never sorted). Without a constraint set (``--no-constraints``)
+   the plugins' pip requirements are installed unpinned at the end instead.
 
 Every step that may download starts with ``. /usr/local/lib/puffertank/ca.sh`` (a no-op
 unless ``puffer tank build --ca-cert`` serves a CA bundle; see tank/README.md). Plugin
@@ -23,6 +31,7 @@ one name, two values for one env var, two stages writing one path) are caught he
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -30,16 +39,18 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
-from puffer_core.specs import CONTROL_CHAR_RE, IMAGE_NAME_RE, DockerLayer
+from puffer_core.specs import CONTROL_CHAR_RE, DockerLayer
 from puffer_core.tank.errors import ConstraintsError, TankError
+from puffer_core.tank.hashlock import HASHLOCK_IN_IMAGE, HashLock
 
 __all__ = [
     "CA_HELPER",
     "CONSTRAINTS_IN_IMAGE",
-    "DEFAULT_BASE",
     "DEFAULT_CONSTRAINTS",
     "DEFAULT_OUTPUT",
+    "PINNED_IMAGE_RE",
     "PLUGINS_IN_IMAGE",
+    "REPORTS_IN_IMAGE",
     "Constraints",
     "find_root",
     "load_constraints",
@@ -57,9 +68,13 @@ CA_HELPER_SOURCE = "tank/puffertank-ca.sh"
 CA_HELPER = "/usr/local/lib/puffertank/ca.sh"
 CONSTRAINTS_IN_IMAGE = "/opt/puffertank/constraints-common.txt"
 PLUGINS_IN_IMAGE = "/opt/puffertank/plugins.txt"
+#: pip's installation reports (``pip install --report``): what the lock's hashes come from.
+REPORTS_IN_IMAGE = "/opt/puffertank/reports"
+BACKENDS_IN_IMAGE = "/opt/puffertank/requirements-backends.txt"
 
-#: The base layer's image when none is given (what `puffer tank build` tags it).
-DEFAULT_BASE = "puffertank:base"
+#: An image a build stage may start from: pinned by digest (a tag alone floats), or the
+#: tank's own base layer, whose id `puffer tank build` passes as BASE.
+PINNED_IMAGE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}|\$\{?BASE\}?)$")
 
 #: The regeneration command the header names when the defaults were used.
 DEFAULT_COMMAND = "nox -s tank (same as: puffer tank render)"
@@ -279,24 +294,30 @@ def render_envs(
     layers: Mapping[str, DockerLayer],
     constraints: Constraints,
     *,
+    hashlock: HashLock | None = None,
     command: str = DEFAULT_COMMAND,
-    base: str = DEFAULT_BASE,
 ) -> str:
     """The text of ``tank/Dockerfile.envs`` for ``layers`` ({plugin: DockerLayer}).
 
+    ``hashlock``: the hash-locked set layer 2 installs with ``--require-hashes`` (checked to
+    cover the constraint set by the caller, :meth:`HashLock.check_covers`); None installs
+    the plugins' pip requirements under the constraint set alone, NOT hash-checked.
     ``command`` is how the header says to regenerate the file (the CLI passes the options
-    it was given); ``base`` is the default of ``ARG BASE``.
+    it was given).
     """
-    layers = _checked_layers(layers, base)
+    layers = _checked_layers(layers)
     names = list(layers)
-    out = _header(names, constraints, command, base)
+    out = _header(names, constraints, hashlock, command)
     out += _build_stages(layers)
     out += _environment_layer(layers)
     out += _constraints_block(constraints, names)
-    out += _artifacts_block(layers)
     out += _env_block(layers)
+    if hashlock is not None:
+        out += _hashlock_block(hashlock)
+    out += _artifacts_block(layers)
     out += _plugin_steps(layers)
-    out += _pip_block(layers)
+    if hashlock is None:
+        out += _pip_block(layers)
     # Last, so a change of selection does not invalidate the cached layers above.
     out += [
         "",
@@ -306,8 +327,8 @@ def render_envs(
     return "\n".join(out) + "\n"
 
 
-def _checked_layers(layers: Mapping[str, DockerLayer], base: str) -> dict[str, DockerLayer]:
-    """The layers sorted by plugin, each validated, none clashing; the base image checked."""
+def _checked_layers(layers: Mapping[str, DockerLayer]) -> dict[str, DockerLayer]:
+    """The layers sorted by plugin, each validated, none clashing, every stage base pinned."""
     if not layers:
         raise TankError("no plugin to render: install plugins (pip install -e plugins/NAME) or check the selection")
     layers = {name: layers[name] for name in sorted(layers)}
@@ -316,21 +337,38 @@ def _checked_layers(layers: Mapping[str, DockerLayer], base: str) -> dict[str, D
             raise PluginError(f"plugin '{name}': {layer!r} is not a puffer_core.DockerLayer", plugin=name)
         layer.validate(name)
     _check_clashes(layers)
-    if not IMAGE_NAME_RE.match(base):
-        raise TankError(f"{base!r} is not an image reference")
+    for name, layer in layers.items():
+        for stage in layer.stages:
+            if not PINNED_IMAGE_RE.match(stage.base):
+                raise PluginError(
+                    f"plugin '{name}': build stage {stage.name!r} starts from {stage.base!r}, a tag, which "
+                    "names different bytes from one day to the next; pin it by digest as "
+                    "NAME[:TAG]@sha256:DIGEST (docker buildx imagetools inspect NAME:TAG shows the digest)",
+                    plugin=name,
+                    field=f"stages[{stage.name}].base",
+                )
     return layers
 
 
-def _header(names: list[str], constraints: Constraints, command: str, base: str) -> list[str]:
+def _header(names: list[str], constraints: Constraints, hashlock: HashLock | None, command: str) -> list[str]:
     """The generated-file header: what rendered it, from what, how to regenerate and build."""
-    # Both end up in comment lines: a newline in a path must not start an instruction.
+    # All end up in comment lines: a newline in a path must not start an instruction.
     command = CONTROL_CHAR_RE.sub("?", command)
     source = CONTROL_CHAR_RE.sub("?", constraints.source) if constraints.source else None
+    if hashlock is not None:
+        pinned = [
+            f"# and the common constraint set {source}, hash-locked in",
+            f"# {CONTROL_CHAR_RE.sub('?', hashlock.path)} (sha256 {hashlock.sha256}).",
+        ]
+    elif source:
+        pinned = [f"# and the common constraint set {source} (NOT hash-locked: pip checks versions, not bytes)."]
+    else:
+        pinned = ["# without a constraint set: pip is NOT pinned."]
     return [
         "# GENERATED FILE: do not edit. PufferTank layer 2, the environments' system dependencies.",
         "# Rendered by `puffer tank render` from the DockerLayer of the plugins",
         f"#   {', '.join(names)}",
-        (f"# and the common constraint set {source}." if source else "# without a constraint set: pip is NOT pinned."),
+        *pinned,
         f"# Regenerate: {command}",
         "# Build: puffer tank build --stage envs (tank/README.md explains the layers).",
         "#",
@@ -338,7 +376,9 @@ def _header(names: list[str], constraints: Constraints, command: str, base: str)
         "#   DL3008 (pin apt versions): the base image's Debian release fixes them.",
         "#   DL3059 (consecutive RUNs): each plugin step keeps a shell of its own.",
         "",
-        f"ARG BASE={base}",
+        "# BASE: layer 1 by image id, never by tag; `puffer tank build` passes it. By hand:",
+        "#   --build-arg BASE=\"$(docker image inspect --format '{{.Id}}' puffertank:base)\"",
+        "ARG BASE",
     ]
 
 
@@ -415,13 +455,52 @@ def _plugin_steps(layers: Mapping[str, DockerLayer]) -> list[str]:
     return out
 
 
+def _hashlock_block(hashlock: HashLock) -> list[str]:
+    """The hash-locked set, copied in, checked against its digest, installed with --require-hashes."""
+    out = [
+        "",
+        f"# The hash-locked Python set ({hashlock.path}), refused unless its sha256 is the one",
+        "# named here; its build backends first, then every package of it, each file checked",
+        "# against its hashes. No build isolation: an sdist in the set builds with the set's own",
+        "# backends, where an isolated build would fetch them unchecked. pip's reports of what",
+        f"# it installed (with each file's sha256) stay in {REPORTS_IN_IMAGE}/ for the lock.",
+        f"COPY {hashlock.path} {HASHLOCK_IN_IMAGE}",
+    ]
+    tail = [
+        f"echo '{hashlock.sha256}  {HASHLOCK_IN_IMAGE}' | sha256sum --check --strict --quiet -",
+        f"mkdir -p {REPORTS_IN_IMAGE}",
+    ]
+    block = _run_block(f". {CA_HELPER}", [], tail)
+    backends = hashlock.backends()
+    if backends:
+        block[-1] += CONTINUE
+        block.append(" && printf '%s\\n'")
+        for entry in backends:
+            block[-1] += CONTINUE
+            block.append(f"{ITEM_INDENT}{_quote(entry.requirement_line())}")
+        block[-1] += CONTINUE
+        block.append(f"{ITEM_INDENT}> {BACKENDS_IN_IMAGE}")
+        block[-1] += CONTINUE
+        block.append(
+            " && pip install --no-cache-dir --require-hashes --no-deps"
+            f" --report {REPORTS_IN_IMAGE}/2-envs-backends.json -r {BACKENDS_IN_IMAGE}"
+        )
+    block[-1] += CONTINUE
+    block.append(
+        " && pip install --no-cache-dir --require-hashes --no-build-isolation"
+        f" --report {REPORTS_IN_IMAGE}/2-envs.json -r {HASHLOCK_IN_IMAGE}"
+    )
+    return out + block
+
+
 def _pip_block(layers: Mapping[str, DockerLayer]) -> list[str]:
     pip = sorted({str(Requirement(req)) for layer in layers.values() for req in layer.pip}, key=str.lower)
     if not pip:
         return []
     out = [
         "",
-        "# Python packages of every plugin, constrained by the common set (hence no pins here: DL3013).",
+        "# Python packages of every plugin, constrained by the common set if there is one (hence no",
+        "# pins here: DL3013), NOT hash-checked: render with a hash-locked set for that.",
         "# hadolint ignore=DL3013",
     ]
     head = f". {CA_HELPER}"

@@ -1,5 +1,6 @@
 """The parts of `puffer tank build` that need no Docker engine: contexts, tags, build
-arguments from this machine, and the CA bundle's round trip through tank/puffertank-ca.sh
+arguments from this machine, base images turned into immutable references, the
+hand-written layers' pins, and the CA bundle's round trip through tank/puffertank-ca.sh
 (served by the build's loopback server, fetched by bash, deleted when the step ends)."""
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ import urllib.request
 
 import pytest
 
-from puffer_core.tank.build import build_context, image_tags, machine_build_args, serve_ca_bundle, serve_files
+from puffer_core.tank.build import (
+    build_context,
+    image_tags,
+    machine_build_args,
+    pinned_reference,
+    serve_ca_bundle,
+    serve_files,
+)
 from puffer_core.tank.errors import TankError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -69,6 +77,53 @@ def test_image_tags(tag, expected):
 def test_image_tags_refuse_nonsense():
     with pytest.raises(TankError, match="not an image name"):
         image_tags("Bad Name")
+
+
+DIGEST = "sha256:" + "d" * 64
+IMAGE_ID = "sha256:" + "1" * 64
+
+
+@pytest.mark.parametrize(
+    ("reference", "attrs", "expected"),
+    [
+        # Already pinned: as given, whatever the engine says.
+        (f"debian:bookworm@{DIGEST}", {"Id": IMAGE_ID}, (f"debian:bookworm@{DIGEST}", "pinned as given")),
+        (IMAGE_ID, {"Id": IMAGE_ID}, (IMAGE_ID, "pinned as given")),
+        # A pulled tag: its registry digest, for the repository the tag names (Docker Hub spellings too).
+        ("debian:bookworm", {"Id": IMAGE_ID, "RepoDigests": [f"debian@{DIGEST}"]}, (f"debian:bookworm@{DIGEST}",)),
+        ("docker.io/library/debian:12", {"Id": IMAGE_ID, "RepoDigests": [f"debian@{DIGEST}"]},
+         (f"docker.io/library/debian:12@{DIGEST}",)),
+        ("localhost:5000/me/base:v1", {"Id": IMAGE_ID, "RepoDigests": [f"localhost:5000/me/base@{DIGEST}"]},
+         (f"localhost:5000/me/base:v1@{DIGEST}",)),
+        # A local image (docker import, or built here): no registry digest, so its image id.
+        ("puffertank-debian:bookworm", {"Id": IMAGE_ID, "RepoDigests": []}, (IMAGE_ID,)),
+        # Another repository's digest says nothing about this name.
+        ("mybase:1", {"Id": IMAGE_ID, "RepoDigests": [f"debian@{DIGEST}"]}, (IMAGE_ID,)),
+    ],
+)  # fmt: skip
+def test_base_image_becomes_an_immutable_reference(reference, attrs, expected):
+    pinned, what = pinned_reference(reference, attrs)
+    assert pinned == expected[0]
+    if len(expected) > 1:
+        assert what == expected[1]
+    elif pinned == IMAGE_ID:
+        assert what == "its image id: a local image has no registry digest"
+
+
+def test_hand_written_layers_start_from_digests_and_install_torch_from_one_index():
+    base = (ROOT / "tank" / "Dockerfile.base").read_text()
+    default = next(line for line in base.splitlines() if line.startswith("ARG BASE_IMAGE="))
+    assert default.startswith("ARG BASE_IMAGE=nvidia/cuda:") and "@sha256:" in default
+    assert len(default.split("@sha256:")[1]) == 64
+    assert "--extra-index-url" not in base and '--index-url "${TORCH_INDEX_URL}"' in base
+    assert "PIP_EXTRA_INDEX_URL='' pip install" in base
+    # pip itself: one file, one hash, installed with --require-hashes before anything else uses it.
+    assert "'pip==26.3 --hash=sha256:f3b60b20ffaadd4415ed7957212a38ac63fa4c5fa375bd0f4a797777940fad13'" in base
+    assert "--require-hashes --no-deps -r /opt/puffertank/requirements-base.txt" in base
+    final = (ROOT / "tank" / "Dockerfile").read_text()
+    assert "\nARG BASE\nFROM ${BASE}\n" in final and "ARG BASE=" not in final
+    assert "pip install --no-cache-dir --no-index -r /opt/puffertank/requirements-layer3.txt" in final
+    assert "RUN python -m puffer_core.tank.lock /opt/puffertank/lock.txt" in final
 
 
 def test_machine_build_args_keep_reachable_indexes_only():

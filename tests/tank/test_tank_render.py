@@ -1,9 +1,10 @@
-"""Rendering tank/Dockerfile.envs: golden files, reproducibility, selection, constraints, clashes.
+"""Rendering tank/Dockerfile.envs: golden files, reproducibility, selection, constraints, the
+hash-locked install, pinned base images, clashes.
 
 The golden files in tests/golden/ are the renders of FIXTURE_LAYERS with the fixture
-constraint set tests/golden/constraints-fixture.txt. After an intended change of the
-renderer, regenerate them with ``PUFFER_UPDATE_GOLDEN=1 pytest tests/tank/test_tank_render.py``
-and review the diff.
+constraint set tests/golden/constraints-fixture.txt and its fixture hash-locked set
+tests/golden/requirements-fixture.txt. After an intended change of the renderer, regenerate
+them with ``PUFFER_UPDATE_GOLDEN=1 pytest tests/tank/test_tank_render.py`` and review the diff.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from puffer_core import BuildStage, DockerLayer
 from puffer_core.errors import PluginError
 from puffer_core.tank import cli as tank_cli
 from puffer_core.tank.errors import ConstraintsError, TankError
+from puffer_core.tank.hashlock import HashLockError, load_hashlock
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     Constraints,
@@ -30,6 +32,10 @@ from puffer_core.tank.render import (
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"
 CONSTRAINTS = GOLDEN / "constraints-fixture.txt"
+REQUIREMENTS = GOLDEN / "requirements-fixture.txt"
+HASHLOCK = load_hashlock(REQUIREMENTS, "tests/golden/requirements-fixture.txt")
+#: A build stage's base, pinned as the renderer demands.
+DEBIAN = "debian:bookworm@sha256:" + "ab" * 32
 
 FIXTURE_LAYERS = {
     "alpha": DockerLayer(
@@ -46,7 +52,7 @@ FIXTURE_LAYERS = {
         stages=(
             BuildStage(
                 name="beta-build",
-                base="debian:bookworm",
+                base=DEBIAN,
                 apt=("git", "ca-certificates", "curl", "git"),
                 run=("mkdir -p /opt/beta", "echo wheel > /opt/beta/beta_env-0.3.1-py3-none-any.whl"),
                 artifacts=("/opt/beta/beta_env-0.3.1-py3-none-any.whl",),
@@ -58,10 +64,16 @@ FIXTURE_LAYERS = {
 }
 
 #: variant -> CLI arguments after `render` (the output path is added by the test).
+FIXTURE_INPUTS = [
+    "--constraints",
+    "tests/golden/constraints-fixture.txt",
+    "--requirements",
+    "tests/golden/requirements-fixture.txt",
+]
 VARIANTS = {
-    "all": ["--constraints", "tests/golden/constraints-fixture.txt"],
-    "without-beta": ["--without", "beta", "--constraints", "tests/golden/constraints-fixture.txt"],
-    "plugins-alpha-gamma": ["--plugins", "gamma,alpha", "--constraints", "tests/golden/constraints-fixture.txt"],
+    "all": FIXTURE_INPUTS,
+    "without-beta": ["--without", "beta", *FIXTURE_INPUTS],
+    "plugins-alpha-gamma": ["--plugins", "gamma,alpha", *FIXTURE_INPUTS],
     "no-constraints": ["--no-constraints"],
 }
 
@@ -107,18 +119,100 @@ def test_rendering_twice_is_byte_identical(fixture_plugins, tmp_path):
     # Input order does not matter either: plugins, apt, env and pip are all sorted.
     reordered = {name: FIXTURE_LAYERS[name] for name in reversed(list(FIXTURE_LAYERS))}
     constraints = load_constraints(CONSTRAINTS, "c.txt")
-    assert render_envs(reordered, constraints) == render_envs(dict(FIXTURE_LAYERS), constraints)
+    assert render_envs(reordered, constraints, hashlock=HASHLOCK) == render_envs(
+        dict(FIXTURE_LAYERS), constraints, hashlock=HASHLOCK
+    )
+
+
+def test_the_committed_render_is_reproduced_byte_for_byte(tmp_path):
+    """`puffer tank render` twice from the checkout's own plugins: the same bytes as the committed file."""
+    import subprocess
+    import sys
+
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run(
+            [sys.executable, "-m", "puffer_core.tank.cli", "render", "--output", "-"],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr.decode()
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1]
+    assert outs[0] == (ROOT / "tank" / "Dockerfile.envs").read_bytes()
 
 
 def test_header_says_generated_and_how_to_regenerate():
-    text = render_envs(FIXTURE_LAYERS, load_constraints(CONSTRAINTS, "compat_matrix/constraints-common.txt"))
-    head = text.splitlines()[:6]
+    constraints = load_constraints(CONSTRAINTS, "compat_matrix/constraints-common.txt")
+    text = render_envs(FIXTURE_LAYERS, constraints, hashlock=HASHLOCK)
+    head = text.splitlines()[:7]
     assert head[0].startswith("# GENERATED FILE: do not edit.")
     assert "#   alpha, beta, delta, gamma" in head
-    assert "# and the common constraint set compat_matrix/constraints-common.txt." in head
+    assert "# and the common constraint set compat_matrix/constraints-common.txt, hash-locked in" in head
+    assert f"# tests/golden/requirements-fixture.txt (sha256 {HASHLOCK.sha256})." in head
     assert f"# Regenerate: {DEFAULT_COMMAND}" in head
-    assert "ARG BASE=puffertank:base" in text
     assert not re.search(r"20\d\d-\d\d-\d\d", text), "no dates in a reproducible file"
+
+
+def _from_lines(text: str) -> list[str]:
+    return [line.split()[1] for line in text.splitlines() if line.startswith("FROM ")]
+
+
+@pytest.mark.parametrize("path", ["tank/Dockerfile.envs", *(f"tests/golden/Dockerfile.envs.{v}" for v in VARIANTS)])
+def test_every_from_names_a_digest_or_the_base_layers_id(path):
+    """No floating tag: a build stage starts from NAME@sha256:DIGEST, the layer from ${BASE},
+    whose ARG has no default (puffer tank build passes layer 1's image id)."""
+    text = (ROOT / path).read_text()
+    froms = _from_lines(text)
+    assert froms and froms[-1] == "${BASE}"
+    for image in froms[:-1]:
+        assert re.fullmatch(r"[a-z0-9./-]+(:[\w.-]+)?@sha256:[0-9a-f]{64}", image), image
+    assert re.search(r"^ARG BASE$", text, re.MULTILINE) and "ARG BASE=" not in text
+
+
+def test_a_stage_on_a_floating_tag_is_refused_naming_plugin_and_fix():
+    layers = {"alpha": DockerLayer(stages=(BuildStage("build", "debian:bookworm"),))}
+    refused = r"plugin 'alpha': build stage 'build' starts from 'debian:bookworm', a tag"
+    with pytest.raises(PluginError, match=refused) as e:
+        render_envs(layers, Constraints.none())
+    assert "NAME[:TAG]@sha256:DIGEST" in str(e.value)
+    # The tank's own base layer is pinned by build (its id), so a stage may start from it.
+    text = render_envs({"alpha": DockerLayer(stages=(BuildStage("build", "${BASE}"),))}, Constraints.none())
+    assert "FROM ${BASE} AS build" in text
+
+
+def test_hash_locked_install_is_checked_against_the_files_digest():
+    constraints = load_constraints(CONSTRAINTS, "fixture")
+    text = render_envs(FIXTURE_LAYERS, constraints, hashlock=HASHLOCK)
+    assert "COPY tests/golden/requirements-fixture.txt /opt/puffertank/requirements-envs.txt" in text
+    assert f"echo '{HASHLOCK.sha256}  /opt/puffertank/requirements-envs.txt' | sha256sum --check --strict" in text
+    # The backends go first, pinned and hashed; then everything, checked, without build isolation.
+    backends = text.index("'setuptools==75.0.0 --hash=sha256:")
+    everything = text.index("pip install --no-cache-dir --require-hashes --no-build-isolation")
+    assert backends < text.index("--require-hashes --no-deps") < everything
+    assert "-r /opt/puffertank/requirements-envs.txt" in text[everything:]
+    # Before the plugins' steps (which may need the set), and no unpinned pip install anywhere.
+    assert everything < text.index("python -m pip install --no-cache-dir /opt/beta/")
+    assert "pip install --no-cache-dir -c /opt/puffertank/constraints-common.txt" not in text
+    # Another set, another digest: the render names the bytes it was made from.
+    other = HASHLOCK.__class__(HASHLOCK.entries, HASHLOCK.roots, "0" * 64, HASHLOCK.path)
+    assert render_envs(FIXTURE_LAYERS, constraints, hashlock=other) != text
+
+
+def test_a_hash_locked_set_that_misses_a_pin_is_refused(fixture_plugins, tmp_path):
+    stale = tmp_path / "stale.txt"
+    stale.write_text(REQUIREMENTS.read_text().replace("gamma-env==2.0.0", "gamma-env==1.9.0"))
+    constraints = load_constraints(CONSTRAINTS, "fixture")
+    hashlock = load_hashlock(stale, "stale.txt")
+    with pytest.raises(HashLockError, match=r"stale.txt pins gamma-env==1\.9\.0, but 'gamma-env==2\.0\.0' of fixture"):
+        hashlock.check_covers(constraints.lines, FIXTURE_LAYERS, constraints_source=constraints.source)
+    # Through the CLI: one line naming the fix; the file must sit in the checkout (layer 2 COPYs it).
+    result, _ = _render_cli([*FIXTURE_INPUTS[:2], "--requirements", str(stale)], tmp_path)
+    assert result.exit_code == 1 and "give a file inside the checkout" in result.output
+    missing = HASHLOCK.__class__({k: v for k, v in HASHLOCK.entries.items() if k != "beta-env"}, (), "0" * 64, "x")
+    with pytest.raises(HashLockError, match=r"x does not pin it, but 'beta-env==0\.3\.1.*puffer tank compile"):
+        missing.check_covers(constraints.lines, FIXTURE_LAYERS, constraints_source="fixture")
 
 
 def _apt_packages(block_start: str, text: str) -> list[str]:
@@ -138,7 +232,7 @@ def test_apt_is_deduplicated_and_sorted():
     main = _apt_packages("# System packages of every plugin, de-duplicated and sorted.", text)
     assert main == ["build-essential", "cmake", "libbz2-dev", "libgl1", "zlib1g-dev"]
     # The build stage has its own apt install, de-duplicated too, and its packages stay there.
-    stage = _apt_packages("FROM debian:bookworm AS beta-build", text)
+    stage = _apt_packages(f"FROM {DEBIAN} AS beta-build", text)
     assert stage == ["ca-certificates", "curl", "git"]
     assert text.count("apt-get install") == 2
 
@@ -173,10 +267,13 @@ def test_constraints_are_normalized_sorted_and_deduplicated():
         "gamma-env==2.0.0",
         "numpy==2.1.3",
     )
-    text = render_envs(FIXTURE_LAYERS, constraints)
+    text = render_envs(FIXTURE_LAYERS, constraints, hashlock=HASHLOCK)
     assert "'beta-env==0.3.1; python_version >= \"3.10\"'" in text
     assert "ARG PIP_CONSTRAINT=/opt/puffertank/constraints-common.txt" in text
-    assert "pip install --no-cache-dir -c /opt/puffertank/constraints-common.txt" in text
+    # Without a hash-locked set (the API allows it), the old constrained install, said to be unchecked.
+    unhashed = render_envs(FIXTURE_LAYERS, constraints)
+    assert "pip install --no-cache-dir -c /opt/puffertank/constraints-common.txt" in unhashed
+    assert "(NOT hash-locked: pip checks versions, not bytes)" in unhashed
 
 
 @pytest.mark.parametrize(
@@ -230,7 +327,7 @@ def test_env_values_are_quoted_and_sorted():
 
 
 def test_run_steps_keep_plugin_order_and_stage_artifacts_are_copied():
-    text = render_envs(FIXTURE_LAYERS, Constraints.none())
+    text = render_envs(FIXTURE_LAYERS, load_constraints(CONSTRAINTS), hashlock=HASHLOCK)
     first = text.index("echo alpha > /opt/alpha/marker")
     assert first < text.index("test -s /opt/alpha/marker")
     assert (
@@ -248,16 +345,16 @@ def test_run_steps_keep_plugin_order_and_stage_artifacts_are_copied():
     [
         (
             {
-                "a": DockerLayer(stages=(BuildStage("same", "debian:12"),)),
-                "b": DockerLayer(stages=(BuildStage("same", "debian:12"),)),
+                "a": DockerLayer(stages=(BuildStage("same", DEBIAN),)),
+                "b": DockerLayer(stages=(BuildStage("same", DEBIAN),)),
             },
             "plugins 'a' and 'b' both declare a build stage named 'same'",
         ),
         ({"a": DockerLayer(env={"X": "1"}), "b": DockerLayer(env={"X": "2"})}, "set env var X differently"),
         (
             {
-                "a": DockerLayer(stages=(BuildStage("s1", "debian:12", artifacts=("/opt/x",)),)),
-                "b": DockerLayer(stages=(BuildStage("s2", "debian:12", artifacts=("/opt/x",)),)),
+                "a": DockerLayer(stages=(BuildStage("s1", DEBIAN, artifacts=("/opt/x",)),)),
+                "b": DockerLayer(stages=(BuildStage("s2", DEBIAN, artifacts=("/opt/x",)),)),
             },
             "both produce artifact '/opt/x'",
         ),
