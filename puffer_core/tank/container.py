@@ -2,7 +2,8 @@
 
 Both start the final layer with a folder (default: the checkout) mounted at ``/workspace``,
 as the caller's uid:gid, so what is written there belongs to the caller on the host, with
-the engine's GPUs when it has the NVIDIA runtime. They exec Docker's own client
+the engine's GPUs when it has the NVIDIA runtime (and a line saying whether they were
+passed, and why). They exec Docker's own client
 (``docker run --rm ...``): it owns the terminal (TTY size, Ctrl-C, Ctrl-D), streams the
 output and exits with the container's exit code, which no SDK session does as well.
 The engine is asked first (through the SDK, as ``puffer tank build`` does) whether it
@@ -10,6 +11,18 @@ answers and holds the image, so those mistakes are one line naming the fix.
 
 :func:`docker_argv` turns a :class:`RunRequest` into the command line; it is pure, and
 tested without an engine.
+
+Privileges: every container starts with ``--security-opt no-new-privileges`` (no setuid
+binary or file capability can raise a process's privileges) and ``--cap-drop ALL``, and
+no capability is added back by default, because nothing an RL dev shell does needs one:
+the entrypoint only makes a HOME under the world-writable ``/tmp``, the work happens as
+the caller's uid in files it owns (the mount) or may read (the image), and training,
+environments, the vector backends' shared memory (``/dev/shm``), Ray and the GPUs (the
+NVIDIA runtime injects the devices from outside) need no capability. What is lost is what
+root needs: with ``--user 0:0`` root cannot write files it does not own (no DAC_OVERRIDE),
+chown them (CHOWN), or let apt drop to its sandbox user (SETUID, SETGID). ``--cap-add CAP``
+gives one back for that session, e.g. ``--user 0:0 --cap-add CHOWN --cap-add DAC_OVERRIDE
+--cap-add FOWNER --cap-add SETUID --cap-add SETGID`` for ``apt-get install``.
 """
 
 from __future__ import annotations
@@ -25,11 +38,16 @@ from typing import Any
 from puffer_core.tank.errors import NoEngineError, TankError
 
 __all__ = [
+    "CAPABILITIES",
+    "CONTAINER_LABEL",
     "DEFAULT_IMAGE",
     "WORKSPACE",
+    "GpuDecision",
     "RunRequest",
+    "check_capabilities",
     "docker_argv",
     "docker_client_path",
+    "gpu_decision",
     "parse_user",
     "use_gpus",
     "workdir_for",
@@ -42,6 +60,17 @@ WORKSPACE = "/workspace"
 DEFAULT_SHM = "1g"
 GPU_MODES = ("auto", "all", "none")
 FINAL_LABEL = "org.opencontainers.image.title"
+#: Every container `shell` / `run` starts carries it (value: shell or run), so scripts and
+#: tests find them (docker ps --filter label=org.puffer.tank.container).
+CONTAINER_LABEL = "org.puffer.tank.container"
+#: Linux capability names (capabilities(7)), as docker --cap-add takes them.
+CAPABILITIES = frozenset(
+    "AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN DAC_OVERRIDE "
+    "DAC_READ_SEARCH FOWNER FSETID IPC_LOCK IPC_OWNER KILL LEASE LINUX_IMMUTABLE MAC_ADMIN MAC_OVERRIDE "
+    "MKNOD NET_ADMIN NET_BIND_SERVICE NET_BROADCAST NET_RAW PERFMON SETFCAP SETGID SETPCAP SETUID "
+    "SYS_ADMIN SYS_BOOT SYS_CHROOT SYS_MODULE SYS_NICE SYS_PACCT SYS_PTRACE SYS_RAWIO SYS_RESOURCE "
+    "SYS_TIME SYS_TTY_CONFIG SYSLOG WAKE_ALARM".split()
+)
 _USER = re.compile(r"^(\d{1,10})(?::(\d{1,10}))?$")
 _SIZE = re.compile(r"^\d+[bkmg]?$", re.IGNORECASE)
 
@@ -61,6 +90,10 @@ class RunRequest:
     shm_size: str = DEFAULT_SHM
     env: tuple[str, ...] = ()
     quiet: bool = False
+    #: Capabilities given back after --cap-drop ALL (none by default; see the module docstring).
+    cap_add: tuple[str, ...] = ()
+    #: What the CONTAINER_LABEL says: "shell" or "run".
+    kind: str = "run"
 
 
 def parse_user(text: str | None) -> tuple[int, int]:
@@ -93,13 +126,57 @@ def check_env(pairs: Sequence[str]) -> tuple[str, ...]:
     return tuple(pairs)
 
 
-def use_gpus(mode: str, runtimes: Mapping[str, Any] | None) -> bool:
-    """Pass the GPUs (``--gpus all``)? ``auto``: when the engine has the NVIDIA runtime."""
+@dataclass(frozen=True)
+class GpuDecision:
+    """Whether the GPUs are passed to the container, and the reason, for the line the run prints."""
+
+    passed: bool
+    reason: str
+
+    def line(self) -> str:
+        return f"puffertank: GPUs {'passed (--gpus all)' if self.passed else 'not passed'}: {self.reason}"
+
+
+def gpu_decision(mode: str, runtimes: Mapping[str, Any] | None) -> GpuDecision:
+    """Pass the GPUs (``--gpus all``)? ``auto``: only when the engine has the NVIDIA runtime."""
     if mode not in GPU_MODES:
         raise TankError(f"--gpus {mode!r}: give one of {', '.join(GPU_MODES)}")
-    if mode == "auto":
-        return "nvidia" in (runtimes or {})
-    return mode == "all"
+    names = ", ".join(sorted(runtimes or {})) or "none reported"
+    has_nvidia = "nvidia" in (runtimes or {})
+    if mode == "none":
+        return GpuDecision(False, "--gpus none")
+    if mode == "all":
+        if has_nvidia:
+            return GpuDecision(True, "--gpus all, and the engine has the NVIDIA runtime")
+        return GpuDecision(
+            True,
+            f"--gpus all as asked, though the engine lists no NVIDIA runtime (runtimes: {names}); docker may refuse",
+        )
+    if has_nvidia:
+        return GpuDecision(True, "the engine has the NVIDIA runtime (--gpus auto)")
+    return GpuDecision(
+        False, f"the engine has no NVIDIA runtime (runtimes: {names}); --gpus all forces them, --gpus none quiets this"
+    )
+
+
+def use_gpus(mode: str, runtimes: Mapping[str, Any] | None) -> bool:
+    """Pass the GPUs (``--gpus all``)? ``auto``: when the engine has the NVIDIA runtime."""
+    return gpu_decision(mode, runtimes).passed
+
+
+def check_capabilities(names: Sequence[str]) -> tuple[str, ...]:
+    """``--cap-add`` values as docker takes them (``chown`` and ``CAP_CHOWN`` mean CHOWN), sorted, unique."""
+    found = set()
+    for name in names:
+        cap = name.strip().upper().removeprefix("CAP_")
+        if cap == "ALL":
+            raise TankError("--cap-add ALL would undo --cap-drop ALL; name the capabilities the session needs")
+        if cap not in CAPABILITIES:
+            raise TankError(
+                f"--cap-add {name!r} is not a Linux capability (capabilities(7)); e.g. --cap-add CHOWN --cap-add SETUID"
+            )
+        found.add(cap)
+    return tuple(sorted(found))
 
 
 def workdir_for(mount: pathlib.Path, cwd: pathlib.Path) -> str:
@@ -123,7 +200,11 @@ def docker_argv(request: RunRequest) -> list[str]:
     if request.tty:
         argv.append("--tty")
     uid, gid = request.user
+    argv += ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
+    for cap in request.cap_add:
+        argv += ["--cap-add", cap]
     argv += [
+        "--label", f"{CONTAINER_LABEL}={request.kind}",
         "--user", f"{uid}:{gid}",
         "--mount", _bind(request.mount),
         "--workdir", request.workdir,
