@@ -2,7 +2,8 @@
 
 Memory
     One anonymous shared mapping (``memfd_create`` + ``mmap``; nothing in ``/dev/shm``, so
-    nothing can leak there even if every process is SIGKILLed) holds the observations,
+    nothing can leak there even if every process is SIGKILLed; forked workers inherit it, the
+    others map the fd they are handed) holds the observations,
     rewards, terminals, truncations, masks and actions of every agent row, plus a small
     control block per worker (status word, the index of the env it is stepping, an info
     mailbox). Each worker runs an ``EnvGroup`` (the Serial engine) whose emulators write
@@ -75,8 +76,9 @@ Faults
     and resets its envs before it reports in, and the main process waits for just that one
     while the others go on. A dead worker that is never waited on (the others fill every
     async batch) is noticed from its sentinel once its command runs late. Workers die with
-    their parent (``PR_SET_PDEATHSIG`` on Linux, and EOF on their command pipe
-    everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize`` (at
+    the process that owns the vector env, whatever the start method (``PR_SET_PDEATHSIG``
+    where it is their OS parent, else a watcher thread on its pidfd: :mod:`.mp_start`; and
+    EOF on their command pipe everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize`` (at
     garbage collection or interpreter exit, Ctrl-C included). The workers' temp dir
     (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's own, shared by its
     workers and removed when it closes: what a killed worker's envs could not remove (each
@@ -86,13 +88,11 @@ Faults
 from __future__ import annotations
 
 import mmap
-import multiprocessing
 import os
 import pickle
 import select
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -124,6 +124,13 @@ from puffer_core.vector.faults import (
     check_on_fault,
     fault_info,
     restart_seeds,
+)
+from puffer_core.vector.mp_start import (
+    Lifeline,
+    check_not_bootstrapping,
+    resolve_start_method,
+    restart_start_method,
+    worker_context,
 )
 from puffer_core.vector.mp_worker import (
     ARG_LEN,
@@ -200,16 +207,6 @@ def _plan_units(
     return envs, units - 1, units, batch, counts
 
 
-def _context(start_method: str | None) -> tuple[str, Any]:
-    """The start method ("fork" on Linux by default, else "spawn") and its multiprocessing context."""
-    if start_method is None:
-        start_method = "fork" if sys.platform.startswith("linux") else "spawn"
-    try:
-        return start_method, multiprocessing.get_context(start_method)
-    except ValueError as exc:
-        raise APIUsageError(f"start_method {start_method!r} is not available here: {exc}") from None
-
-
 def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -249,8 +246,11 @@ def _how_it_ended(proc: Any) -> str:
     return f"exited with code {code}"
 
 
-def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, scratch: list, grace: float) -> None:
+def _cleanup(
+    procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, scratch: list, lifeline: list, grace: float
+) -> None:
     """Stop workers and release every resource. Safe to call more than once."""
+    procs[:] = [proc for proc in procs if proc is not None]  # a start that failed half-way leaves gaps
     if buffer is not None and not buffer.closed and procs:
         try:
             words = layout.arrays(buffer)["to_worker"]
@@ -290,6 +290,8 @@ def _cleanup(procs: list, fds: list, buffer: Any, layout: Any, memfd_box: list, 
             os.close(memfd_box.pop())
         except OSError:
             pass
+    if lifeline:  # only now: a pipe lifeline's EOF would end workers still closing their envs
+        lifeline.pop().close()
     if buffer is not None:
         try:
             buffer.close()
@@ -302,10 +304,20 @@ class Multiprocessing(VectorEnv):
 
     Parameters beyond ``make``'s: ``timeout`` (seconds a worker may stay silent on one
     command, default 60; env construction gets ``max(timeout, startup_timeout)``),
-    ``start_method`` ("fork" on Linux by default, "spawn" / "forkserver" also work),
+    ``start_method`` ("fork", "forkserver" or "spawn"; all three pass the same tests),
     ``info_buffer_bytes`` (per-worker mailbox for infos and call arguments, default 256 KiB) and ``spin_us``
     (the longest a waiting side polls before it sleeps: the main process always, workers
     only when each has a core; default ``DEFAULT_SPIN_US``; 0 never spins).
+
+    The default start method is safe to use from a process that runs threads (torch, Ray, a
+    notebook kernel): "forkserver" when this process has other threads (counted by the OS:
+    native ones too) or on Python 3.14+, "fork" when it has none, "spawn" off Linux; the
+    method chosen is the ``start_method`` attribute. Forking a process with threads may
+    deadlock the child, which Python 3.12+ warns about. "forkserver" and "spawn" workers
+    unpickle the env creator (cloudpickle) and import the main module, so a script keeps its
+    code under ``if __name__ == "__main__":``. A restarted worker (``on_fault="restart"``)
+    starts the way the vector env did, except that a "fork" env's replacement comes from the
+    fork server once the process has threads. Details: :mod:`puffer_core.vector.mp_start`.
     """
 
     backend = "multiprocessing"
@@ -329,6 +341,7 @@ class Multiprocessing(VectorEnv):
         main_share: Any = False,
     ):
         self._closed = True  # until fully started; close() is then a no-op
+        check_not_bootstrapping()
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
         cpus = available_cpus()
         envs, workers, units, batch, counts = _plan_units(num_envs, num_workers, batch_size, main_share, cpus)
@@ -356,24 +369,25 @@ class Multiprocessing(VectorEnv):
         # spin lasts about as long as waits usually do (see the module docstring).
         self._spin_floor = spin if workers + 1 <= cpus else min(spin, MIN_SPIN)
 
-        start_method, ctx = _context(start_method)
+        #: how the workers were started: "fork", "forkserver" or "spawn" (see :mod:`.mp_start`)
+        self.start_method = resolve_start_method(start_method)
 
         self._init_workers(factory, envs, units, batch, counts)
         #: async batches of one unit each (``batch_size`` = one worker's envs): recv/send take
         #: their short path (see ``_recv_unit``)
         self._unit_batches = self._workers_per_batch == 1 < units
         self.num_workers = workers  # processes; the main share is one more unit of ``counts``
-        self._allocate(envs, workers, info_buffer_bytes, start_method, recording=factory.recording is not None)
+        self._allocate(envs, workers, info_buffer_bytes, recording=factory.recording is not None)
         self._closed = False
         self._state = "new"
         try:
-            self._start(ctx, start_method, factory)
+            self._start(factory)
         except BaseException:
             self.close()
             raise
 
     # ---------------------------------------------------------------- start-up
-    def _allocate(self, envs: int, workers: int, info_buffer_bytes: int, start_method: str, recording: bool) -> None:
+    def _allocate(self, envs: int, workers: int, info_buffer_bytes: int, recording: bool) -> None:
         """The shared memory and pipe slots, all owned by the finalizer from here on."""
         obs_space = self.single_observation_space
         layout = Layout(  # control blocks and mailboxes for the worker processes only
@@ -394,28 +408,43 @@ class Multiprocessing(VectorEnv):
         self._fd_groups = [self._cmd_w, self._data_r, self._shared_fds]
         self._memfd_box: list[int] = []
         self._scratch: list[str] = []  # the workers' temp dir (see "Faults" in the module docstring)
-        self._buffer = self._map_memory(start_method, layout.size)
+        self._lifeline_box: list[Lifeline] = []
+        self._buffer = self._map_memory(layout.size)
         # Workers get a second to close their envs, or a minute when env 0 records (its
         # worker writes the video's end, a GIF all of it, as env 0 closes).
         grace = RECORDING_CLOSE_GRACE if recording else 1.0
         self._finalizer = weakref.finalize(
-            self, _cleanup, self._procs, self._fd_groups, self._buffer, layout, self._memfd_box, self._scratch, grace
+            self,
+            _cleanup,
+            self._procs,
+            self._fd_groups,
+            self._buffer,
+            layout,
+            self._memfd_box,
+            self._scratch,
+            self._lifeline_box,
+            grace,
         )
+        self._lifeline = Lifeline()  # what workers watch to die with this process (see mp_start)
+        self._lifeline_box.append(self._lifeline)
         try:
             self._scratch.append(tempfile.mkdtemp(prefix="puffer-vector-"))
         except OSError:  # no writable temp dir: the workers use the usual one (and envs may fail there too)
             pass
 
-    def _map_memory(self, start_method: str, size: int) -> mmap.mmap:
-        if start_method == "fork":  # inherited by the children: no file, no fd, nothing to leak
-            return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
-        if hasattr(os, "memfd_create"):  # an fd the spawned children map (never in /dev/shm)
+    def _map_memory(self, size: int) -> mmap.mmap:
+        """A memfd mapping (never in /dev/shm; forked workers inherit the mapping, the others map
+        the fd), whatever the start method: a fork env's replacement may come from the fork
+        server. Without memfd (not Linux) an anonymous mapping, which only forked workers see."""
+        if hasattr(os, "memfd_create"):
             memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
             self._memfd_box.append(memfd)
             os.ftruncate(memfd, size)
             return mmap.mmap(memfd, size)
-        raise APIUsageError(  # pragma: no cover - non-Linux without fork
-            f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'"
+        if self.start_method == "fork":  # pragma: no cover - not Linux
+            return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+        raise APIUsageError(  # pragma: no cover - not Linux
+            f"start_method {self.start_method!r} needs os.memfd_create (Linux); use 'fork'"
         )
 
     def _map_arrays(self) -> None:
@@ -457,7 +486,7 @@ class Multiprocessing(VectorEnv):
         self._sentinels: dict[int, int] = {}
         self._poller = select.poll()
 
-    def _start(self, ctx: Any, start_method: str, factory: Any) -> None:
+    def _start(self, factory: Any) -> None:
         self._map_arrays()
         self._init_state(self._units)
         done_r, done_w = os.pipe()
@@ -466,11 +495,12 @@ class Multiprocessing(VectorEnv):
         os.set_blocking(done_w, False)  # hints only: a full pipe just drops them
         self._done_r, self._done_w = done_r, done_w
         self._poller.register(done_r, select.POLLIN)
-        fork = start_method == "fork"
-        self._ctx, self._fork = ctx, fork
-        self._factory = factory if fork else Pickled(factory)
+        self._factory = factory
+        self._pickled: Pickled | None = None  # the factory for workers that are not forked, pickled once
+        #: per worker: the start method of its process (a fork env's replacement may differ)
+        self._methods = [self.start_method] * self._procs_n
         for w in range(self._procs_n):
-            self._spawn(w)
+            self._spawn(w, self.start_method)
         if self._main_unit is not None:  # built while the workers build theirs
             self._main_group = self._build_main_group(None)
         self._wait(self._procs_n, "building")
@@ -478,8 +508,28 @@ class Multiprocessing(VectorEnv):
         self._infos = [[] for _ in range(self._units)]
         self._started = True  # from now on a fault may restart a worker
 
-    def _spawn(self, w: int, restart_seeds: Any = None, reset_after_build: bool = False) -> None:
-        """Start worker ``w`` (again): its pipes, its process; it reports in with the BUILD word."""
+    def _pickled_factory(self) -> Pickled:
+        if self._pickled is None:
+            self._pickled = Pickled(self._factory)
+        return self._pickled
+
+    def _creator_pickles(self) -> bool:
+        try:
+            self._pickled_factory().__getstate__()
+        except Exception:
+            return False
+        return True
+
+    def _restart_method(self) -> str:
+        """The start method of a replacement worker (see :func:`.mp_start.restart_start_method`)."""
+        if self.start_method != "fork" or not self._memfd_box:  # no memfd: only a forked child sees the mapping
+            return self.start_method
+        return restart_start_method("fork", self._creator_pickles())
+
+    def _spawn(self, w: int, method: str, restart_seeds: Any = None, reset_after_build: bool = False) -> None:
+        """Start worker ``w`` (again) with start method ``method``: its pipes, its process; it
+        reports in with the BUILD word."""
+        fork = method == "fork"
         cmd_r, cmd_w = os.pipe()
         data_r, data_w = os.pipe()
         os.set_blocking(cmd_w, False)
@@ -487,26 +537,32 @@ class Multiprocessing(VectorEnv):
         for slot in (CMD, RESET_FLAGS, ARG_LEN):  # a replacement must not replay its predecessor's command
             self._to_w[w * SLOTS + slot] = 0
         self._from_w[w * SLOTS + DONE] = 0
+        self._from_w[w * SLOTS + PROGRESS] = -1  # no env yet (a worker that dies unpickling names none)
+        lifeline = self._lifeline
         ours = [fd for fd in (*self._cmd_w, *self._data_r, self._done_r, *self._memfd_box) if fd >= 0]
+        if lifeline.keep_fd is not None:
+            ours.append(lifeline.keep_fd)  # a pipe lifeline: the owner's end must be the owner's alone
 
         def handle(fd: int) -> Any:
-            return fd if self._fork else FdHandle(fd)
+            return fd if fork else FdHandle(fd)
 
         spec = WorkerSpec(
             worker=w,
-            factory=self._factory,
+            factory=self._factory if fork else self._pickled_factory(),
             first_env=self._first_env[w],
             num_envs=self._env_counts[w],
             agents_per_env=self.agents_per_env,
             rows=self._row_bounds[w],
             layout=self._layout,
-            memory=self._buffer if self._fork else FdHandle(self._memfd_box[0]),
+            memory=self._buffer if fork else FdHandle(self._memfd_box[0]),
             cmd=handle(cmd_r),
             done=handle(self._done_w),
             data=handle(data_w),
-            parent_pid=os.getpid(),
+            owner_pid=lifeline.pid,
+            owner=handle(lifeline.watch_fd),
+            # PDEATHSIG fires when the thread that made the child ends, not the process
             use_pdeathsig=threading.current_thread() is threading.main_thread(),
-            close_fds=ours if self._fork else [],  # fork: the child drops the main process's ends
+            close_fds=ours if fork else [],  # fork: the child drops the main process's ends
             spin=self._worker_spin,
             spin_floor=self._spin_floor,
             autoreset=self.autoreset_mode,
@@ -514,13 +570,15 @@ class Multiprocessing(VectorEnv):
             restart_seeds=restart_seeds,
             temp_dir=self._scratch[0] if self._scratch else None,
         )
-        proc = self._ctx.Process(target=worker_main, name=f"puffer-vector-worker-{w}", args=(spec,), daemon=True)
+        name = f"puffer-vector-worker-{w}"
+        proc = worker_context(method).Process(target=worker_main, name=name, args=(spec,), daemon=True)
         try:
             proc.start()
         finally:
             os.close(cmd_r)  # the child holds its ends now
             os.close(data_w)
         self._procs[w] = proc
+        self._methods[w] = method
         self._sentinels[proc.sentinel] = w
         self._poller.register(proc.sentinel, select.POLLIN)
         self._expected[w] = BUILD
@@ -676,13 +734,23 @@ class Multiprocessing(VectorEnv):
             how = _how_it_ended(self._procs[w])
             env_index = self._where(w)
             envs = self._envs_of(w)
-            where = (
-                f"while stepping env {env_index}"
-                if env_index is not None
-                else f"while idle (it holds envs {envs.start}–{envs.stop - 1})"
-            )
+            phase = self._phase(w)
+            if env_index is not None:
+                where = f"while {'building' if phase == 'construction' else 'stepping'} env {env_index}"
+            elif phase == "construction":
+                which = f"env {envs.start}" if len(envs) == 1 else f"envs {envs.start}–{envs.stop - 1}"
+                where = f"while starting, before building {which}"
+            else:
+                where = f"while idle (it holds envs {envs.start}–{envs.stop - 1})"
             message = f"Multiprocessing: worker {w} (pid {self._procs[w].pid}) {how} {where}"
-            self._fault(Fault(w, env_index, self._phase(w), how), message, due=w in self._running)
+            method = self._methods[w]
+            if phase == "construction" and env_index is None and method != "fork":
+                message += (
+                    f"; a {method} worker imports the main module and unpickles the env creator first (its "
+                    "traceback is on stderr): keep a script's code under `if __name__ == '__main__':` and the "
+                    "creator importable, or pass vector_kwargs={'start_method': 'fork'}"
+                )
+            self._fault(Fault(w, env_index, phase, how), message, due=w in self._running)
 
     def _timeout(self, doing: str) -> None:
         now = time.monotonic()
@@ -725,7 +793,7 @@ class Multiprocessing(VectorEnv):
             self._retire(w)
             envs = self._envs_of(w)
             seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
-            self._spawn(w, seeds, reset_after_build=True)
+            self._spawn(w, self._restart_method(), seeds, reset_after_build=True)
             failure = self._await_rebuild(w)
         fault.restarts = self._fault_log.worker_restarts.get(w, fault.restarts)
         self._fault_log.restarted(fault)
@@ -880,7 +948,7 @@ class Multiprocessing(VectorEnv):
         arrays = {name: self._arrays[name][lo:hi] for name in ROW_FIELDS}
         envs = self._envs_of(w)
         group = EnvGroup(
-            self._factory.obj if isinstance(self._factory, Pickled) else self._factory,
+            self._factory,
             len(envs),
             self.agents_per_env,
             arrays,

@@ -5,13 +5,11 @@ in :mod:`puffer_core.vector.mp`, the main process's side."""
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import pickle
 import signal
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -21,6 +19,7 @@ from typing import Any
 from puffer_core.vector.autoreset import ResetPlan
 from puffer_core.vector.base import EnvFault, EnvGroup
 from puffer_core.vector.calls import CallResult, sendable
+from puffer_core.vector.mp_start import die_with_owner
 from puffer_core.vector.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
 
 __all__ = ["DEFAULT_SPIN_US", "Pickled", "Worker", "WorkerSpec", "worker_main"]
@@ -44,32 +43,26 @@ HINT = b"\0"
 
 
 class Pickled:
-    """cloudpickle for the env factory when spawning (creators are often lambdas)."""
+    """cloudpickle for the env factory of workers that are not forked (creators are often
+    lambdas); pickled once, however many workers and replacements it goes to."""
 
     def __init__(self, obj: Any):
         self.obj = obj
+        self._state: bytes | None = None
 
     def __getstate__(self) -> bytes:
-        try:
-            import cloudpickle
+        if self._state is None:
+            try:
+                import cloudpickle
 
-            return cloudpickle.dumps(self.obj)
-        except ImportError:  # pragma: no cover - gymnasium depends on cloudpickle
-            return pickle.dumps(self.obj)
+                self._state = cloudpickle.dumps(self.obj)
+            except ImportError:  # pragma: no cover - gymnasium depends on cloudpickle
+                self._state = pickle.dumps(self.obj)
+        return self._state
 
     def __setstate__(self, state: bytes) -> None:
         self.obj = pickle.loads(state)
-
-
-def die_with_parent(parent_pid: int, use_pdeathsig: bool) -> None:
-    if use_pdeathsig and sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except Exception:
-            pass
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
-        os._exit(1)
+        self._state = state
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:
@@ -94,8 +87,9 @@ class WorkerSpec:
     cmd: Any  # read end of the command-hint pipe
     done: Any  # write end of the shared completion-hint pipe
     data: Any  # write end of this worker's data pipe (large infos, errors)
-    parent_pid: int
-    use_pdeathsig: bool
+    owner_pid: int  # the process of the vector env (not the OS parent under forkserver)
+    owner: Any  # its lifeline (mp_start.Lifeline.watch_fd; a FdHandle of it when not forked)
+    use_pdeathsig: bool  # made from the owner's main thread: PR_SET_PDEATHSIG may watch the owner
     close_fds: list[int]  # fork: inherited ends of other workers' pipes
     spin: float
     spin_floor: float  # the shortest spin before sleeping (the whole ``spin`` when each process has a core)
@@ -281,7 +275,7 @@ class Worker:
 
 def worker_main(spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle
-    die_with_parent(spec.parent_pid, spec.use_pdeathsig)
+    die_with_owner(spec.owner_pid, fd_of(spec.owner), spec.use_pdeathsig)
     for fd in spec.close_fds:  # fork: drop inherited ends of other workers' pipes (EOF must work)
         try:
             os.close(fd)
