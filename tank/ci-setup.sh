@@ -6,7 +6,8 @@
 #      (builds then need host networking: `puffer tank build --network host`);
 #   3. the base image puffertank-debian:bookworm (Debian 12, Python 3.11 in its apt),
 #      made with `debootstrap --variant=minbase` from the Debian mirror this machine's own
-#      apt sources use, because the engine cannot pull images here.
+#      apt sources use, because the engine cannot pull images here. An imported image has
+#      no registry digest: `puffer tank build --base-image` records it by its image id.
 # Idempotent and fast when everything is already in place. Run as root.
 # Environment: PUFFERTANK_DEBIAN_IMAGE (image name), PUFFERTANK_DEBIAN_MIRROR (mirror URL
 # instead of the one read from /etc/apt/sources.list*), PUFFERTANK_DOCKERD_LOG (log file).
