@@ -10,6 +10,7 @@ import time
 import gymnasium
 import numpy as np
 import pytest
+from process_checks import alive
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
@@ -108,10 +109,11 @@ def test_autoreset_rng_continues_identically_across_backends():
     assert_same(*runs)
 
 
-def test_async_batches_cover_every_env_and_rows_match_ids():
+def test_async_batches_cover_every_env_and_rows_match_ids(start_method):
     # Workers 0 and 2 are slow, so the fastest workers make non-contiguous batches.
     creator = functools.partial(CountingEnv, episode_length=1000, delay=0.004, delay_seeds=(100, 101, 104, 105))
-    with vector.make(creator, num_envs=8, num_workers=4, batch_size=4, backend=MP) as env:
+    kwargs = {"start_method": start_method}
+    with vector.make(creator, num_envs=8, num_workers=4, batch_size=4, backend=MP, vector_kwargs=kwargs) as env:
         assert env.num_envs == 8 and env.batch_size == 4 and env.num_workers == 4
         env.async_reset(100)
         seen = []
@@ -169,9 +171,11 @@ def test_infos_larger_than_the_mailbox_use_the_pipe():
     assert count >= 4
 
 
-def test_spawn_start_method_matches_serial():
+def test_every_start_method_matches_serial(start_method):
     creator = functools.partial(CountingEnv, episode_length=4)
-    with vector.make(creator, num_envs=4, num_workers=2, backend=MP, vector_kwargs={"start_method": "spawn"}) as env:
+    kwargs = {"start_method": start_method}
+    with vector.make(creator, num_envs=4, num_workers=2, backend=MP, vector_kwargs=kwargs) as env:
+        assert env.start_method == start_method
         got = rollout(env, 12, seed=5)
     with vector.make(creator, num_envs=4, backend="serial") as env:
         want = rollout(env, 12, seed=5)
@@ -452,24 +456,13 @@ def test_completions_carry_the_workers_clock():
         assert all(before <= env._from_w[w * SLOTS + DONE_NS] <= after for w in range(2))
 
 
-def test_no_leaks_after_close():
-    shm_before = set(os.listdir("/dev/shm"))
-    fds_before = len(os.listdir("/proc/self/fd"))
-    env = vector.make(cartpole, num_envs=4, num_workers=4, backend=MP)
-    pids = env.pids
+def test_no_leaks_after_close(no_leaks, start_method):
+    # no_leaks checks, after the test: no worker left (nor any child of ours), no fd, nothing
+    # in /dev/shm, and the vector env's temp dir for its workers removed.
+    env = vector.make(cartpole, num_envs=4, num_workers=4, backend=MP, vector_kwargs={"start_method": start_method})
+    no_leaks.extend(env.pids)
     env.reset(seed=0)
     env.step(np.zeros(4, int))
     env.close()
     assert multiprocessing.active_children() == []
-    for pid in pids:
-        assert not os.path.exists(f"/proc/{pid}") or _zombie_or_gone(pid)
-    assert set(os.listdir("/dev/shm")) == shm_before
-    assert len(os.listdir("/proc/self/fd")) <= fds_before
-
-
-def _zombie_or_gone(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] in ("Z", "X")
-    except FileNotFoundError:
-        return True
+    assert [pid for pid in no_leaks if alive(pid)] == []  # at once, not only eventually

@@ -3,18 +3,27 @@ leaves the vector env usable."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import gymnasium
 import numpy as np
 import pytest
+from fork_guard import forking_on_purpose
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, EnvCallError
 from puffer_core.testing import CountingEnv
 from puffer_core.vector.calls import is_wrapped
 
-BACKENDS = ["serial", "multiprocessing", pytest.param("ray", marks=pytest.mark.ray)]
+#: Multiprocessing under each start method (calls travel through the mailbox, whatever started the workers)
+BACKENDS = [
+    "serial",
+    "multiprocessing-fork",
+    "multiprocessing-forkserver",
+    "multiprocessing-spawn",
+    pytest.param("ray", marks=pytest.mark.ray),
+]
 
 
 class CallableEnv(CountingEnv):
@@ -46,11 +55,14 @@ def creator():
 
 @pytest.fixture(params=BACKENDS)
 def envs(request):
-    if request.param == "ray":
+    backend, _, start_method = request.param.partition("-")
+    if backend == "ray":
         request.getfixturevalue("local_ray")
-    workers = None if request.param == "serial" else 2
-    with vector.make(creator, num_envs=3, num_workers=workers, backend=request.param) as envs:
-        yield envs
+    workers = None if backend == "serial" else 2
+    kwargs = {"start_method": start_method} if start_method else None
+    with forking_on_purpose() if start_method == "fork" else contextlib.nullcontext():
+        with vector.make(creator, num_envs=3, num_workers=workers, backend=backend, vector_kwargs=kwargs) as envs:
+            yield envs
 
 
 def test_get_attr_looks_through_the_wrappers(envs):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -14,36 +13,13 @@ import time
 
 import numpy as np
 import pytest
+from process_checks import alive, wait_gone
 
 from puffer_core import vector
 from puffer_core.errors import WorkerError
 from puffer_core.testing import CountingEnv, FaultEnv
 
 MP = "multiprocessing"
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
-@pytest.fixture
-def no_leaks():
-    """Fails the test if it leaves a child process, a /dev/shm entry or a file descriptor."""
-    shm = set(os.listdir("/dev/shm"))
-    fds = len(os.listdir("/proc/self/fd"))
-    spawned = []
-    yield spawned
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (multiprocessing.active_children() or any(map(_alive, spawned))):
-        time.sleep(0.05)
-    assert multiprocessing.active_children() == []
-    assert not [pid for pid in spawned if _alive(pid)]
-    assert set(os.listdir("/dev/shm")) == shm
-    assert len(os.listdir("/proc/self/fd")) <= fds
 
 
 def _run(env, steps=20):
@@ -220,16 +196,23 @@ def test_keyboard_interrupt_then_close(no_leaks):
 
 _SCRIPT = textwrap.dedent(
     """
-    import functools, sys, time
+    import functools, os, sys, threading, time
     import numpy as np
     from puffer_core import vector
     from puffer_core.testing import CountingEnv
-    env = vector.make(functools.partial(CountingEnv, delay=0.001), num_envs=4, num_workers=2,
-                      backend="multiprocessing")
+    {head}
+    def make():
+        return vector.make(functools.partial(CountingEnv, delay={delay}), num_envs=4, num_workers=2,
+                           backend="multiprocessing", vector_kwargs={vector_kwargs!r})
+    {make}
     env.reset(seed=0)
-    print(" ".join(map(str, env.pids)), flush=True)
+    print(env.start_method, " ".join(map(str, env.pids)), flush=True)
     {tail}
     """
+)
+#: the vector env made in a thread that then ends (PDEATHSIG would fire with that thread)
+_IN_A_THREAD = (
+    "box = []; maker = threading.Thread(target=lambda: box.append(make())); maker.start(); maker.join(); env = box[0]"
 )
 
 
@@ -245,17 +228,17 @@ def start_script():
     failed test leaves running is killed (its workers die with it)."""
     procs = []
 
-    def start(tail):
+    def start(tail, head="", delay=0.001, vector_kwargs=None, make="env = make()", start_method=None):
+        script = _SCRIPT.format(tail=tail, head=head, delay=delay, vector_kwargs=vector_kwargs or {}, make=make)
         proc = subprocess.Popen(
-            [sys.executable, "-c", _SCRIPT.format(tail=tail)],
-            stdout=subprocess.PIPE,
-            text=True,
-            preexec_fn=default_sigint,
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint
         )
         procs.append(proc)
-        pids = [int(p) for p in proc.stdout.readline().split()]
-        assert len(pids) == 2, pids
-        return proc, pids
+        method, *pids = proc.stdout.readline().split()
+        assert len(pids) == 2, (method, pids)
+        if start_method is not None:
+            assert method == start_method
+        return proc, [int(pid) for pid in pids]
 
     yield start
     for proc in procs:
@@ -264,18 +247,28 @@ def start_script():
             proc.wait(5)
 
 
-def _wait_gone(pids, seconds=5.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(map(_alive, pids)):
-        time.sleep(0.05)
-    return [pid for pid in pids if _alive(pid)]
-
-
-def test_workers_die_with_a_sigkilled_parent(start_script):
-    proc, pids = start_script("while True: env.step(np.zeros(4, int))")
+@pytest.mark.parametrize(
+    ("start_method", "head", "make"),
+    [
+        ("fork", "", "env = make()"),
+        ("forkserver", "", "env = make()"),
+        ("spawn", "", "env = make()"),
+        ("fork", "", _IN_A_THREAD),
+        ("forkserver", "del os.pidfd_open  # as on a kernel without pidfds: the lifeline is a pipe", "env = make()"),
+    ],
+    ids=["fork", "forkserver", "spawn", "fork-made-in-a-thread", "forkserver-without-pidfd"],
+)
+def test_workers_die_with_a_sigkilled_owner_even_in_the_middle_of_a_step(start_script, start_method, head, make):
+    # Every env's step takes a minute, so the workers are busy in it (not asleep on their
+    # command pipe, whose EOF would also end them) when the process that owns them dies:
+    # PDEATHSIG, or the watcher on the owner's lifeline, must end them at once.
+    kwargs = {"start_method": start_method}
+    proc, pids = start_script("env.step(np.zeros(4, int))", head, 60.0, kwargs, make, start_method)
+    time.sleep(0.5)
+    assert all(map(alive, pids))  # stepping, not faulted
     proc.kill()
     proc.wait(5)
-    assert _wait_gone(pids) == []
+    assert wait_gone(pids, seconds=3) == []
 
 
 def test_ctrl_c_in_the_parent_leaves_nothing_behind(start_script):
@@ -284,11 +277,11 @@ def test_ctrl_c_in_the_parent_leaves_nothing_behind(start_script):
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(10) != 0  # KeyboardInterrupt traceback, then exit
-    assert _wait_gone(pids) == []
+    assert wait_gone(pids) == []
     assert set(os.listdir("/dev/shm")) == shm
 
 
 def test_forgotten_env_is_cleaned_at_exit(start_script):
     proc, pids = start_script("print('bye')")
     assert proc.wait(10) == 0
-    assert _wait_gone(pids) == []
+    assert wait_gone(pids) == []

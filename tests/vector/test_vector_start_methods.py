@@ -1,0 +1,154 @@
+"""Multiprocessing's start methods: the default is safe where threads run, restarts never fork
+a process with threads, and a script that forgot its ``__main__`` guard is told so.
+
+The backend's behaviours under each start method (reset, step, async batches, calls,
+restarts, close, a SIGKILLed owner) are the ``start_method``-parametrized tests of
+test_vector.py, test_vector_calls.py, test_vector_restart.py and test_vector_faults.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+from fork_guard import forking_on_purpose, is_fork_warning
+from process_checks import parent_of
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError
+from puffer_core.testing import CountingEnv
+from puffer_core.vector.mp_start import default_start_method
+
+MP = "multiprocessing"
+
+
+@pytest.mark.parametrize(
+    ("threads", "platform", "version", "method"),
+    [
+        (1, "linux", (3, 13), "fork"),
+        (2, "linux", (3, 13), "forkserver"),  # torch's pool, Ray's threads, a notebook kernel's
+        (1, "linux", (3, 14), "forkserver"),  # CPython's own default from 3.14
+        (1, "darwin", (3, 11), "spawn"),  # fork is not safe on macOS even without threads
+        (3, "darwin", (3, 13), "spawn"),
+    ],
+)
+def test_the_default_start_method(threads, platform, version, method):
+    assert default_start_method(threads, platform, version) == method
+
+
+@pytest.fixture
+def running_thread():
+    """A real thread, alive for the whole test."""
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait, name="test-thread")
+    thread.start()
+    yield thread
+    stop.set()
+    thread.join(5)
+
+
+def test_with_a_thread_running_the_default_is_forkserver_and_nothing_forks(running_thread):
+    assert running_thread.is_alive()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with vector.make(CountingEnv, num_envs=2, num_workers=2, backend=MP) as envs:
+            assert envs.start_method == "forkserver"
+            # Forked by the fork server, not by this process (Python 3.12+ would have warned here).
+            assert all(parent_of(pid) != os.getpid() for pid in envs.pids)
+            envs.reset(seed=0)
+            obs, *_ = envs.step(np.ones(2, int))
+            np.testing.assert_array_equal(obs[:, 0], [1, 1])
+    assert [str(w.message) for w in caught if is_fork_warning(w)] == []
+
+
+def _run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
+
+
+def test_without_threads_the_default_is_fork():
+    # numpy's OpenBLAS keeps a pool of threads on a machine with several cores: with one BLAS
+    # thread (and torch's, Ray's... never imported) the process is single-threaded.
+    single = {name: "1" for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    done = _run_python(
+        """
+        import os
+        from puffer_core import vector
+        from puffer_core.testing import CountingEnv
+        threads = len(os.listdir("/proc/self/task"))
+        with vector.make(CountingEnv, num_envs=2, num_workers=1, backend="multiprocessing") as envs:
+            print(threads, envs.start_method)
+        """,
+        **single,
+    )
+    assert done.returncode == 0, done.stderr
+    threads, method = done.stdout.split()
+    assert threads == "1"
+    assert method == ("forkserver" if sys.version_info >= (3, 14) else "fork")
+
+
+def test_a_fork_env_restarts_its_workers_from_the_fork_server_once_threads_run(no_leaks, running_thread):
+    # The replacement comes in the middle of a run, when torch's or Ray's threads are up: it
+    # must not fork this process then, whatever the env was started with.
+    creator = functools.partial(CountingEnv, episode_length=100)
+    with forking_on_purpose():  # the test asks for fork; the restart below is the backend's own doing
+        envs = vector.make(
+            creator, num_envs=2, num_workers=2, backend=MP, on_fault="restart", vector_kwargs={"start_method": "fork"}
+        )
+    with envs:
+        no_leaks.extend(envs.pids)
+        assert envs.start_method == "fork"
+        assert [parent_of(pid) for pid in envs.pids] == [os.getpid()] * 2
+        envs.reset(seed=0)
+        os.kill(envs.pids[0], signal.SIGKILL)
+        time.sleep(0.2)
+        obs, _, _, truncations, infos = envs.step(np.ones(2, int))  # forks here would fail the test (conftest)
+        no_leaks.extend(envs.pids)
+        assert truncations.tolist() == [True, False] and infos[0]["fault"]["cause"] == "killed by signal SIGKILL"
+        assert parent_of(envs.pids[0]) != os.getpid()  # from the fork server
+        assert parent_of(envs.pids[1]) == os.getpid()  # the other worker is the one forked at the start
+        obs, *_ = envs.step(np.ones(2, int))
+        np.testing.assert_array_equal(obs[:, 0], [1, 2])  # the replacement steps its fresh env
+
+
+def test_an_unguarded_script_is_told_to_guard_its_code(tmp_path):
+    # A forkserver or spawn worker imports the main module: without the guard, the script's
+    # code would run again there (and start workers of its own).
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from puffer_core import vector
+            from puffer_core.testing import CountingEnv
+            print("making", flush=True)
+            envs = vector.make(CountingEnv, num_envs=2, num_workers=1, backend="multiprocessing",
+                               vector_kwargs={"start_method": "spawn"})
+            print("made", flush=True)
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "made" not in done.stdout.split()  # neither in the script nor in its worker, which stopped at the refusal
+    assert "a vector env was made while a worker process was importing the main module" in done.stderr
+    assert "worker 0" in done.stderr and "exited with code 1 while starting" in done.stderr
+    assert "keep a script's code under `if __name__ == '__main__':`" in done.stderr
+
+
+def test_an_unknown_start_method_names_the_available_ones():
+    with pytest.raises(APIUsageError, match=r"start_method 'threads' is not available here; use one of 'fork'"):
+        vector.make(CountingEnv, num_envs=2, backend=MP, vector_kwargs={"start_method": "threads"})
