@@ -323,7 +323,8 @@ pip wheel --quiet --no-deps --no-build-isolation --no-index -w /tmp/wheels /tmp/
 good=$(sha256sum /tmp/wheels/tankprobe-1.0-py3-none-any.whl | cut -d' ' -f1)
 echo "tankprobe==1.0 --hash=sha256:$(printf '0%.0s' $(seq 64))" > /tmp/bad.txt
 echo "tankprobe==1.0 --hash=sha256:$good" > /tmp/good.txt
-if pip install --no-cache-dir --require-hashes --no-index --find-links /tmp/wheels -r /tmp/bad.txt 2>/tmp/err; then
+if pip install --no-cache-dir --require-hashes --no-index --find-links /tmp/wheels -r /tmp/bad.txt \
+        >/tmp/out 2>/tmp/err; then
     echo "INSTALLED-UNDER-A-WRONG-HASH"
 fi
 grep -c "DO NOT MATCH THE HASHES" /tmp/err
