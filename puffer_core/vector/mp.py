@@ -93,6 +93,7 @@ import pickle
 import select
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -440,7 +441,9 @@ class Multiprocessing(VectorEnv):
             memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
             self._memfd_box.append(memfd)
             os.ftruncate(memfd, size)
-            return mmap.mmap(memfd, size)
+            # Python 3.13+: no dup of the fd inside the mmap, which views left alive after close
+            # (a traceback's) would keep open; before, it goes when they do.
+            return mmap.mmap(memfd, size, **({"trackfd": False} if sys.version_info >= (3, 13) else {}))
         if self.start_method == "fork":  # pragma: no cover - not Linux
             return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
         raise APIUsageError(  # pragma: no cover - not Linux
