@@ -6,7 +6,8 @@ Start methods
     one inside torch's or Ray's native threads), and the child, which has only the copying
     thread, then waits for it forever. Python 3.12+ warns about every fork of a process with
     other threads. ``forkserver`` asks a small server process (started once per interpreter,
-    with ``spawn``, and without threads of its own) to fork the worker; ``spawn`` starts a fresh
+    with ``spawn``) to fork the worker: its only threads are the BLAS pool of the numpy it
+    preloads (below), which OpenBLAS stops around each fork itself; ``spawn`` starts a fresh
     interpreter. Both hand the worker the env creator pickled (cloudpickle: lambdas and local
     functions travel too) and make it import the main module (the fork server does too, once),
     so a script must keep its own code under ``if __name__ == "__main__":``. A vector env made
@@ -19,7 +20,8 @@ Start methods
     :mod:`threading`: torch's and Ray's threads are native ones. This counts the pool numpy's
     OpenBLAS keeps on a machine with several cores too (OpenBLAS stops it around a fork itself,
     so Python does not warn about it, but it cannot be told apart from other native threads),
-    so on such machines the default is ``forkserver`` in practice; ``fork`` remains one
+    so on such machines the default is ``forkserver`` in practice (in the fork server that pool
+    is known to be the only one; in the caller nothing says so); ``fork`` remains one
     ``vector_kwargs={"start_method": "fork"}`` away where the process is known to be safe to copy.
 
     A restart (``on_fault="restart"``) uses the vector env's own method, except that a worker
@@ -31,7 +33,7 @@ Start methods
     exits with it. The vector env that starts it first adds the worker module (numpy,
     gymnasium, Puffer Core) to what it imports before it forks anything (``worker_context``),
     so each worker starts with them imported, about as fast as a forked one, instead of
-    importing them itself (half a second or more per worker); ``spawn`` workers always do.
+    importing them itself; ``spawn`` workers always do.
 
 The owner's lifeline
     Workers die with the process that owns their vector env, whatever their OS parent is (the
@@ -41,8 +43,11 @@ The owner's lifeline
     would fire PDEATHSIG early) the worker watches its owner's lifeline from a thread that
     sleeps in ``poll`` and ends the worker when it turns readable: a pidfd of the owner (Linux
     5.3+; no pid-reuse race, since the owner opens it on itself), or else the read end of a
-    pipe only the owner holds the write end of (EOF when it dies). The watcher never wakes
-    while the owner lives: the command loop's hot path does not know it exists.
+    pipe only the owner holds the write end of (EOF when it dies; closing the vector env
+    closes it only once its workers are gone). The watcher never wakes while the owner lives:
+    the command loop's hot path does not know it exists. A worker stuck in C code that holds
+    the GIL is beyond a Python thread's reach: there only PDEATHSIG (or the main process's
+    ``timeout``, while it lives) ends it.
 """
 
 from __future__ import annotations
