@@ -78,11 +78,12 @@ Faults
     async batch) is noticed from its sentinel once its command runs late. Workers die with
     the process that owns the vector env, whatever the start method (``PR_SET_PDEATHSIG``
     where it is their OS parent, else a watcher thread on its pidfd: :mod:`.mp_start`; and
-    EOF on their command pipe everywhere). ``close()`` is idempotent and also runs from a ``weakref.finalize`` (at
-    garbage collection or interpreter exit, Ctrl-C included). The workers' temp dir
-    (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's own, shared by its
-    workers and removed when it closes: what a killed worker's envs could not remove (each
-    NetHack game keeps a folder there) goes with it, however many restarts a run had.
+    EOF on their command pipe everywhere). ``close()`` is idempotent and also runs from a
+    ``weakref.finalize`` (at garbage collection or interpreter exit, Ctrl-C included). The
+    workers' temp dir (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's own,
+    shared by its workers and removed when it closes: what a killed worker's envs could not
+    remove (each NetHack game keeps a folder there) goes with it, however many restarts a run
+    had.
 """
 
 from __future__ import annotations
