@@ -129,7 +129,8 @@ class Trainer:
         box = isinstance(space, spaces.Box)
         self._action_low = space.low if box else None
         self._action_high = space.high if box else None
-        _check_rollout_fits(config, envs)
+        observed = envs.single_observation_space
+        _check_rollout_fits(config, envs.num_envs, observed.dtype.itemsize * int(np.prod(observed.shape)))
         self.rollout = Rollout(
             config.rollout_steps,
             envs.num_envs,
@@ -347,18 +348,18 @@ def _check_fresh(directory: Path | None) -> None:
         )
 
 
-def _check_rollout_fits(config: PPOConfig, envs: vector.VectorEnv) -> None:
-    """Refuse a rollout buffer larger than this machine's memory before allocating it."""
-    row_bytes = envs.single_observation_space.dtype.itemsize * int(np.prod(envs.single_observation_space.shape))
-    needed = config.rollout_steps * envs.num_envs * (row_bytes + 64)  # + actions, values, flags
+def _check_rollout_fits(config: PPOConfig, rows: int, observation_bytes: int) -> None:
+    """Refuse a rollout buffer larger than this machine's memory before allocating it (and,
+    with a lower bound on the observation, before building the envs)."""
+    needed = config.rollout_steps * rows * (observation_bytes + 64)  # + actions, values, flags
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return
     if needed > memory:
         raise APIUsageError(
-            f"the rollout needs {needed / 2**30:,.1f} GiB ({config.rollout_steps:,} steps × {envs.num_envs:,} rows × "
-            f"{row_bytes:,}-byte observations) and this machine has {memory / 2**30:,.1f} GiB; lower rollout_steps "
+            f"the rollout needs {needed / 2**30:,.1f} GiB ({config.rollout_steps:,} steps × {rows:,} rows × "
+            f"{observation_bytes + 64:,} bytes) and this machine has {memory / 2**30:,.1f} GiB; lower rollout_steps "
             "or num_envs"
         )
 
@@ -409,6 +410,7 @@ def ppo(
             raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
         config = PPOConfig().replace(**settings)
     config.validate()
+    _check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
     env_kwargs = dict(env_kwargs or {})
     device = pick_device(config.device)
     if out is not None:

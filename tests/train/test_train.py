@@ -180,7 +180,7 @@ def test_bad_input_is_one_line(tmp_path, site):
         ((*probe, "--set", "learning_rate=Infinity"), "learning_rate must be a number in (0, 10], got inf"),
         ((*probe, "--set", "num_envs=100000000"), "num_envs must be ≥ 1 and ≤ 65,536, got 100,000,000"),
         ((*probe, "--set", "hidden_size=1000000000"), "hidden_size must be ≥ 1 and ≤ 16,384, got 1,000,000,000"),
-        ((*probe, "--set", "rollout_steps=1000000"), "the rollout needs"),
+        ((*probe, "--set", "rollout_steps=1000000", "--set", "num_envs=65536"), "the rollout needs"),
         ((*probe, "--set", "norm_adv=maybe"), "norm_adv must be true or false, got 'maybe'"),
         ((*probe, "--set", "checkpoint_seconds=-1"), "checkpoint_seconds must be a number in [0, 604800], got -1"),
         ((*probe, "--set", "backend=threads"), "backend must be one of"),
