@@ -19,9 +19,10 @@ START_METHODS = ["fork", "forkserver", "spawn"]
 # Where the default start method is forkserver (the test process has threads: numpy's pool
 # at least), each worker imports the env creator's module itself: a test module, so pytest,
 # and the test envs. The fork server imports those once before it forks anything instead
-# (the backend adds its own worker module): as fast as fork again. Collection imports this
-# before any test starts the fork server; preloading only saves time.
-multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing"])
+# (with the backend's worker module, which the backend adds itself only when it is the one to
+# start the server, and no_leaks starts it first): as fast as fork again. Collection imports
+# this before any test starts the fork server; preloading only saves time.
+multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp_worker"])
 
 
 @pytest.fixture(autouse=True)
