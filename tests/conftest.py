@@ -28,13 +28,15 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def ray_instance():
-    """A local Ray instance (2 CPUs, no dashboard), shut down at the end of the session if
-    this fixture started it."""
+    """A local Ray instance (2 CPUs), started as the Ray backend starts its own (loopback only,
+    token authentication on), shut down at the end of the session if this fixture started it."""
     import ray
+
+    from puffer_core.vector.ray_start import start_local_ray
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        start_local_ray(ray, num_cpus=2)
     yield ray
     if started:
         ray.shutdown()

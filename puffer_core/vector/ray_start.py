@@ -46,15 +46,16 @@ def ensure_ray(ray: Any, allow_unauthenticated_ray: bool = False) -> None:
     start_local_ray(ray, allow_unauthenticated_ray)
 
 
-def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False) -> None:
+def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False, num_cpus: int | None = None) -> None:
     """A new Ray instance on this machine, its services on loopback, with token authentication
-    unless ``allow_unauthenticated_ray``; APIUsageError (nothing started) when that is off."""
+    unless ``allow_unauthenticated_ray``; APIUsageError (nothing started) when that is off.
+    ``num_cpus``: the CPUs Ray schedules on (None: Ray counts them)."""
     why = None if allow_unauthenticated_ray else _why_unauthenticated(ray)
     if why is not None:
         raise APIUsageError(_refusal(*why))
     with _single_machine_mode():
         # "local": a new instance, never one a `ray start` left recorded in Ray's temp dir
-        ray.init(address="local", include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     if token_auth_on():
         _make_token_file_private()
     elif not allow_unauthenticated_ray:  # the environment said "token" but Ray started without it
