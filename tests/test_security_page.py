@@ -1,0 +1,36 @@
+"""docs/security.md matches the code: the limits it quotes, and the names it tells users to type."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from puffer_core import limits
+from puffer_core.train import config, run_lock
+from puffer_core.vector.ray_start import OPT_IN
+
+ROOT = Path(__file__).parents[1]
+PAGE = (ROOT / "docs" / "security.md").read_text()
+
+
+def test_the_limits_it_quotes_are_the_codes():
+    assert f"`num_envs` ≤ {limits.MAX_ENVS:,}" in PAGE
+    assert f"`hidden_size` ≤ {config.MAX_HIDDEN:,}" in PAGE
+    assert limits.MAX_SECONDS == 7 * 24 * 3600 and "at most a\nweek" in PAGE
+
+
+def test_the_names_it_gives_exist():
+    from puffer_core.matrix import cli as matrix_cli
+    from puffer_core.tank import cli as tank_cli
+    from puffer_core.train import checkpoint
+
+    assert f"DIR/{run_lock.LOCK_NAME}" in PAGE
+    assert f'"{OPT_IN}": True' in PAGE
+    assert "UnsafeCheckpointError" in PAGE and hasattr(checkpoint, "UnsafeCheckpointError")
+    assert "--pass-env" in PAGE and "--pass-env" in inspect.getsource(matrix_cli)
+    assert "--cap-add" in PAGE and "--cap-add" in inspect.getsource(tank_cli)
+    assert "weights_only=True" in PAGE and "weights_only=True" in inspect.getsource(checkpoint)
+
+
+def test_the_readme_links_it():
+    assert "[docs/security.md](docs/security.md)" in (ROOT / "README.md").read_text()
