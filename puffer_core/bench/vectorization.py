@@ -43,6 +43,7 @@ from typing import Any
 import puffer_core
 from puffer_core import vector
 from puffer_core._multiagent import is_multiagent
+from puffer_core.atomic import write_atomically
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
 from puffer_core.bench.ceiling import parallel_ceiling
@@ -749,13 +750,11 @@ def run_standard(
         "training": training,
         "skipped": notes,
     }
-    tmp = out / "bench.json.tmp"
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    tmp.replace(out / "bench.json")
+    write_atomically(out / "bench.json", (json.dumps(document, indent=2) + "\n").encode())
     markdown = render_markdown(results, notes)
     if uneven is not None:
         markdown += "\n" + bench_uneven.render_markdown(uneven)
     if training is not None:
         markdown += "\n" + bench_training.render_markdown(training)
-    (out / "bench.md").write_text(markdown)
+    write_atomically(out / "bench.md", markdown.encode())
     return document

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import pathlib
-import tempfile
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from puffer_core.atomic import write_atomically
 from puffer_core.errors import PufferError
 
 __all__ = ["SCHEMA", "CellRecord", "MatrixError", "ResultStore", "atomic_write_text", "now"]
@@ -45,19 +44,7 @@ def now() -> str:
 def atomic_write_text(path: pathlib.Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old or the new file, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomically(path, text.encode("utf-8"))
 
 
 @dataclass

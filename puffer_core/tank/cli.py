@@ -27,6 +27,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.tables import print_table
 from puffer_core.errors import PufferError
@@ -220,9 +221,7 @@ def render_cmd(
     target.parent.mkdir(parents=True, exist_ok=True)
     unchanged = target.is_file() and target.read_text(encoding="utf-8") == text
     if not unchanged:
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
+        write_atomically(target, text.encode("utf-8"))
     hashed = f"; hash-locked by {hashlock.path} ({len(hashlock.entries)} packages)" if hashlock else "; NOT hash-locked"
     console.print(
         f"{'unchanged' if unchanged else 'wrote'} {shown_output}: plugins {', '.join(layers)}; "
@@ -273,9 +272,7 @@ def compile_cmd(constraints_path: pathlib.Path | None, output: pathlib.Path | No
         console.print(f"unchanged {shown_target}: {len(hashlock.entries)} packages, hash-locked", soft_wrap=True)
         return
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomically(target, text.encode("utf-8"))
     console.print(
         f"wrote {shown_target}: {len(hashlock.entries)} packages from {len(roots)} roots, hash-locked; "
         "now render: puffer tank render",
