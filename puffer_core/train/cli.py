@@ -245,8 +245,8 @@ def eval_cmd(
     """
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
-    path = _checkpoint_file(run, "DIR")
     env_kwargs = parse_pairs(kwargs, "--kwarg")
+    path = _checkpoint_file(run, "DIR")
     train = _import_train()
     saved = train.load(path)
     _announce("playing", saved.env, {**saved.env_kwargs, **env_kwargs}, path)

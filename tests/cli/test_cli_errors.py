@@ -112,7 +112,9 @@ CASES = [
     case("train classic/cartpole --seed -1", "'--seed': -1 is out of range"),
     case("train classic/cartpole --num-envs 70000", "give an integer from 1 to 65,536"),
     case("train classic/cartpole --set nope=1", "unknown PPO setting 'nope'"),
-    case("train classic/cartpole --set learning_rate=-1", "learning_rate must be a positive number, got -1"),
+    case("train classic/cartpole --set learning_rate=-1", "learning_rate must be a number in (0, 10], got -1"),
+    case("train classic/cartpole --set ent_coef=nan", "ent_coef must be a number in [0, 100], got 'nan'"),
+    case("train classic/cartpole --overwrite", "--overwrite replaces the --record file; give --record PATH"),
     case("train classic/cartpole --set nokey", "'nokey' is not KEY=VALUE"),
     case("train --resume {missing}", "does not exist"),
     case("train --resume {empty}", "policy.pt does not exist: give the --out directory of a `puffer train` run"),
@@ -128,6 +130,7 @@ CASES = [
     case("eval {empty}", "policy.pt does not exist"),
     case("eval {empty} --episodes 0", "'--episodes': 0 is out of range"),
     case("eval {empty} --seed -3", "'--seed': -3 is out of range"),
+    case("eval {empty} --kwarg nokey", "'nokey' is not KEY=VALUE"),
     # matrix (never against compat_matrix/: a matrix run may be writing there)
     case("matrix bogus", "No such command 'bogus' (see `puffer matrix --help`)"),
     case("matrix show --out {empty}", "no results in"),
@@ -163,6 +166,8 @@ CASES = [
     case("tank lock puffertank:latest", "no Docker engine answered at unix://"),
     case("tank build --lock {missing} --network host", "no such file; write one with puffer tank lock IMAGE > FILE"),
     case("tank build --lock {file}", "--lock needs --network host"),
+    case("tank compile --constraints {missing}", "the common constraint set"),
+    case("tank compile --output {empty}", "is a directory"),
 ]
 
 
