@@ -118,5 +118,19 @@ def test_ctrl_c_stops_watching_cleanly():
     assert proc.returncode == 130, err
     assert "\x1b[?25h" in seen + out  # the cursor is back
     assert "Traceback" not in err
-    leftover = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True).stdout.split()
-    assert leftover == []
+    assert _live_group_members(proc.pid) == []
+
+
+def _live_group_members(group: int, wait: float = 10.0) -> list[str]:
+    """Processes of ``group`` still running after up to ``wait`` s. Zombies do not count: the fork
+    server and resource tracker have exited when their owner did, and init reaps them soon."""
+    deadline = time.monotonic() + wait
+    while True:
+        pids = subprocess.run(["pgrep", "-g", str(group)], capture_output=True, text=True).stdout.split()
+        states = [
+            subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True).stdout for pid in pids
+        ]
+        live = [pid for pid, state in zip(pids, states) if state.strip() and not state.strip().startswith("Z")]
+        if not live or time.monotonic() > deadline:
+            return live
+        time.sleep(0.2)
