@@ -1,10 +1,27 @@
 from __future__ import annotations
 
+import multiprocessing
 import sys
 
 import pytest
+from fork_guard import forks_from_threads_fail
 
 from puffer_core import plugins as plugin_module
+
+# Where the default start method is forkserver (the test process has threads: numpy's pool
+# at least), each worker imports the env creator's module itself: a test module, so pytest,
+# and the test envs. The fork server imports those once before it forks anything instead
+# (with the backend's worker module, which the backend adds itself only when it is the one to
+# start the server, and no_leaks starts it first): as fast as fork again. Collection imports
+# this before any test starts the fork server; preloading only saves time.
+multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp_worker"])
+
+
+@pytest.fixture(autouse=True)
+def no_fork_from_threads():
+    """Any test whose code forks this process while it runs other threads fails (see fork_guard)."""
+    with forks_from_threads_fail():
+        yield
 
 
 @pytest.fixture

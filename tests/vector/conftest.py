@@ -1,5 +1,5 @@
-"""Fixtures of the vector tests: the Multiprocessing start methods, a check that nothing is left
-behind, and the guard that fails a test whose code forks a process running threads."""
+"""Fixtures of the vector tests: the Multiprocessing start methods and a check that nothing is
+left behind (tests/conftest.py fails any test whose code forks a process running threads)."""
 
 from __future__ import annotations
 
@@ -11,24 +11,10 @@ import tempfile
 import time
 
 import pytest
-from fork_guard import forking_on_purpose, forks_from_threads_fail
+from fork_guard import forking_on_purpose
 from process_checks import alive, live_children
 
 START_METHODS = ["fork", "forkserver", "spawn"]
-
-# Where the default start method is forkserver (the test process has threads: numpy's pool
-# at least), each worker imports the env creator's module itself: a test module, so pytest,
-# and the test envs. The fork server imports those once before it forks anything instead
-# (with the backend's worker module, which the backend adds itself only when it is the one to
-# start the server, and no_leaks starts it first): as fast as fork again. Collection imports
-# this before any test starts the fork server; preloading only saves time.
-multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp_worker"])
-
-
-@pytest.fixture(autouse=True)
-def no_fork_from_threads():
-    with forks_from_threads_fail():
-        yield
 
 
 @pytest.fixture(params=START_METHODS)
