@@ -22,14 +22,14 @@ def test_the_limits_it_quotes_are_the_codes():
 def test_the_names_it_gives_exist():
     from puffer_core.matrix import cli as matrix_cli
     from puffer_core.tank import cli as tank_cli
-    from puffer_core.train import checkpoint
 
+    checkpoint = (ROOT / "puffer_core" / "train" / "checkpoint.py").read_text()  # read, not imported: needs torch
     assert f"DIR/{run_lock.LOCK_NAME}" in PAGE
     assert f'"{OPT_IN}": True' in PAGE
-    assert "UnsafeCheckpointError" in PAGE and hasattr(checkpoint, "UnsafeCheckpointError")
+    assert "UnsafeCheckpointError" in PAGE and "class UnsafeCheckpointError" in checkpoint
     assert "--pass-env" in PAGE and "--pass-env" in inspect.getsource(matrix_cli)
     assert "--cap-add" in PAGE and "--cap-add" in inspect.getsource(tank_cli)
-    assert "weights_only=True" in PAGE and "weights_only=True" in inspect.getsource(checkpoint)
+    assert "weights_only=True" in PAGE and "weights_only=True" in checkpoint
 
 
 def test_the_readme_links_it():

@@ -257,13 +257,14 @@ def test_write_lock_reads_this_environment_and_the_images_reports(tmp_path):
     report = {"install": [{"metadata": {"name": "numpy", "version": numpy_version},
                            "download_info": {"archive_info": {"hashes": {"sha256": "9" * 64}}}}]}  # fmt: skip
     (tmp_path / "opt/puffertank/reports/2-envs.json").write_text(json.dumps(report))
-    pip_pin = f"pip=={md.version('pip')} --hash=sha256:{'8' * 64}\n"
-    (tmp_path / "opt/puffertank/requirements-base.txt").write_text(pip_pin)
+    # In the image this pins pip; pluggy stands in here (a uv venv has no pip).
+    base_pin = f"pluggy=={md.version('pluggy')} --hash=sha256:{'8' * 64}\n"
+    (tmp_path / "opt/puffertank/requirements-base.txt").write_text(base_pin)
     (tmp_path / "opt/puffertank/base-image.txt").write_text("debian@sha256:" + "7" * 64 + "\n")
     out = tmp_path / "lock.txt"
     text = write_lock(str(out), root=str(tmp_path))
     assert out.read_text() == text
-    assert lock_hashes(text)["numpy"] == "sha256:" + "9" * 64 and lock_hashes(text)["pip"] == "sha256:" + "8" * 64
+    assert lock_hashes(text)["numpy"] == "sha256:" + "9" * 64 and lock_hashes(text)["pluggy"] == "sha256:" + "8" * 64
     assert lock_base_image(text) == "debian@sha256:" + "7" * 64
     assert parse_lock(text)["gymnasium"] == md.version("gymnasium")
     # puffer-core is installed from this checkout (editable): a directory, said so.
