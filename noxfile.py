@@ -103,7 +103,7 @@ def has_local_torch(session: nox.Session) -> bool:
 #: PufferLib 3.0's vectorization, the benchmark's peer (the pin and why: the bench module).
 #: Its torch==2.9.0 pin is for the trainer (a multi-GB CUDA build from the index), so it
 #: goes in without dependencies, next to the local CPU torch.
-PUFFERLIB = core_constant("puffer_core/bench/vectorization.py", "PUFFERLIB_REQUIREMENTS")
+PUFFERLIB = core_constant("puffer_core/bench/peers.py", "PUFFERLIB_REQUIREMENTS")
 
 
 def install_torch(session: nox.Session) -> bool:

@@ -20,7 +20,7 @@ from puffer_core.errors import APIUsageError, MissingDependencyError, PluginErro
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.specs import EnvSpec
 
-__all__ = ["emulate_with_stats", "make", "make_raw", "missing_requirements"]
+__all__ = ["emulate_with_stats", "make", "make_raw", "missing_requirements", "unavailable_reason"]
 
 
 def _requirement_met(requirement: str) -> bool:
@@ -40,6 +40,18 @@ def _requirement_met(requirement: str) -> bool:
 def missing_requirements(spec: EnvSpec) -> list[str]:
     """Entries of ``spec.requires`` this Python does not meet (missing module, wrong version)."""
     return [requirement for requirement in spec.requires if not _requirement_met(requirement)]
+
+
+def unavailable_reason(env_id: str) -> str | None:
+    """None when env_id can be built here, else why not."""
+    try:
+        spec = get_plugins().get_spec(env_id)
+    except Exception as exc:
+        return f"{env_id}: not available ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+    missing = missing_requirements(spec)
+    if missing:
+        return f"{env_id}: skipped, missing {', '.join(missing)}"
+    return None
 
 
 def _describe(requirement: str) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
+    "DEBUG_ENV",
     "APIUsageError",
     "EnvCallError",
     "MissingDependencyError",
@@ -11,7 +14,11 @@ __all__ = [
     "SpaceError",
     "UnknownEnvError",
     "WorkerError",
+    "one_line",
 ]
+
+#: Set PUFFER_DEBUG=1 to see the traceback of an error.
+DEBUG_ENV = "PUFFER_DEBUG"
 
 
 class PufferError(Exception):
@@ -70,3 +77,20 @@ class UnknownEnvError(PufferError, KeyError):
 
 class MissingDependencyError(PufferError, ImportError):
     """An environment's own package (nle, ale-py, …) is not installed."""
+
+
+_TRACEBACK_HEAD = "Traceback (most recent call last):"
+_TRACEBACK_INTRO = re.compile(r"[;:,]?\s*(its|the) traceback:?\s*$")
+
+
+def one_line(message: str) -> str:
+    """``message`` as one line: a traceback it quotes (a WorkerError's) is cut to its last
+    line, the exception itself, with a pointer to PUFFER_DEBUG; other lines are joined."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else message.strip()
+    if _TRACEBACK_HEAD in lines:
+        head = " ".join(lines[: lines.index(_TRACEBACK_HEAD)])
+        head = _TRACEBACK_INTRO.sub("", head)
+        return f"{head}: {lines[-1]} (set {DEBUG_ENV}=1 for the traceback)"
+    return " ".join(lines)

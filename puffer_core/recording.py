@@ -28,9 +28,9 @@ from typing import Any
 import numpy as np
 
 from puffer_core.atomic import make_temporary, remove_stale_temporaries, replace_durably, temporary_beside
+from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
 from puffer_core.plugins import get_plugins
-from puffer_core.vector.base import EnvFactory
 
 __all__ = [
     "FORMATS",
@@ -66,6 +66,10 @@ class Recording:
     @property
     def watch(self) -> bool:
         return self.path is None
+
+    def wrap(self, env: Any) -> Recorder:
+        """``env`` (env 0's emulator) recording to this recording's file or terminal."""
+        return Recorder(env, self)
 
 
 def plan_recording(

@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from puffer_core import vector
-from puffer_core.bench.timing import random_action_batches
-from puffer_core.vector.base import available_cpus, split_envs
+from puffer_core.random_actions import random_action_batches
+from puffer_core.vector.checks import available_cpus, split_envs
 
 __all__ = ["parallel_ceiling"]
 

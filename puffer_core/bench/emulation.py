@@ -2,7 +2,8 @@
 
 Run ``python -m puffer_core.bench.emulation [cartpole|breakout|nethack ...] [--steps N]``.
 Both loops run in this process on the same action sequence and seed, interleaved in short
-rounds so that drift (CPU frequency, other processes) hits both alike; the ratio is
+rounds (``puffer_core.timing.interleaved``) so that drift (CPU frequency, other processes)
+hits both alike; the ratio is
 emulated step time (``step_in_place``, as the vector backends step it: the public ``step``
 adds one copy of the observation) over raw step time (lower is better, 1.0 is free). The
 "without stats" column times the emulator alone, without ``EpisodeStats``: what any flat
@@ -16,9 +17,6 @@ least any Python emulator with episode statistics does, written out by hand (see
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,8 +25,9 @@ import numpy as np
 
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats, episode_info
+from puffer_core.timing import interleaved
 
-__all__ = ["FACTORIES", "emulation_overhead", "floor_overhead", "interleaved"]
+__all__ = ["FACTORIES", "emulation_overhead", "floor_overhead"]
 
 
 def _cartpole() -> Any:
@@ -56,55 +55,6 @@ def _nethack() -> Any:
 #: zero-copy paths (``bind_nle_buffers``, Atari's frame binding) are measured through
 #: ``puffer bench``'s emulation rows, which build envs with ``puffer_core.make``.
 FACTORIES: dict[str, Callable[[], Any]] = {"cartpole": _cartpole, "breakout": _breakout, "nethack": _nethack}
-
-
-def _run(step: Callable, reset: Callable, actions: list, start: int, count: int) -> float:
-    """CPU seconds spent in ``count`` steps; resets are run but not timed (their length
-    varies from episode to episode and would swamp the per-step difference)."""
-    n = len(actions)
-    clock = time.thread_time  # CPU time of this thread: other processes on the box do not count
-    elapsed = 0.0
-    t0 = clock()
-    for i in range(start, start + count):
-        _, _, terminated, truncated, _ = step(actions[i % n])
-        if terminated or truncated:
-            elapsed += clock() - t0
-            reset()
-            t0 = clock()
-    return elapsed + clock() - t0
-
-
-Loop = tuple[Callable, Callable, list]  # (step, reset, actions)
-
-
-def interleaved(raw: Loop, emulated: Loop, steps: int, rounds: int = 10) -> dict:
-    """Time ``steps`` steps of each loop in ``rounds`` alternating rounds; returns raw_sps,
-    emulated_sps (totals over all rounds) and ratio (median of the per-round ratios, robust
-    to a round disturbed by noise). Both loops must already be reset."""
-    per_round = max(1, steps // rounds)
-    raw_time = emu_time = 0.0
-    ratios = []
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # a collection landing in one loop only would bias the ratio
-    try:
-        _run(*raw, 0, min(per_round, 200))  # warm-up both
-        _run(*emulated, 0, min(per_round, 200))
-        for r in range(rounds):
-            # Alternate which loop goes first so neither always follows the other.
-            order = ((True, raw), (False, emulated))
-            if r % 2:
-                order = order[::-1]
-            times = {}
-            for is_raw, loop in order:
-                times[is_raw] = _run(*loop, r * per_round, per_round)
-            raw_time += times[True]
-            emu_time += times[False]
-            ratios.append(times[False] / times[True])
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    total = per_round * rounds
-    return {"raw_sps": total / raw_time, "emulated_sps": total / emu_time, "ratio": statistics.median(ratios)}
 
 
 def emulation_overhead(

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from puffer_core import vector
-from puffer_core.bench.timing import random_action_batches
-from puffer_core.vector.base import available_cpus
+from puffer_core.random_actions import random_action_batches
+from puffer_core.vector.checks import available_cpus
 
 __all__ = ["render_line", "restart_latency"]
 

@@ -8,7 +8,7 @@
   neither pays for importing torch), with torch's default threads for SB3 and the
   trainer's own choice for Puffer.
 * **Training steps/second** on envs with 2 workers, against the same vector env stepped
-  with random actions (env-only steps/second, ``bench.timing.time_async``).
+  with random actions (env-only steps/second, ``puffer_core.timing.time_async``).
 
 ``python -m puffer_core.bench.training solve --trainer puffer|sb3 --seed S`` runs one trial
 and prints its JSON (what the benchmark spawns).
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from puffer_core import vector
-from puffer_core.bench.settings import unavailable_reason
-from puffer_core.bench.timing import time_async
+from puffer_core.environments import unavailable_reason
+from puffer_core.timing import time_async
 
 __all__ = ["CARTPOLE_SETTINGS", "SOLVED", "run_training", "solve_trial", "training_throughput"]
 

@@ -23,7 +23,6 @@ with no overhead would show for these step costs on this many cores.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -31,12 +30,10 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core import vector
-from puffer_core.bench.timing import time_async, time_gym_vector
-from puffer_core.vector.base import available_cpus
+from puffer_core.timing import Progress, Turn, run_rounds, time_async, time_gym_vector
+from puffer_core.vector.checks import available_cpus
 
-__all__ = ["BusyEnv", "ideal_ratio", "render_markdown", "render_table", "run_uneven", "slow_seeds"]
-
-Progress = Callable[[str, int, int], None]
+__all__ = ["BusyEnv", "headline", "ideal_ratio", "layout_cells", "render_markdown", "run_uneven", "slow_seeds"]
 
 
 class BusyEnv(gymnasium.Env):
@@ -147,17 +144,19 @@ def run_uneven(
     """
     cpus = cpus or available_cpus()
     layouts = _layouts(cpus, envs_per_worker)
-    total, done = len(layouts) * rounds * 2, 0
-    figures: dict[tuple[int, str], list[float]] = {}
     warmup = min(1.0, seconds / 5)
-    for r in range(rounds):
-        for workers, envs, batch in layouts:
-            for mode in ("sync", "async") if r % 2 == 0 else ("async", "sync"):  # either goes first as often
-                if progress is not None:
-                    progress(f"uneven cores: {workers} workers, {mode}", done, total)
-                done += 1
-                sps = _measure(mode, workers, envs, batch, step_us, slowdown, seconds, warmup, seed)
-                figures.setdefault((workers, mode), []).append(sps)
+    # Sync and async of each layout side by side; alternate rounds reverse the order, so
+    # either goes first as often.
+    settings = [(layout, mode) for layout in layouts for mode in ("sync", "async")]
+
+    def measure(turn: Turn) -> float:
+        (workers, envs, batch), mode = settings[turn.index]
+        return _measure(mode, workers, envs, batch, step_us, slowdown, seconds, warmup, seed)
+
+    names = [f"uneven cores: {workers} workers, {mode}" for (workers, _, _), mode in settings]
+    # fatal: a test env of our own, so a failure is a bug, not a row to report
+    measured = run_rounds(names, measure, rounds, alternate=True, progress=progress, fatal=True)
+    figures = {(layout[0], mode): m.figures for (layout, mode), m in zip(settings, measured)}
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "cpus": cpus,
@@ -229,23 +228,11 @@ def _layout_row(
 # --------------------------------------------------------------------------- rendering
 
 
-def _headline(result: dict[str, Any]) -> str:
+def headline(result: dict[str, Any]) -> str:
     return (
         f"Uneven cores: half the workers {result['slowdown']:g}× slower (BusyEnv, {result['step_us']:g} µs of CPU "
         f"per fast step), {result['cpus']} CPUs, {result['rounds']} interleaved rounds, {result['created']}"
     )
-
-
-def render_table(result: dict[str, Any]) -> Any:
-    """A rich Table: one row per layout."""
-    from rich.table import Table
-
-    table = Table(title=_headline(result))
-    for column in ("workers", "envs", "async batch", "sync steps/s", "async steps/s", "async / sync", "ideal"):
-        table.add_column(column, justify="right")
-    for row in result["layouts"]:
-        table.add_row(*_cells(row))
-    return table
 
 
 def render_markdown(result: dict[str, Any]) -> str:
@@ -253,17 +240,17 @@ def render_markdown(result: dict[str, Any]) -> str:
     lines = [
         "## Uneven cores",
         "",
-        _headline(result) + ". Sync: `step` with `batch_size == num_envs`; async: `recv`/`send` with "
+        headline(result) + ". Sync: `step` with `batch_size == num_envs`; async: `recv`/`send` with "
         "half the envs per batch. Ideal: the ratio with no overhead, on this many cores.",
         "",
         "| workers | envs | async batch | sync steps/s | async steps/s | async / sync | ideal |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    lines += ["| " + " | ".join(_cells(row)) + " |" for row in result["layouts"]]
+    lines += ["| " + " | ".join(layout_cells(row)) + " |" for row in result["layouts"]]
     return "\n".join(lines) + "\n"
 
 
-def _cells(row: dict[str, Any]) -> list[str]:
+def layout_cells(row: dict[str, Any]) -> list[str]:
     return [
         f"{row['num_workers']} ({row['slow_workers']} slow)",
         str(row["num_envs"]),

@@ -12,7 +12,6 @@ their own (``python -m puffer_core.matrix``) and ``puffer_core.cli.main`` import
 from __future__ import annotations
 
 import os
-import re
 import sys
 from typing import Any
 
@@ -20,17 +19,11 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from puffer_core.errors import PufferError
+from puffer_core.errors import DEBUG_ENV, PufferError, one_line
 
-__all__ = ["DEBUG_ENV", "MessageGroup", "err_console", "fail", "one_line"]
-
-#: Set PUFFER_DEBUG=1 to see the traceback of an error.
-DEBUG_ENV = "PUFFER_DEBUG"
+__all__ = ["MessageGroup", "err_console", "fail"]
 
 err_console = Console(stderr=True)
-
-_TRACEBACK_HEAD = "Traceback (most recent call last):"
-_TRACEBACK_INTRO = re.compile(r"[;:,]?\s*(its|the) traceback:?\s*$")
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -39,19 +32,6 @@ def fail(message: str, code: int = 1) -> None:
     # otherwise take for markup and drop.
     err_console.print(f"[bold red]error:[/] {escape(one_line(message))}", highlight=False, soft_wrap=True)
     sys.exit(code)
-
-
-def one_line(message: str) -> str:
-    """``message`` as one line: a traceback it quotes (a WorkerError's) is cut to its last
-    line, the exception itself, with a pointer to PUFFER_DEBUG; other lines are joined."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return lines[0] if lines else message.strip()
-    if _TRACEBACK_HEAD in lines:
-        head = " ".join(lines[: lines.index(_TRACEBACK_HEAD)])
-        head = _TRACEBACK_INTRO.sub("", head)
-        return f"{head}: {lines[-1]} (set {DEBUG_ENV}=1 for the traceback)"
-    return " ".join(lines)
 
 
 def _usage_message(exc: click.ClickException) -> str:

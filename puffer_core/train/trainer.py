@@ -34,7 +34,7 @@ from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.train.run_lock import RunLock
-from puffer_core.vector.base import available_cpus
+from puffer_core.vector.checks import available_cpus
 
 __all__ = ["TrainingDiverged", "TrainingInterrupted", "UpdateReport", "ppo"]
 

@@ -104,20 +104,13 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
-from puffer_core.vector.base import (
-    EnvFactory,
-    EnvFault,
-    EnvGroup,
-    VectorEnv,
-    available_cpus,
-    check_counts,
-    check_timeout,
-    env_fault_message,
-    split_envs,
-)
+from puffer_core.vector.base import VectorEnv
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
+from puffer_core.vector.checks import available_cpus, check_counts, check_timeout, split_envs
+from puffer_core.vector.env_group import EnvFault, EnvGroup, env_fault_message
 from puffer_core.vector.faults import (
     DEFAULT_MAX_RESTARTS,
     Fault,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.vector.autoreset import ResetPlan
-from puffer_core.vector.base import EnvFault, EnvGroup
 from puffer_core.vector.calls import CallResult, sendable
+from puffer_core.vector.env_group import EnvFault, EnvGroup
 from puffer_core.vector.mp_start import die_with_owner
 from puffer_core.vector.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
 

@@ -28,19 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, MissingDependencyError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
-from puffer_core.vector.base import (
-    EnvFactory,
-    EnvFault,
-    EnvGroup,
-    VectorEnv,
-    allocate_arrays,
-    check_counts,
-    check_timeout,
-    env_fault_message,
-)
+from puffer_core.vector.base import VectorEnv, allocate_arrays
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
+from puffer_core.vector.checks import check_counts, check_timeout
+from puffer_core.vector.env_group import EnvFault, EnvGroup, env_fault_message
 from puffer_core.vector.faults import (
     DEFAULT_MAX_RESTARTS,
     Fault,

@@ -6,20 +6,19 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env_factory import EnvFactory
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
-    EnvFactory,
-    EnvFault,
-    EnvGroup,
     VectorEnv,
     action_buffer_spec,
     allocate_arrays,
     batched_space,
-    check_counts,
     format_infos,
     probe_env,
 )
 from puffer_core.vector.calls import CallResult, EnvCall
+from puffer_core.vector.checks import check_counts
+from puffer_core.vector.env_group import EnvFault, EnvGroup
 from puffer_core.vector.faults import check_on_fault
 
 __all__ = ["Serial"]

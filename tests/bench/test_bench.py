@@ -14,19 +14,9 @@ from optional import require
 from rich.console import Console
 from rich.table import Table
 
-from puffer_core.bench import settings
+from puffer_core.bench import peers
 from puffer_core.bench import vectorization as bench
-
-
-def test_main_share_settings_leave_a_core_to_the_main_process():
-    assert settings.main_share_settings(16, cpus=2) == [(1, 16), (1, 8), (2, 16)]
-    assert settings.main_share_settings(2, cpus=8) == [(1, 2), (1, 1)]
-
-
-def test_mp_settings_cover_one_worker_per_core_and_envpool():
-    assert settings.mp_settings(16, cpus=2) == [(1, 16), (2, 16), (2, 8), (4, 16), (4, 8)]
-    assert settings.mp_settings(3, cpus=2) == [(1, 3), (2, 3), (3, 3), (3, 1)]
-    assert settings.mp_settings(1, cpus=8) == [(1, 1)]
+from puffer_core.cli.bench import bench_table
 
 
 @pytest.fixture(scope="module")
@@ -107,11 +97,11 @@ def test_run_bench_rows(rows):
 
 def _pufferlib_or_skip() -> str:
     """PufferLib's version; skips the test without it (fails it where the session requires it)."""
-    version = bench.pufferlib_version()
+    version = peers.pufferlib_version()
     if version is None:
         if os.environ.get("PUFFER_REQUIRE_PUFFERLIB"):
-            pytest.fail(f"PufferLib must be importable in this session: {bench.PUFFERLIB_INSTALL}")
-        pytest.skip(f"PufferLib not installed ({bench.PUFFERLIB_INSTALL})")
+            pytest.fail(f"PufferLib must be importable in this session: {peers.PUFFERLIB_INSTALL}")
+        pytest.skip(f"PufferLib not installed ({peers.PUFFERLIB_INSTALL})")
     return version
 
 
@@ -152,7 +142,7 @@ def test_pufferlib_rows_leave_nothing_in_the_temp_dir():
         return {p for p in os.listdir(root) if p.startswith(("puffer-test-game-", "puffer-bench-pufferlib-"))}
 
     before = ours()
-    for case in bench._pufferlib_cases(TempFolderEnv, 2, 0, version):
+    for case in peers._pufferlib_cases(TempFolderEnv, 2, 0, version):
         env = case.build()
         try:
             assert case.measure(env, 0.05, 0.01) > 0
@@ -205,9 +195,9 @@ def test_lockstep_waits_for_the_slowest_process_and_not_for_one_that_stopped():
     assert _wait_for_others(counts, 0, 2) is False
 
 
-def test_render_table(rows):
+def test_rows_print_as_a_table(rows):
     result, _ = rows
-    table = bench.render_table(result)
+    table = bench_table(result)
     assert isinstance(table, Table)
     assert table.row_count == len(result)
     console = Console(width=200, record=True)

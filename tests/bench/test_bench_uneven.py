@@ -18,11 +18,11 @@ from puffer_core.bench.uneven import (
     burn_cpu,
     ideal_ratio,
     render_markdown,
-    render_table,
     run_uneven,
     slow_seeds,
 )
-from puffer_core.vector.base import split_envs
+from puffer_core.cli.bench import uneven_table
+from puffer_core.vector.checks import split_envs
 
 
 def test_burn_cpu_uses_the_cpu_it_was_asked_for():
@@ -101,7 +101,7 @@ def test_run_uneven_rows(uneven):
 def test_uneven_renders_as_table_and_markdown(uneven):
     result, _ = uneven
     console = Console(width=200, record=True)
-    console.print(render_table(result))
+    console.print(uneven_table(result))
     text = console.export_text()
     assert "async / sync" in text and "3× slower" in text
     markdown = render_markdown(result)

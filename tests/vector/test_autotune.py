@@ -11,14 +11,13 @@ import os
 import numpy as np
 import pytest
 from plugin_site import run_puffer
-from rich.console import Console
 
 import puffer_core
 from puffer_core import vector
-from puffer_core.bench import settings
 from puffer_core.errors import APIUsageError, UnknownEnvError
 from puffer_core.vector import autotuner
-from puffer_core.vector.autotuner import Setting, make_call, settings_grid
+from puffer_core.vector.autotuner import make_call
+from puffer_core.vector.settings import Setting, settings_grid
 
 ROW_KEYS = {"name", "backend", "num_workers", "batch_size", "main_share", "sps", "ram_per_env_mb", "reset_fraction"}
 
@@ -82,54 +81,24 @@ def test_progress_counts_every_measurement_once(tuned):
     assert {c[2] for c in calls} == {total} and calls[-1][0] == "done"
 
 
-def test_verbose_prints_the_table_and_the_call(tuned, capsys):
-    result, _ = tuned
-    autotuner._print_result(result)
+def test_verbose_prints_the_table_and_the_call(capsys):
+    result = vector.autotune("classic/cartpole", num_envs=2, budget=1.0, cpus=1)
     out = capsys.readouterr().out
-    assert "puffer autotune classic/cartpole" in out and "RAM/env MB" in out and "best" in out
-    assert out.rstrip().splitlines()[-1] == result["make_call"]
+    lines = out.rstrip().splitlines()
+    assert lines[0] == "puffer autotune classic/cartpole (2 envs, 1 CPUs)"
+    assert lines[1].split() == ["backend", "workers", "batch", "steps/s", "vs", "best", "RAM/env", "MB", "resets"]
+    assert len(lines) == 2 + len(result["rows"]) + 4 and lines[-1] == result["make_call"]
 
 
-def test_render_table_lists_every_row(tuned):
+def test_table_lists_every_row_fastest_first_and_marks_the_best(tuned):
     result, _ = tuned
-    console = Console(width=160, record=True)
-    console.print(autotuner.render_table(result))
-    text = console.export_text()
-    assert autotuner.render_table(result).row_count == len(result["rows"])
-    assert "1+main" in text and "resets" in text
-
-
-def test_grid_holds_every_bench_setting_and_only_valid_ones():
-    for num_envs, cpus in ((16, 2), (8, 2), (16, 8), (5, 4), (2, 2), (1, 2)):
-        grid = settings_grid(num_envs, cpus)
-        assert grid[0] == Setting("serial", 1, num_envs) and len(set(grid)) == len(grid)
-        mp = {(s.num_workers, s.batch_size) for s in grid if s.backend != "serial" and not s.main_share}
-        main = {(s.num_workers, s.batch_size) for s in grid if s.main_share}
-        assert set(settings.mp_settings(num_envs, cpus)) <= mp
-        assert set(settings.main_share_settings(num_envs, cpus)) <= main
-        for s in grid[1:]:
-            vector.check_counts(num_envs, s.num_workers + s.main_share, s.batch_size, "multiprocessing")
-            assert s.num_workers <= num_envs and s.batch_size in (num_envs, num_envs // 2)
-            if s.main_envs is not None:  # one env lighter than the even share
-                assert s.main_share and s.batch_size == num_envs
-                assert s.main_envs == num_envs // (s.num_workers + 1) - 1 and s.make_kwargs(num_envs)[
-                    "vector_kwargs"
-                ] == {"main_share": s.main_envs}
-            elif s.main_share:
-                assert s.make_kwargs(num_envs)["vector_kwargs"] == {"main_share": True}
-            else:  # the default needs no saying: the pasted call stays short
-                assert "vector_kwargs" not in s.make_kwargs(num_envs)
-    names = [s.name for s in settings_grid(16, cpus=8)]
-    assert "Multiprocessing w=7 b=16" in names and "Multiprocessing w=7+main b=16" in names  # cores - 1
-    assert "Multiprocessing w=16 b=8" in names  # 2 × cores
-    assert "Multiprocessing w=1+main(7) b=16" in [s.name for s in settings_grid(16, cpus=2)]
-
-
-def test_default_num_envs_follows_the_standard_bench():
-    assert autotuner.default_num_envs("nethack/score") == 8
-    assert autotuner.default_num_envs("atari/breakout") == 8
-    assert autotuner.default_num_envs("classic/cartpole") == 16
-    assert autotuner.default_num_envs(lambda: None) == 16
+    rows = autotuner.table_rows(result)
+    assert [row["name"] for row, _ in rows] == [r["name"] for r in sorted(result["rows"], key=lambda r: -r["sps"])]
+    assert all(len(cells) == len(autotuner.COLUMNS) for _, cells in rows)
+    assert [cells[4] for _, cells in rows].count("best") == 1 and rows[0][1][4] == "best"
+    assert "1+main" in [cells[1] for _, cells in rows]
+    widths = {len(line) for line in autotuner.table_lines(result)[1:]}
+    assert len(autotuner.table_lines(result)) == 2 + len(rows) and max(widths) > 40
 
 
 def test_make_call_for_a_creator_and_env_kwargs():
@@ -173,40 +142,16 @@ def test_an_env_that_cannot_be_built_raises_at_once():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"budget": 0}, "budget must be a positive number of seconds"),
-        ({"budget": float("nan")}, "budget must be a positive number of seconds"),
-        ({"rounds": 1}, "rounds must be an int ≥ 2"),
-        ({"num_envs": 0}, "num_envs must be an int ≥ 1"),
-        ({"cpus": True}, "cpus must be an int ≥ 1"),
+        ({"budget": 0}, r"budget \(seconds\) must be a number in \(0, "),
+        ({"budget": float("nan")}, r"budget \(seconds\) must be a number in \(0, "),
+        ({"rounds": 1}, r"rounds \(interleaved, against noise\) must be ≥ 2, got 1"),
+        ({"num_envs": 0}, "num_envs must be ≥ 1, got 0"),
+        ({"cpus": True}, "cpus must be an int ≥ 1, got True"),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(APIUsageError, match=message):
         vector.autotune("classic/cartpole", **{"num_envs": 2, "verbose": False, **kwargs})
-
-
-def test_memory_of_this_process_and_of_workers():
-    mb, source = autotuner.memory_mb(os.getpid())
-    assert mb > 1 and source in ("pss", "rss")
-    before = autotuner.child_pids()
-    with vector.make("classic/cartpole", num_envs=2, num_workers=2, backend="multiprocessing") as envs:
-        workers = autotuner.child_pids() - before
-        assert workers == set(envs.pids)
-        assert all(autotuner.memory_mb(pid)[0] > 1 for pid in workers)
-
-
-def test_memory_falls_back_to_psutil_then_to_nothing(monkeypatch):
-    import psutil
-
-    def no_proc(path, *args, **kwargs):
-        raise FileNotFoundError(path)
-
-    monkeypatch.setattr(autotuner, "open", no_proc, raising=False)
-    mb, source = autotuner.memory_mb(os.getpid())
-    assert source == "rss" and mb == pytest.approx(psutil.Process().memory_info().rss / 2**20, rel=0.2)
-    monkeypatch.setitem(__import__("sys").modules, "psutil", None)  # as if not installed
-    assert autotuner.memory_mb(os.getpid()) is None
-    assert autotuner._ram_per_env(4, set()) == (None, None)
 
 
 def test_cli_json_prints_the_rows_and_the_best():

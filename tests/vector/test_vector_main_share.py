@@ -205,7 +205,7 @@ def test_the_auto_choice_and_bad_values():
     with pytest.raises(APIUsageError, match="main_share needs num_envs ≥ 2"):
         vector.make(CountingEnv, num_envs=1, backend=MP, vector_kwargs={"main_share": True})
     with vector.make(CountingEnv, num_envs=4, backend=MP, vector_kwargs={"main_share": "auto"}) as envs:
-        cpus = vector.base.available_cpus()
+        cpus = vector.checks.available_cpus()
         assert envs.num_workers == max(1, min(4, cpus) - 1) and len(envs.pids) == envs.num_workers
 
 

@@ -1,4 +1,4 @@
-"""The main job behind `puffer run`: an env vectorized, random actions, SPS and episode stats."""
+"""The main job behind `puffer run`: an env vectorized, random actions, steps/second and episode statistics."""
 
 from __future__ import annotations
 
@@ -10,56 +10,14 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 
-from puffer_core import vector
+from puffer_core.random_actions import masked_random_actions, random_actions
+from puffer_core.vector.backends import make
 
-__all__ = ["RunResult", "masked_random_actions", "random_actions", "run_random"]
+__all__ = ["RunResult", "run_random"]
 
 #: Numeric info keys that say where an info came from rather than how an episode went.
 NOT_STATISTICS = frozenset({"env_id", "agent", "agent_id", "worker"})
-
-
-def random_actions(space: spaces.Space, count: int, rng: np.random.Generator) -> np.ndarray:
-    """``count`` uniformly random flat actions for a Discrete, MultiDiscrete or Box space."""
-    if isinstance(space, spaces.Discrete):
-        return rng.integers(0, space.n, size=count) + space.start
-    if isinstance(space, spaces.MultiDiscrete):
-        return rng.integers(0, space.nvec, size=(count, *space.nvec.shape)) + space.start
-    if isinstance(space, spaces.MultiBinary):
-        return rng.integers(0, 2, size=(count, *space.shape), dtype=np.int8)
-    if isinstance(space, spaces.Box):
-        low = np.where(np.isfinite(space.low), space.low, -1.0)
-        high = np.where(np.isfinite(space.high), space.high, 1.0)
-        if np.issubdtype(space.dtype, np.integer):
-            return rng.integers(low, high + 1, size=(count, *space.shape)).astype(space.dtype)
-        return rng.uniform(low, high, size=(count, *space.shape)).astype(space.dtype)
-    raise TypeError(f"cannot sample random actions from {space!r}; emulated envs use Discrete/MultiDiscrete/Box")
-
-
-def masked_random_actions(envs: Any) -> Callable[[np.ndarray, np.random.Generator], np.ndarray] | None:
-    """For a Discrete action space whose observations carry an ``action_mask`` of its size
-    (PettingZoo's board games: an illegal move ends the game at once), a sampler of random
-    actions among the allowed ones, one per observation row; None for any other env."""
-    space = envs.single_action_space
-    if not isinstance(space, spaces.Discrete):
-        return None
-    probe = envs.unflatten_observation(
-        np.zeros((1, *envs.single_observation_space.shape), envs.single_observation_space.dtype)
-    )
-    mask = probe.get("action_mask") if isinstance(probe, dict) else None
-    if mask is None or mask.shape != (1, space.n):
-        return None
-
-    def sample(observations: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        allowed = envs.unflatten_observation(observations)["action_mask"] > 0
-        # The allowed action with the highest uniform draw is a uniform pick among them; a row
-        # with none allowed (an agent whose turn it is not) gets any action: it is ignored.
-        draws = rng.random(allowed.shape)
-        draws[~allowed] -= 1.0
-        return draws.argmax(axis=1) + space.start
-
-    return sample
 
 
 @dataclass
@@ -127,7 +85,7 @@ def run_random(
     totals: dict[str, float] = defaultdict(float)
     episodes = 0
     done_steps = 0
-    with vector.make(
+    with make(
         env_id,
         num_envs=num_envs,
         num_workers=num_workers,

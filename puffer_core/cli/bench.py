@@ -1,0 +1,269 @@
+"""`puffer bench` and `puffer autotune`: the command-line side of :mod:`puffer_core.bench`
+and :mod:`puffer_core.vector.autotuner`, and the tables they print.
+
+The measuring modules load only when a command runs (puffer's start-up stays light).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from puffer_core.cli.errors import err_console
+from puffer_core.cli.options import NUM_ENVS, Bounded, env_kwargs_option, parse_pairs
+from puffer_core.cli.output import console, print_json, require_known_env
+from puffer_core.cli.tables import print_markdown, print_table
+
+__all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "uneven_table"]
+
+
+@click.command("bench")
+@click.argument("env_id", required=False)
+@click.option("--num-envs", default=16, show_default=True, type=NUM_ENVS, help="Envs per setting.")
+@click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 3600), help="Time per setting.")
+@click.option("--rounds", default=1, show_default=True, type=Bounded(1, 1000), help="Interleaved repetitions.")
+@click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
+@click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
+@click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
+@click.option("--training", "training_only", is_flag=True, help="Only the training section (see below).")
+@click.option("--no-training", is_flag=True, help="--standard without the training section.")
+@click.option("--uneven", "uneven_only", is_flag=True, help="Only the uneven-cores section (see below).")
+@click.option("--no-uneven", is_flag=True, help="--standard without the uneven-cores section.")
+@click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def bench_cmd(
+    env_id: str | None,
+    num_envs: int,
+    seconds: float,
+    rounds: int,
+    no_peers: bool,
+    include_ray: bool,
+    no_adapters: bool,
+    training_only: bool,
+    no_training: bool,
+    uneven_only: bool,
+    no_uneven: bool,
+    out_dir: str | None,
+    as_json: bool,
+) -> None:
+    """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
+
+    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
+    to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
+    action checks (on and off, alternating on one Multiprocessing env), gymnasium's
+    AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
+    says how to install it), plus the emulation overhead of one env. Ratios are
+    against the peers of the same run.
+    --standard DIR runs the standard set (what `nox -s bench` runs) and writes
+    DIR/bench.json and DIR/bench.md, with a training section: seconds to solve CartPole
+    with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
+    steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
+    extras). --training runs that section alone.
+    --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
+    step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
+    full batches) and asynchronously (recv/send, half the envs per batch), one worker per
+    core and two, in at least 2 interleaved rounds of --seconds each.
+    """
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import vectorization as bench
+
+    if training_only:
+        _bench_training(as_json)
+        return
+    if uneven_only:
+        if env_id is not None or out_dir is not None:
+            raise click.UsageError("--uneven measures its own test env: give it without ENV_ID or --standard")
+        _bench_uneven(seconds, max(2, rounds), as_json)
+        return
+    if out_dir is None and env_id is None:
+        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
+    if out_dir is None:
+        require_known_env(env_id)  # every row would fail alike, each with the same error
+    with _progress_callback("bench", hidden=as_json) as progress:
+        if out_dir is not None:
+            results = bench.run_standard(
+                out_dir,
+                seconds=seconds,
+                rounds=rounds,
+                progress=progress,
+                include_peers=not no_peers,
+                include_training=not no_training,
+                include_uneven=not no_uneven,
+            )
+        else:
+            rows = bench.run_bench(
+                env_id,
+                num_envs=num_envs,
+                seconds=seconds,
+                include_peers=not no_peers,
+                progress=progress,
+                rounds=rounds,
+                include_ray=include_ray,
+                include_adapters=not no_adapters,
+            )
+    if out_dir is not None:
+        if as_json:
+            print_json(results)
+        else:
+            console.print(f"wrote {out_dir}/bench.json and {out_dir}/bench.md", highlight=False)
+        return
+    if as_json:
+        print_json(rows)
+    else:
+        print_table(console, bench_table(rows))
+
+
+@click.command("autotune")
+@click.argument("env_id")
+@click.option(
+    "--num-envs",
+    type=NUM_ENVS,
+    help="Envs per setting.  [default: the standard bench count: 8 for nethack/score and atari/breakout, else 16]",
+)
+@click.option(
+    "--seconds",
+    default=60.0,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="Time budget for the whole run, building every setting included.",
+)
+@env_kwargs_option
+@click.option("--json", "as_json", is_flag=True, help="Print every row and the best as JSON.")
+def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tuple[str, ...], as_json: bool) -> None:
+    """Measure vector settings on ENV_ID and print the fastest as a vector.make(...) call.
+
+    Serial and Multiprocessing with 1, cores - 1, cores and 2 x cores workers, full and
+    half batches (EnvPool-style), the main process stepping a share or not: each setting
+    is built and stepped with random actions in at least two interleaved rounds within
+    --seconds, and keeps its best round. Each row reports steps/s, RAM per env (the main
+    process and workers' memory over the envs) and the share of steps that ended an
+    episode. From Python: puffer_core.vector.autotune(env, num_envs, budget).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.vector.autotuner import autotune, summary_lines
+
+    env_kwargs = parse_pairs(kwargs, "--kwarg")
+    require_known_env(env_id)
+    progress = Progress(
+        TextColumn(f"[bold]autotune {env_id}[/] {{task.description}}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=as_json or not err_console.is_terminal,  # a log or a pipe gets the table only
+    )
+    with progress:
+        task = progress.add_task("", total=None)
+
+        def advance(name: str, done: int, total: int) -> None:
+            progress.update(task, description=name, completed=done, total=total)
+
+        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, **env_kwargs)
+    if as_json:
+        print_json(result)
+        return
+    print_table(console, autotune_table(result))
+    for line in summary_lines(result):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def _progress_callback(description: str, hidden: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A transient bar on stderr (none in a log or a pipe), as the ``progress(name, done,
+    total)`` callback the bench runners take."""
+    from rich.progress import Progress
+
+    with Progress(console=err_console, transient=True, disable=hidden or not err_console.is_terminal) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+
+
+def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import uneven as bench_uneven
+
+    with _progress_callback("uneven cores", hidden=as_json) as progress:
+        result = bench_uneven.run_uneven(seconds, rounds, progress=progress)
+    if as_json:
+        print_json(result)
+    else:
+        print_table(console, uneven_table(result))
+
+
+def _bench_training(as_json: bool) -> None:
+    from rich.progress import Progress
+
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import training as bench_training
+
+    with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
+        task = bar.add_task("training", total=None)
+        document = bench_training.run_training(
+            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+        )
+    if as_json:
+        print_json(document)
+    else:
+        print_markdown(console, bench_training.render_markdown(document))
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def bench_table(rows: list[dict], title: str | None = None) -> Table:
+    """``puffer bench``'s rows (``puffer_core.bench.vectorization.run_bench``) as a table."""
+    from puffer_core.bench.vectorization import annotation, format_ratio
+
+    env = rows[0].get("env") if rows else ""
+    table = Table(title=title or f"puffer bench {env}", show_lines=False)
+    table.add_column("configuration", justify="left")
+    for column in ("workers", "batch", "steps/s", "vs raw", "vs Serial", "vs AsyncVectorEnv", "vs PufferLib"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        cells = [str(row["num_workers"]), str(row["batch_size"])]
+        if row["kind"] == "restart" and row.get("latency_seconds") is not None:
+            name = f"{escape(row['name'])} [dim](median of {len(row['latencies'])}, seconds)[/dim]"
+            table.add_row(name, *cells, f"{row['latency_seconds']:.3f} s", *[""] * 4)
+        elif row.get("sps") is None:
+            table.add_row(escape(row["name"]), *cells, f"[red]failed[/red] {escape(row.get('error') or '')}", *[""] * 4)
+        else:
+            ratios = ("ratio_vs_raw", "ratio_vs_serial", "ratio_vs_async", "ratio_vs_pufferlib")
+            name = escape(row["name"]) + annotation(row, "[dim]", "[/dim]")
+            table.add_row(name, *cells, f"{row['sps']:,.0f}", *(format_ratio(row.get(key)) for key in ratios))
+    return table
+
+
+def uneven_table(result: dict[str, Any]) -> Table:
+    """The uneven-cores section (``puffer_core.bench.uneven.run_uneven``): one row per layout."""
+    from puffer_core.bench.uneven import headline, layout_cells
+
+    table = Table(title=headline(result))
+    for column in ("workers", "envs", "async batch", "sync steps/s", "async steps/s", "async / sync", "ideal"):
+        table.add_column(column, justify="right")
+    for row in result["layouts"]:
+        table.add_row(*layout_cells(row))
+    return table
+
+
+def autotune_table(result: dict[str, Any]) -> Table:
+    """Autotune's rows (``puffer_core.vector.autotuner``), fastest first, the best marked."""
+    from puffer_core.vector.autotuner import COLUMNS, table_rows, table_title
+
+    table = Table(title=table_title(result))
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column == "backend" else "right")
+    for row, cells in table_rows(result):
+        if row["sps"] is None:
+            table.add_row(*cells[:3], f"[red]failed[/red] {escape(row['error'] or '')}", *cells[4:])
+            continue
+        best = row["name"] == result["best"]["name"]
+        table.add_row(*(escape(cell) for cell in cells), style="bold green" if best else None)
+    return table

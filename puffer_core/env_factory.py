@@ -1,0 +1,112 @@
+"""``EnvFactory``: builds one emulated env, writing into the rows a vector backend hands it.
+
+Every backend builds its envs through one (Serial in the main process, each
+Multiprocessing worker and Ray actor in its own); env 0 is wrapped by the recording
+when a run records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
+from puffer_core.environments import emulate_with_stats, make
+from puffer_core.errors import APIUsageError
+
+__all__ = ["EnvFactory", "attach"]
+
+
+def _is_emulator(env: Any) -> bool:
+    return isinstance(env, (GymnasiumEmulator, PettingZooEmulator))
+
+
+def attach(emulator: Any, buf: Any) -> Any:
+    """Make ``emulator`` write into ``buf``; returns the env to use (maybe a copying proxy)."""
+    if buf is None or emulator.buf is buf:
+        return emulator
+    rebind = getattr(emulator, "attach", None)  # both emulators offer it; their subclasses inherit it
+    if callable(rebind):
+        rebind(buf)
+        return emulator
+    return _CopyingEmulator(emulator, buf)  # an emulator-like object from elsewhere
+
+
+class _CopyingEmulator:
+    """Fallback for emulator subclasses we cannot rebind: copies their buffer into ours."""
+
+    def __init__(self, inner: Any, buf: Any):
+        self.inner = inner
+        self.buf = buf
+        for name in ("observation_space", "action_space", "num_agents", "possible_agents"):
+            setattr(self, name, getattr(inner, name))
+
+    def _copy(self) -> None:
+        self.inner.buf.copy_into(self.buf)
+
+    @property
+    def done(self) -> bool:
+        done = getattr(self.inner, "done", None)
+        return bool((self.buf.terminals | self.buf.truncations).all()) if done is None else done
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> Any:
+        out = self.inner.reset(seed=seed) if options is None else self.inner.reset(seed=seed, options=options)
+        self._copy()
+        return out
+
+    def step(self, action: Any) -> Any:
+        out = getattr(self.inner, "step_in_place", self.inner.step)(action)
+        self._copy()
+        return out
+
+    step_in_place = step  # what EnvGroup calls: it must reach our copy, not the inner buffer
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class EnvFactory:
+    """Builds one emulated env, writing into ``buf`` (a ``Buffers`` of views) if given.
+
+    ``env`` is a registered env id (built with ``puffer_core.make``) or a creator called
+    with ``env_kwargs``; whatever a creator returns that is not yet an emulator gets
+    episode statistics and the matching emulator. Picklable when ``env`` is (spawned
+    workers use cloudpickle, so lambdas work too).
+    """
+
+    def __init__(self, env: str | Callable[..., Any], env_kwargs: dict[str, Any] | None = None, recording: Any = None):
+        if not isinstance(env, str) and not callable(env):
+            raise APIUsageError(
+                f"env must be a registered env id (str) or a zero-argument creator, got {type(env).__name__}; "
+                "see `puffer envs` for ids"
+            )
+        self.env = env
+        self.env_kwargs = dict(env_kwargs or {})
+        #: A ``puffer_core.recording.Recording`` of env 0, or None: its ``wrap(env)`` records
+        #: env 0 (the recording layer sits above this one, so it is handed in, not imported).
+        self.recording = recording
+
+    @property
+    def name(self) -> str:
+        if isinstance(self.env, str):
+            return self.env
+        return getattr(self.env, "__qualname__", None) or getattr(self.env, "__name__", None) or repr(self.env)
+
+    def __call__(self, buf: Any = None, index: int | None = None) -> Any:
+        """The emulated env writing into ``buf``; env ``index`` 0 records when ``recording`` is set."""
+        recording = self.recording if index == 0 else None
+        kwargs = self.env_kwargs if recording is None else {**self.env_kwargs, **recording.env_kwargs}
+        if isinstance(self.env, str):
+            made = make(self.env, **kwargs)
+        else:
+            made = self.env(**kwargs)
+        emulated = _is_emulator(made) or isinstance(made, _CopyingEmulator)
+        # ... or an emulator-like object from elsewhere (e.g. a subclass)
+        emulated = emulated or all(hasattr(made, name) for name in ("buf", "num_agents", "observation_space"))
+        env = attach(made, buf) if emulated else emulate_with_stats(made, buf)
+        return env if recording is None else recording.wrap(env)

@@ -1,0 +1,145 @@
+"""The backends by name, and ``make``: a vector env of ``num_envs`` copies of an env on one of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from puffer_core.env_factory import EnvFactory
+from puffer_core.errors import APIUsageError
+from puffer_core.vector.base import VectorEnv
+from puffer_core.vector.checks import check_timeout
+from puffer_core.vector.serial import Serial
+
+__all__ = ["BACKENDS", "COMMON_VECTOR_KWARGS", "backend_kwargs_of", "make"]
+
+BACKENDS = ("serial", "multiprocessing", "ray")
+
+_ALIASES = {"serial": "serial", "multiprocessing": "multiprocessing", "mp": "multiprocessing", "ray": "ray"}
+
+
+def _backend_class(backend: Any) -> type:
+    if isinstance(backend, type) and issubclass(backend, VectorEnv):
+        return backend
+    key = _ALIASES.get(backend.lower()) if isinstance(backend, str) else None
+    if key is None:
+        raise APIUsageError(f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}")
+    if key == "serial":
+        return Serial
+    if key == "multiprocessing":
+        from puffer_core.vector.mp import Multiprocessing  # deferred: loads only for this backend
+
+        return Multiprocessing
+    from puffer_core.vector.ray_backend import Ray  # deferred: Ray is an optional extra
+
+    return Ray
+
+
+def make(
+    env: Any,
+    num_envs: int = 1,
+    num_workers: int | None = None,
+    batch_size: int | None = None,
+    backend: Any = "serial",
+    seed: int | None = None,
+    autoreset: str = "next_step",
+    on_fault: str = "raise",
+    vector_kwargs: dict[str, Any] | None = None,
+    **env_kwargs: Any,
+) -> VectorEnv:
+    """A vector env of ``num_envs`` copies of ``env``.
+
+    ``env``: a registered env id (each copy is ``puffer_core.make(env, **env_kwargs)``) or a
+    creator called as ``env(**env_kwargs)`` (zero arguments when none are given); a creator's
+    raw Gymnasium / PettingZoo env gets episode statistics and emulation.
+
+    ``num_envs`` and ``batch_size`` count environments; the returned env's ``num_envs`` and
+    ``batch_size`` count agent rows. ``num_workers`` defaults to ``min(num_envs, cpus)``,
+    ``batch_size`` to ``num_envs``. ``seed`` seeds the first reset (env ``i`` gets
+    ``seed + i``) unless ``reset`` is given its own. ``autoreset``: "next_step" (default),
+    "same_step" or "disabled", as in Gymnasium 1.1+ (see :mod:`puffer_core.vector.autoreset`).
+    ``on_fault``: "raise" (default) or "restart" (Multiprocessing, Ray: a faulted worker is
+    replaced and its rows come back truncated; see :mod:`puffer_core.vector.faults`).
+    ``vector_kwargs`` go to the backend (``backend_kwargs_of(backend)`` lists the keys each
+    takes; Multiprocessing: ``timeout``, ``startup_timeout``, ``start_method``, ``spin_us``,
+    ``info_buffer_bytes``, ``max_restarts``, ``main_share``; Ray: ``timeout``,
+    ``startup_timeout``, ``actor_options``, ``max_restarts``), except ``check_actions`` (every backend; default
+    True): False skips the dtype and range checks of ``send`` (see
+    :mod:`puffer_core.vector.actions`), leaving only the shape check; and ``record`` (every
+    backend): a path (``.mp4``/``.gif`` for pixel envs, ``.cast`` for text envs) or a
+    :class:`puffer_core.recording.Recording`; env 0 records its episodes there, inside the
+    process that steps it (see :mod:`puffer_core.recording`).
+
+    Raises:
+        APIUsageError: a count, seed, mode or vector_kwargs value that cannot work (an unknown
+            key, a timeout that is not a positive finite number of seconds up to a week), in
+            one line naming it and what works.
+        UnknownEnvError: ``env`` is not a registered id.
+    """
+    cls = _backend_class(backend)
+    backend_kwargs = _check_vector_kwargs(cls, vector_kwargs)
+    check_actions = _check_actions_flag(backend_kwargs.pop("check_actions", True))
+    factory = EnvFactory(env, env_kwargs, _recording(env, backend_kwargs.pop("record", None), env_kwargs))
+    envs = cls(
+        factory,
+        num_envs=num_envs,
+        num_workers=num_workers,
+        batch_size=batch_size,
+        seed=seed,
+        autoreset=autoreset,
+        on_fault=on_fault,
+        **backend_kwargs,
+    )
+    envs.check_actions = check_actions
+    return envs
+
+
+#: ``vector_kwargs`` every backend takes (handled here, not by the backend's constructor)
+COMMON_VECTOR_KWARGS = ("check_actions", "record")
+#: ``make``'s own parameters, which a backend's constructor also takes but ``vector_kwargs`` must not set
+_MAKE_PARAMETERS = ("env", "env_kwargs", "num_envs", "num_workers", "batch_size", "seed", "autoreset", "on_fault")
+
+
+def backend_kwargs_of(cls: type) -> list[str]:
+    """The ``vector_kwargs`` keys backend ``cls`` takes: its constructor's own keyword
+    parameters, plus ``COMMON_VECTOR_KWARGS``."""
+    import inspect
+
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    own = [p.name for p in parameters if p.kind in keyword and p.name not in ("self", *_MAKE_PARAMETERS)]
+    return sorted({*own, *COMMON_VECTOR_KWARGS})
+
+
+def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
+    """``vector_kwargs`` as a dict of keys ``cls`` takes, timeouts checked; one-line errors otherwise."""
+    if vector_kwargs is None:
+        return {}
+    if not isinstance(vector_kwargs, dict):
+        raise APIUsageError(f"vector_kwargs must be a dict, got {type(vector_kwargs).__name__}")
+    known = backend_kwargs_of(cls)
+    unknown = sorted(str(key) for key in vector_kwargs if key not in known)
+    if unknown:
+        raise APIUsageError(
+            f"vector_kwargs {', '.join(map(repr, unknown))} not taken by the {cls.__name__} backend; "
+            f"it takes: {', '.join(known)}"
+        )
+    for name in ("timeout", "startup_timeout"):
+        if name in vector_kwargs:
+            check_timeout(vector_kwargs[name], f"vector_kwargs[{name!r}]")
+    return dict(vector_kwargs)
+
+
+def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
+    """``vector_kwargs["record"]``: a path (checked here, in the main process) or a planned ``Recording``."""
+    if record is None:
+        return None
+    from puffer_core.recording import Recording, plan_recording  # deferred: only a recording run needs it
+
+    return record if isinstance(record, Recording) else plan_recording(env, record, env_kwargs)
+
+
+def _check_actions_flag(value: Any) -> bool:
+    """``vector_kwargs["check_actions"]``: a bool, so a typo like "no" cannot silently mean True."""
+    if not isinstance(value, bool):
+        raise APIUsageError(f"vector_kwargs['check_actions'] must be True or False, got {value!r}")
+    return bool(value)

@@ -1,0 +1,33 @@
+"""The random rollout behind `puffer run` (puffer_core.vector.random_run)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from puffer_core.vector.random_run import run_random
+
+
+def test_puffer_run_draws_random_actions_among_the_allowed_ones():
+    # An illegal move ends a PettingZoo board game at once (with a warning): random play that
+    # ignored the action mask would finish every game on its first or second move.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = run_random("pettingzoo/tictactoe", steps=2000, num_envs=2, seed=0)
+    assert not [w for w in caught if "Illegal move" in str(w.message)]
+    assert result.episodes >= 100
+    # A game of tic-tac-toe takes 5 to 9 moves, and every agent has a row at each of them.
+    assert 5 <= result.episode_means["episode_length"] <= 9
+
+
+def test_run_random_counts_steps_episodes_and_their_statistics():
+    progressed = []
+    result = run_random("classic/probe_1", steps=50, num_envs=2, seed=0, on_progress=progressed.append)
+    # Probe 1's episodes last one step; under next-step autoreset every other row an env
+    # returns is the reset after its episode ended, so about half the rows end an episode.
+    assert result.steps == sum(progressed) >= 50
+    assert result.steps // 2 - 2 <= result.episodes <= result.steps // 2
+    assert result.episode_means == pytest.approx({"episode_return": 1.0, "episode_length": 1.0})
+    row = result.to_json()
+    assert row["env"] == "classic/probe_1" and row["num_envs"] == 2 and row["steps_per_second"] > 0
