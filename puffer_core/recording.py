@@ -30,6 +30,7 @@ import numpy as np
 from puffer_core.atomic import make_temporary, remove_stale_temporaries, replace_durably, temporary_beside
 from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
+from puffer_core.limits import MAX_EPISODES, MAX_FPS, check_int, check_number
 from puffer_core.plugins import get_plugins
 
 __all__ = [
@@ -119,8 +120,8 @@ def plan_watch(env: Any, env_kwargs: Mapping[str, Any] | None = None, fps: float
 def _plan(
     env: Any, path: str | None, mode: str, env_kwargs: Mapping[str, Any] | None, episodes: int | None, what: str
 ) -> Recording:
-    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1):
-        raise APIUsageError(f"episodes to record must be an int ≥ 1 or None, got {episodes!r}")
+    if episodes is not None:
+        check_int("episodes to record", episodes, 1, MAX_EPISODES)
     render_kwargs, plugin_fps = _render_settings(env, mode)
     env_fps = _check_renders(env, mode, render_kwargs, dict(env_kwargs or {}), what)
     return Recording(path, mode, render_kwargs, _check_fps(plugin_fps or env_fps or DEFAULT_FPS), episodes)
@@ -208,9 +209,7 @@ def _kwargs_text(kwargs: Mapping[str, Any]) -> str:
 
 
 def _check_fps(fps: Any) -> float:
-    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps <= 1000:
-        raise APIUsageError(f"frames per second must be a number in (0, 1000], got {fps!r}")
-    return float(fps)
+    return check_number("frames per second", fps, 0, MAX_FPS, low_open=True)
 
 
 def _check_writable(target: Path, overwrite: bool) -> None:

@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
+from puffer_core.limits import MAX_FPS, number_in
 
 __all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad"]
 
@@ -140,8 +141,8 @@ class EnvSpec:
         ):
             raise _fail(plugin, what, "render_kwargs", "must map render modes (str) to creator kwargs (mappings)")
         fps = self.render_fps
-        if fps is not None and (isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps <= 1000):
-            raise _fail(plugin, what, "render_fps", f"must be None or a number in (0, 1000], got {fps!r}")
+        if fps is not None and not number_in(fps, 0, MAX_FPS, low_open=True):
+            raise _fail(plugin, what, "render_fps", f"must be None or a number in (0, {MAX_FPS:g}], got {fps!r}")
         if not isinstance(self.install_hint, str):
             raise _fail(plugin, what, "install_hint", "must be a string")
 

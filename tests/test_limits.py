@@ -42,3 +42,12 @@ def test_numbers_of_any_kind_within_range_pass():
     assert check_number("c", 5.0, 0) == 5.0
     with pytest.raises(APIUsageError, match="c must be a finite number ≥ 0, got -5"):
         check_number("c", -5, 0)
+
+
+def test_the_predicates_behind_the_checks():
+    from puffer_core.limits import int_in, number_in
+
+    assert int_in(np.int64(3), 1, 4) and int_in(0, 0) and int_in(2**62 - 1, 0, 2**62 - 1)
+    assert not any(int_in(value, 1, 4) for value in (0, 5, True, 2.0, "2", None))
+    assert number_in(1000, 0, 1000, low_open=True) and number_in(np.float32(0.5), 0, 1) and number_in(-3.0)
+    assert not any(number_in(value, 0, 1000, low_open=True) for value in (0, 1000.5, float("nan"), False, "5"))

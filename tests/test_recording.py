@@ -163,7 +163,7 @@ def test_a_missing_imageio_names_the_extra(tmp_path, monkeypatch):
 
 
 def test_bad_episode_counts_are_refused(tmp_path):
-    with pytest.raises(APIUsageError, match="episodes to record must be an int ≥ 1"):
+    with pytest.raises(APIUsageError, match="episodes to record must be ≥ 1 and ≤ 1,000,000, got 0"):
         plan_recording("classic/cartpole", tmp_path / "x.gif", episodes=0)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError
+from puffer_core.limits import MAX_SEED, int_in
 
 __all__ = ["AUTORESET_MODES", "DISABLED", "NEXT_STEP", "SAME_STEP", "ResetPlan", "check_autoreset", "reset_plan"]
 
@@ -32,7 +33,8 @@ NEXT_STEP, SAME_STEP, DISABLED = "next_step", "same_step", "disabled"
 AUTORESET_MODES = (NEXT_STEP, SAME_STEP, DISABLED)
 #: a per-env seed slot holding this value means "no seed" (seeds themselves are ≥ 0)
 NO_SEED = -1
-SEED_LIMIT = 2**62
+#: seeds are ints in [0, SEED_LIMIT): env i of a vector env gets seed + i
+SEED_LIMIT = MAX_SEED + 1
 
 
 def check_autoreset(mode: Any) -> str:
@@ -47,7 +49,7 @@ def check_autoreset(mode: Any) -> str:
 
 
 def _check_one_seed(seed: Any, what: str) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < SEED_LIMIT:
+    if not int_in(seed, 0, SEED_LIMIT - 1):
         raise APIUsageError(f"{what} must be None or an int in [0, 2**62), got {seed!r}")
     return int(seed)
 

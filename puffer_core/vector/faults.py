@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
+from puffer_core.limits import check_int
 from puffer_core.vector.autoreset import SEED_LIMIT
 
 __all__ = ["DEFAULT_MAX_RESTARTS", "FAULT_POLICIES", "FaultLog", "check_on_fault", "fault_info", "restart_seeds"]
@@ -43,9 +44,7 @@ def check_on_fault(on_fault: Any, backend: str) -> str:
 
 
 def check_max_restarts(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise APIUsageError(f"max_restarts must be an int ≥ 1, got {value!r}")
-    return int(value)
+    return check_int("max_restarts", value, 1)
 
 
 def restart_seeds(run_seed: int | None, first_env: int, count: int, restart: int) -> np.ndarray | None:
