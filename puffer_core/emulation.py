@@ -38,7 +38,7 @@ from gymnasium import spaces
 from puffer_core._flatten import ActionLayout, ObservationLayout, observation_dtype
 from puffer_core._multiagent import is_aec, is_parallel, to_parallel
 from puffer_core.errors import APIUsageError, SpaceError
-from puffer_core.postprocess import EpisodeStats, episode_info, kept_entries
+from puffer_core.postprocess import EpisodeStats
 
 __all__ = [
     "ActionLayout",
@@ -133,12 +133,13 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
     On a CartPole-sized step (~5 µs) every lookup shows, so the closure reads free
     variables instead of ``self.…``, copies a single-leaf observation inline, stores scalars
     through memoryviews (half the cost of numpy item assignment) and, when the env is an
-    ``EpisodeStats``, does its bookkeeping inline instead of paying for its Python frame.
+    ``EpisodeStats``, steps the env beneath it and calls its ``record_step`` instead of
+    paying for its Python frame.
     """
     env = emu.env
     stats = env if type(env) is EpisodeStats else None  # exact type: an overridden step must run
     env_step = stats.env.step if stats is not None else env.step
-    keep_keys = stats.keep_keys if stats is not None else ()
+    record = stats.record_step if stats is not None else None
     to_env_action = emu._to_env_action
     layout, buf, row = emu.obs_layout, emu.buf, emu._obs
     diagnose = layout.diagnose
@@ -168,15 +169,8 @@ def _compile_step(emu: GymnasiumEmulator) -> Any:
             truncation_mv[0] = truncated
         except TypeError:  # e.g. a 0-d array reward, which a memoryview refuses
             store_scalars(reward, terminated, truncated)
-        if stats is not None:
-            stats.episode_return += reward
-            stats.episode_length += 1
-            if terminated or truncated:
-                info = episode_info(info, stats.episode_return, stats.episode_length)
-            elif keep_keys:
-                info = kept_entries(info, keep_keys)
-            else:
-                info = {}
+        if record is not None:
+            info = record(reward, terminated, truncated, info)
         return row, reward, terminated, truncated, info
 
     return step

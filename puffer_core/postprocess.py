@@ -15,7 +15,7 @@ counted here, whatever the env reports under those names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium
@@ -76,12 +76,41 @@ def episode_info(info: Any, episode_return: Any, episode_length: int) -> dict:
     return out
 
 
+def _episode_counter(
+    keep_keys: tuple[str, ...], episode_return: float = 0.0, episode_length: int = 0
+) -> tuple[Callable[[Any, Any, Any, Any], dict], Callable[[], None], Callable[[], tuple[float, int]]]:
+    """The bookkeeping of ``EpisodeStats``: ``(record, restart, totals)``, closures over two
+    counters. ``record(reward, terminated, truncated, info)`` counts a step and returns the
+    info to report. Closures because the emulator's compiled step calls ``record`` on every
+    step: reading and writing their cells costs less than an object's attributes."""
+
+    def record(reward: Any, terminated: Any, truncated: Any, info: Any) -> dict:
+        nonlocal episode_return, episode_length
+        episode_return += reward
+        episode_length += 1
+        if terminated or truncated:
+            return episode_info(info, episode_return, episode_length)
+        if keep_keys:
+            return kept_entries(info, keep_keys)
+        return {}
+
+    def restart() -> None:
+        nonlocal episode_return, episode_length
+        episode_return, episode_length = 0.0, 0
+
+    def totals() -> tuple[float, int]:
+        return episode_return, episode_length
+
+    return record, restart, totals
+
+
 class EpisodeStats(gymnasium.Wrapper):
     """Counts return and length; infos are ``{}`` except on the step an episode ends.
 
-    ``GymnasiumEmulator`` recognises an ``EpisodeStats`` directly beneath it and does this
-    same bookkeeping inside its own step (on ``episode_return`` / ``episode_length`` here),
-    which saves a Python call per step; subclasses that override ``step`` are left alone.
+    ``GymnasiumEmulator`` recognises an ``EpisodeStats`` directly beneath it and calls its
+    ``record_step`` from its own compiled step, after the env's own ``step``: the same
+    bookkeeping without this wrapper's Python frame. Subclasses that override ``step`` are
+    stepped as any other env.
     """
 
     def __init__(self, env: gymnasium.Env, keep_keys: tuple[str, ...] = ()):
@@ -91,25 +120,40 @@ class EpisodeStats(gymnasium.Wrapper):
         #: such as Atari's ``life_lost``, or an action mask); everything else is dropped until
         #: the episode ends.
         self.keep_keys = tuple(keep_keys)
-        self.episode_return = 0.0
-        self.episode_length = 0
+        self._counting()
+
+    def _counting(self, episode_return: float = 0.0, episode_length: int = 0) -> None:
+        #: ``record_step(reward, terminated, truncated, info)``: count one step of the env
+        #: beneath; returns the info to report.
+        self.record_step, self._restart, self._totals = _episode_counter(self.keep_keys, episode_return, episode_length)
+
+    @property
+    def episode_return(self) -> float:
+        return self._totals()[0]
+
+    @property
+    def episode_length(self) -> int:
+        return self._totals()[1]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
-        self.episode_return = 0.0
-        self.episode_length = 0
+        self._restart()
         # The kept keys too: an action mask that every step passes on must be there for the first step.
         return obs, kept_entries(info, self.keep_keys)
 
     def step(self, action: Any) -> tuple[Any, Any, Any, Any, dict]:
         obs, reward, terminated, truncated, info = self._env_step(action)
-        self.episode_return += reward
-        self.episode_length += 1
-        if terminated or truncated:
-            return obs, reward, terminated, truncated, episode_info(info, self.episode_return, self.episode_length)
-        if self.keep_keys:
-            return obs, reward, terminated, truncated, kept_entries(info, self.keep_keys)
-        return obs, reward, terminated, truncated, {}
+        return obs, reward, terminated, truncated, self.record_step(reward, terminated, truncated, info)
+
+    def __getstate__(self) -> dict:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("record_step", "_restart", "_totals")}
+        state["_counts"] = self._totals()  # closures do not pickle: their counts do
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        counts = state.pop("_counts")
+        self.__dict__.update(state)
+        self._counting(*counts)
 
 
 class MultiAgentEpisodeStats:

@@ -207,7 +207,7 @@ def test_multi_agent_stats_converts_aec_envs():
     assert set(obs) == {"player_1", "player_2"}
 
 
-def test_emulator_inlines_episode_stats_but_respects_an_overridden_step():
+def test_emulator_counts_through_episode_stats_but_respects_an_overridden_step():
     class Louder(EpisodeStats):
         def step(self, action):
             obs, reward, term, trunc, info = super().step(action)
@@ -223,3 +223,31 @@ def test_emulator_inlines_episode_stats_but_respects_an_overridden_step():
     assert plain.env.episode_return == 2.0  # the bookkeeping lives on the EpisodeStats object
     _, reward, _, _, info = loud.step(0)
     assert reward == 15.0 and info["loud"] is True and info["episode_return"] == 2.0
+
+
+def test_the_emulator_and_the_wrapper_report_the_same_episodes():
+    # One bookkeeping (EpisodeStats.record_step) behind both paths: the wrapper stepped on its
+    # own, and the emulator's compiled step that skips the wrapper's frame.
+    alone = EpisodeStats(ScriptedEnv(length=3), keep_keys=("t",))
+    emulated = GymnasiumEmulator(EpisodeStats(ScriptedEnv(length=3), keep_keys=("t",)))
+    for _ in range(2):
+        assert alone.reset()[1] == emulated.reset()[1] == {}
+        for _ in range(3):
+            *_, info = alone.step(0)
+            *_, emulated_info = emulated.step_in_place(0)
+            assert info == emulated_info
+        assert info["episode_length"] == 3 and info["episode_return"] == 4.5
+    assert (alone.episode_return, alone.episode_length) == (emulated.env.episode_return, 3)
+
+
+def test_copies_count_on_their_own():
+    import copy
+    import pickle
+
+    env = EpisodeStats(ScriptedEnv(length=5))
+    env.reset()
+    env.step(0)
+    twin, clone = copy.deepcopy(env), pickle.loads(pickle.dumps(env))
+    twin.step(0)
+    assert (env.episode_length, twin.episode_length, clone.episode_length) == (1, 2, 1)
+    assert clone.step(0)[1] == 1.5 and clone.episode_return == 2.0  # counts on from the pickled totals
