@@ -16,14 +16,14 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from puffer_core.cli.tables import output_console
 from puffer_core.errors import DEBUG_ENV, PufferError, one_line
 
 __all__ = ["MessageGroup", "err_console", "fail"]
 
-err_console = Console(stderr=True)
+err_console = output_console(stderr=True)
 
 
 def fail(message: str, code: int = 1) -> None:

@@ -7,13 +7,13 @@ import json
 from typing import Any
 
 import click
-from rich.console import Console
 
+from puffer_core.cli.tables import output_console
 from puffer_core.plugins import get_plugins
 
 __all__ = ["console", "print_json", "require_known_env"]
 
-console = Console()
+console = output_console()
 
 
 def print_json(data: Any) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_BUDGET",
     "autotune",
     "make_call",
+    "print_result",
     "summary_lines",
     "table_lines",
     "table_rows",
@@ -196,8 +197,7 @@ def autotune(
     rows = [trial.row(num_envs, m) for trial, m in zip(trials, measured)]
     result = _result(env, rows, trials, num_envs, cpus, budget, rounds, time.perf_counter() - started, env_kwargs)
     if verbose:
-        for line in (*table_lines(result), *summary_lines(result)):
-            print(line)
+        print_result(result)
     return result
 
 
@@ -314,6 +314,12 @@ def table_lines(result: dict[str, Any]) -> list[str]:
         return "  ".join(padded).rstrip()
 
     return [table_title(result), line(COLUMNS), *(line(cells) for cells in body)]
+
+
+def print_result(result: dict[str, Any]) -> None:
+    """The table and the summary, as plain lines on stdout (``puffer autotune`` draws its own table)."""
+    for line in (*table_lines(result), *summary_lines(result)):
+        print(line)
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:

@@ -81,11 +81,12 @@ def test_progress_counts_every_measurement_once(tuned):
     assert {c[2] for c in calls} == {total} and calls[-1][0] == "done"
 
 
-def test_verbose_prints_the_table_and_the_call(capsys):
-    result = vector.autotune("classic/cartpole", num_envs=2, budget=1.0, cpus=1)
+def test_verbose_prints_the_table_and_the_call(tuned, capsys):
+    result, _ = tuned
+    autotuner.print_result(result)  # what verbose=True prints
     out = capsys.readouterr().out
     lines = out.rstrip().splitlines()
-    assert lines[0] == "puffer autotune classic/cartpole (2 envs, 1 CPUs)"
+    assert lines[0] == "puffer autotune classic/cartpole (4 envs, 2 CPUs)"
     assert lines[1].split() == ["backend", "workers", "batch", "steps/s", "vs", "best", "RAM/env", "MB", "resets"]
     assert len(lines) == 2 + len(result["rows"]) + 4 and lines[-1] == result["make_call"]
 
@@ -164,6 +165,7 @@ def test_cli_json_prints_the_rows_and_the_best():
     assert proc.stderr == ""  # no progress bar in a pipe
 
 
+@pytest.mark.slow
 def test_cli_table_ends_with_the_make_call():
     proc = run_puffer(
         None, "autotune", "classic/cartpole", "--num-envs", "2", "--seconds", "1", "--kwarg", "sutton_barto_reward=true"
