@@ -387,10 +387,10 @@ def test_many_fast_steps_never_lose_a_wakeup(workers, batch, spin):
 
 
 def _worker_sleeping(env, w=0):
-    from puffer_core.vector.mp_worker import SLEEPING
-    from puffer_core.vector.shared_memory import SLOTS
+    from puffer_core.vector.mp.protocol import SLEEPING
+    from puffer_core.vector.mp.shared_memory import SLOTS
 
-    return bool(env._from_w[w * SLOTS + SLEEPING])
+    return bool(env._commands.from_w[w * SLOTS + SLEEPING])
 
 
 def _fast_steps(env, count=30):
@@ -405,7 +405,7 @@ def test_workers_spin_their_whole_budget_only_when_every_process_has_a_core(monk
     # spins its whole spin_us (a wake-up costs both sides far more than spinning costs anyone).
     # Two workers share the cores with the main process: they spin only about as long as
     # their waits usually last, then sleep.
-    monkeypatch.setattr("puffer_core.vector.mp.available_cpus", lambda: 2)
+    monkeypatch.setattr("puffer_core.vector.mp.backend.available_cpus", lambda: 2)
     with vector.make(
         CountingEnv, num_envs=workers, num_workers=workers, backend=MP, vector_kwargs={"spin_us": 200_000}
     ) as env:
@@ -424,7 +424,7 @@ def test_a_slow_wake_up_does_not_teach_a_worker_to_sleep(monkeypatch):
     # think the main process is slow, stop spinning, and pay a slow wake-up every batch.
     import signal
 
-    monkeypatch.setattr("puffer_core.vector.mp.available_cpus", lambda: 2)
+    monkeypatch.setattr("puffer_core.vector.mp.backend.available_cpus", lambda: 2)
     with vector.make(CountingEnv, num_envs=1, num_workers=1, backend=MP, vector_kwargs={"spin_us": 50_000}) as env:
         env.async_reset(0)
         env.recv()
@@ -443,8 +443,8 @@ def test_a_slow_wake_up_does_not_teach_a_worker_to_sleep(monkeypatch):
 
 def test_completions_carry_the_workers_clock():
     # The main process's own wait estimate reads when a worker finished from its stamp.
-    from puffer_core.vector.mp_worker import DONE_NS
-    from puffer_core.vector.shared_memory import SLOTS
+    from puffer_core.vector.mp.protocol import DONE_NS
+    from puffer_core.vector.mp.shared_memory import SLOTS
 
     with vector.make(CountingEnv, num_envs=2, num_workers=2, backend=MP) as env:
         env.async_reset(0)
@@ -453,7 +453,7 @@ def test_completions_carry_the_workers_clock():
         env.send(np.ones(2, int))
         env.recv()
         after = time.monotonic_ns()
-        assert all(before <= env._from_w[w * SLOTS + DONE_NS] <= after for w in range(2))
+        assert all(before <= env._commands.from_w[w * SLOTS + DONE_NS] <= after for w in range(2))
 
 
 def test_no_leaks_after_close(no_leaks, start_method):
