@@ -369,8 +369,7 @@ class Multiprocessing(VectorEnv):
         if len(batch) == 1:
             return self._unit_views[batch[0]]
         rows, env_ids = self._batch_rows(batch)
-        views = (self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows])
-        return (*views, env_ids, self._masks[rows], None)
+        return self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], env_ids, self._masks[rows], None
 
     def send(self, actions: Any) -> None:
         batch = self._held
@@ -379,17 +378,23 @@ class Multiprocessing(VectorEnv):
         actions = self._check_actions(actions, self.batch_size)
         if self.autoreset_mode == DISABLED:  # disabled needs full batches
             self._check_not_ended(self._term, self._trunc)
-        rows = self._views(batch)[6]
-        if rows is not None:
-            rows[...] = actions
+        self._put_actions(batch, actions)
+        self._held = None
+        self._send(batch, STEP)
+
+    def _put_actions(self, batch: list[int], actions: Any) -> None:
+        """A batch's actions into its rows: through the views made once for all rows or one
+        unit, else unit by unit."""
+        if len(batch) == self._units:
+            self._actions[...] = actions
+        elif len(batch) == 1:
+            self._unit_views[batch[0]][6][...] = actions
         else:
             start = 0
             for w in batch:
                 lo, hi = self._row_bounds[w]
                 self._actions[lo:hi] = actions[start : start + hi - lo]
                 start += hi - lo
-        self._held = None
-        self._send(batch, STEP)
 
     def close(self) -> None:
         if self._closed:
