@@ -15,6 +15,9 @@ one (``await_rebuild``) while the others go on.
 and its memfd, the workers' temp dir and the owner's lifeline. ``release`` stops the
 workers and frees all of it; the vector env runs it from ``close()`` and from a
 ``weakref.finalize`` (at garbage collection or interpreter exit, Ctrl-C included), once.
+The workers' temp dir (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's
+own, shared by its workers and removed by ``release``: what a killed worker's envs could not
+remove (each NetHack game keeps a folder there) goes with it, however many restarts a run had.
 """
 
 from __future__ import annotations
