@@ -337,13 +337,12 @@ class Multiprocessing(VectorEnv):
                 main.step(k)
             if len(ready) < k:
                 commands.wait(k)
-        batch = self._take(k)
-        self._held = batch
-        obs, rew, term, trunc, env_ids, masks, _ = self._views(batch)
-        return obs, rew, term, trunc, self._batch_infos(batch), env_ids, masks
+        obs, rew, term, trunc, env_ids, masks, _ = self._take(k)
+        return obs, rew, term, trunc, self._batch_infos(self._held), env_ids, masks
 
-    def _take(self, k: int) -> list[int]:
-        """The next batch, ``k`` of the ready units, in unit order."""
+    def _take(self, k: int) -> tuple:
+        """Hand out the next batch, ``k`` of the ready units (held until ``send``): its rows'
+        views, made once for all rows or one unit, else gathered (see ``_map_views``)."""
         ready = self._ready
         if len(ready) == k:
             batch = [ready.popleft()] if k == 1 else sorted(ready)
@@ -360,13 +359,10 @@ class Multiprocessing(VectorEnv):
             batch.sort()
         if k < self._units and self._commands.running:
             self._commands.look_at_late()
-        return batch
-
-    def _views(self, batch: list[int]) -> tuple:
-        """A batch's rows: the views made once for all rows or one unit, else gathered."""
-        if len(batch) == self._units:
+        self._held = batch
+        if k == self._units:
             return self._all_views
-        if len(batch) == 1:
+        if k == 1:
             return self._unit_views[batch[0]]
         rows, env_ids = self._batch_rows(batch)
         return self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], env_ids, self._masks[rows], None
@@ -378,13 +374,7 @@ class Multiprocessing(VectorEnv):
         actions = self._check_actions(actions, self.batch_size)
         if self.autoreset_mode == DISABLED:  # disabled needs full batches
             self._check_not_ended(self._term, self._trunc)
-        self._put_actions(batch, actions)
-        self._held = None
-        self._send(batch, STEP)
-
-    def _put_actions(self, batch: list[int], actions: Any) -> None:
-        """A batch's actions into its rows: through the views made once for all rows or one
-        unit, else unit by unit."""
+        # Into the batch's rows: through the views made once for all rows or one unit, else unit by unit.
         if len(batch) == self._units:
             self._actions[...] = actions
         elif len(batch) == 1:
@@ -395,6 +385,8 @@ class Multiprocessing(VectorEnv):
                 lo, hi = self._row_bounds[w]
                 self._actions[lo:hi] = actions[start : start + hi - lo]
                 start += hi - lo
+        self._held = None
+        self._send(batch, STEP)
 
     def close(self) -> None:
         if self._closed:
