@@ -304,7 +304,7 @@ def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share
     assert sum(len(g["infos"]) for g in got.values()) >= num_envs  # episodes ended, and were reported
 
 
-def test_one_unit_async_batches_name_misuse():
+def test_one_unit_async_batches_are_rows_in_place_and_name_misuse():
     # recv and send check the call order only when something is off: they must still say what.
     with vector.make(
         cartpole, num_envs=4, num_workers=1, batch_size=2, backend=MP, vector_kwargs={"main_share": True}
@@ -314,7 +314,8 @@ def test_one_unit_async_batches_name_misuse():
         with pytest.raises(APIUsageError, match="reset"):
             envs.send(np.zeros(2, int))
         envs.async_reset(0)
-        envs.recv()
+        obs, *_ = envs.recv()
+        assert np.shares_memory(obs, envs._obs)  # one unit's rows are handed out in place, never gathered
         with pytest.raises(APIUsageError, match="twice"):
             envs.recv()
         with pytest.raises(APIUsageError, match="shape"):
