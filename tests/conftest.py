@@ -14,7 +14,7 @@ from puffer_core import plugins as plugin_module
 # (with the backend's worker module, which the backend adds itself only when it is the one to
 # start the server, and no_leaks starts it first): as fast as fork again. Collection imports
 # this before any test starts the fork server; preloading only saves time.
-multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp_worker"])
+multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp.worker"])
 
 
 @pytest.fixture(autouse=True)

@@ -430,6 +430,6 @@ def test_a_cells_smoke_run_imports_no_module_left_out_of_the_core_hash():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     imported = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert "puffer_core/vector/mp.py" in imported  # the vector run happened
+    assert "puffer_core/vector/mp/backend.py" in imported  # the vector run happened
     left_out = [f for f in imported if sources._host_only(pathlib.Path(f))]
     assert left_out == []

@@ -1,15 +1,26 @@
-"""The Multiprocessing backend's shared mapping: where every array sits in it (``Layout``),
-file descriptors that survive pickling into spawned workers (``FdHandle``), and int64
-word views for the control blocks (``words``). Kept apart from the processes that use it,
+"""The shared mapping: one memfd mapping (``map_shared``) holding every agent row's
+observations, rewards, terminals, truncations, masks and actions, each env's reset plan, a
+control block per worker and side, the main process's flag word and a mailbox per worker.
+
+Nothing of it is in ``/dev/shm``, so nothing can leak there even if every process is
+SIGKILLed; forked workers inherit the mapping, the others map the fd they are handed
+(``FdHandle`` survives pickling into them). ``Layout`` says where every array sits, in the
+main process and in each worker alike; ``words`` turns a control block into int64 words
+for the protocol's hot path (:mod:`.protocol`). Kept apart from the processes that use it,
 as Gymnasium keeps ``vector/utils/shared_memory.py`` apart from ``async_vector_env.py``."""
 
 from __future__ import annotations
 
+import mmap
+import os
+import sys
 from typing import Any
 
 import numpy as np
 
-__all__ = ["ALIGN", "ROW_FIELDS", "SLOTS", "FdHandle", "Layout", "fd_of", "words"]
+from puffer_core.errors import APIUsageError
+
+__all__ = ["ALIGN", "ROW_FIELDS", "SLOTS", "FdHandle", "Layout", "fd_of", "map_shared", "words"]
 
 ALIGN = 64  # every array starts on its own cache line
 #: the per-row arrays of the mapping, in the order an EnvGroup takes them
@@ -84,6 +95,27 @@ def rebuild_fd(dup: Any) -> int:
 
 def fd_of(handle: Any) -> int:
     return handle.fd if isinstance(handle, FdHandle) else handle
+
+
+def map_shared(size: int, start_method: str) -> tuple[mmap.mmap, int | None]:
+    """(mapping, its memfd): a memfd mapping, whatever the start method (a fork env's
+    replacement worker may come from the fork server). Without memfd (not Linux) an
+    anonymous mapping, which only forked workers see, and no fd."""
+    if hasattr(os, "memfd_create"):
+        memfd = os.memfd_create("puffer-vector", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(memfd, size)
+            # Python 3.13+: no dup of the fd inside the mmap, which views left alive after close
+            # (a traceback's) would keep open; before, it goes when they do.
+            return mmap.mmap(memfd, size, **({"trackfd": False} if sys.version_info >= (3, 13) else {})), memfd
+        except BaseException:
+            os.close(memfd)
+            raise
+    if start_method == "fork":  # pragma: no cover - not Linux
+        return mmap.mmap(-1, size, flags=mmap.MAP_SHARED), None
+    raise APIUsageError(  # pragma: no cover - not Linux
+        f"start_method {start_method!r} needs os.memfd_create (Linux); use 'fork'"
+    )
 
 
 def words(array: np.ndarray) -> memoryview:

@@ -78,7 +78,7 @@ __all__ = [
 FORKSERVER_DEFAULT_PYTHON = (3, 14)
 _PR_SET_PDEATHSIG = 1
 #: What the fork server imports before it forks workers (everything a worker needs to start).
-WORKER_MODULE = "puffer_core.vector.mp_worker"
+WORKER_MODULE = "puffer_core.vector.mp.worker"
 
 
 def process_threads() -> int:

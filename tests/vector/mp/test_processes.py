@@ -1,8 +1,11 @@
-"""Faults in vector backends: a WorkerError naming worker, env and cause, fast, and no leaks."""
+"""Worker processes (puffer_core/vector/mp/processes.py): a fault is a WorkerError naming
+worker, env and cause, fast; workers die with their owner; nothing is left behind."""
 
 from __future__ import annotations
 
 import functools
+import gc
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -11,6 +14,7 @@ import textwrap
 import threading
 import time
 
+import gymnasium
 import numpy as np
 import pytest
 from process_checks import alive, wait_gone
@@ -20,6 +24,10 @@ from puffer_core.errors import WorkerError
 from puffer_core.testing import CountingEnv, FaultEnv
 
 MP = "multiprocessing"
+
+
+def cartpole():
+    return gymnasium.make("CartPole-v1")
 
 
 def _run(env, steps=20):
@@ -68,15 +76,6 @@ def test_construction_failure_only_in_workers(no_leaks):
         vector.make(creator, num_envs=2, num_workers=1, backend=MP)
     assert info.value.worker == 0 and info.value.env_index == 0
     assert "ValueError: no display in the worker" in info.value.cause
-
-
-def test_serial_env_raising_is_a_worker_error():
-    creator = functools.partial(FaultEnv, mode="raise", where="step", at=2, fault_seed=1)
-    env = vector.make(creator, num_envs=3, backend="serial")
-    with pytest.raises(WorkerError) as info:
-        _run(env)
-    assert info.value.env_index == 1 and "deliberate failure" in info.value.cause
-    env.close()
 
 
 def _async_until_worker_error(env, give_up: float) -> tuple[WorkerError, float]:
@@ -285,3 +284,30 @@ def test_forgotten_env_is_cleaned_at_exit(start_script):
     proc, pids = start_script("print('bye')")
     assert proc.wait(10) == 0
     assert wait_gone(pids) == []
+
+
+def test_no_leaks_after_close(no_leaks, start_method):
+    # no_leaks checks, after the test: no worker left (nor any child of ours), no fd, nothing
+    # in /dev/shm, and the vector env's temp dir for its workers removed.
+    env = vector.make(cartpole, num_envs=4, num_workers=4, backend=MP, vector_kwargs={"start_method": start_method})
+    no_leaks.extend(env.pids)
+    env.reset(seed=0)
+    env.step(np.zeros(4, int))
+    env.close()
+    assert multiprocessing.active_children() == []
+    assert [pid for pid in no_leaks if alive(pid)] == []  # at once, not only eventually
+
+
+def test_a_dropped_vector_env_stops_its_workers_at_once(no_leaks):
+    # Its parts report faults to it through weak references: no reference cycle keeps a vector
+    # env nobody closed (and its workers, pipes and mapping) alive until the collector runs.
+    gc.disable()
+    try:
+        env = vector.make(CountingEnv, num_envs=6, num_workers=2, backend=MP, vector_kwargs={"main_share": True})
+        no_leaks.extend(env.pids)
+        env.reset(seed=0)
+        env.step(np.zeros(6, int))
+        del env
+        assert [pid for pid in no_leaks if alive(pid)] == []
+    finally:
+        gc.enable()

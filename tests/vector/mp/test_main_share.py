@@ -14,7 +14,7 @@ import pytest
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, WorkerError
 from puffer_core.testing import CountingEnv, FaultEnv, TinyParallelEnv, rollout
-from puffer_core.vector.mp import _wants_main_share
+from puffer_core.vector.mp.main_share import wants_main_share
 
 MP = "multiprocessing"
 
@@ -195,13 +195,13 @@ def test_an_env_fault_in_the_main_share():
 
 
 def test_the_auto_choice_and_bad_values():
-    assert _wants_main_share("auto", 16, None, cpus=2) is True  # 2 workers + the main process > 2 cores
-    assert _wants_main_share("auto", 16, 1, cpus=2) is False  # 1 worker + the main process fit
-    assert _wants_main_share("auto", 16, None, cpus=8) is True
-    assert _wants_main_share("auto", 16, 4, cpus=8) is False
-    assert _wants_main_share(False, 16, None, cpus=2) is False
+    assert wants_main_share("auto", 16, None, cpus=2) is True  # 2 workers + the main process > 2 cores
+    assert wants_main_share("auto", 16, 1, cpus=2) is False  # 1 worker + the main process fit
+    assert wants_main_share("auto", 16, None, cpus=8) is True
+    assert wants_main_share("auto", 16, 4, cpus=8) is False
+    assert wants_main_share(False, 16, None, cpus=2) is False
     with pytest.raises(APIUsageError, match="main_share must be True, False, 'auto' or a number of envs"):
-        _wants_main_share("yes", 4, None, cpus=2)
+        wants_main_share("yes", 4, None, cpus=2)
     with pytest.raises(APIUsageError, match="main_share needs num_envs ≥ 2"):
         vector.make(CountingEnv, num_envs=1, backend=MP, vector_kwargs={"main_share": True})
     with vector.make(CountingEnv, num_envs=4, backend=MP, vector_kwargs={"main_share": "auto"}) as envs:
@@ -269,8 +269,8 @@ def _per_env_async(envs, actions: np.ndarray) -> dict[int, dict[str, list]]:
     [(1, True, "next_step"), (2, True, "next_step"), (2, False, "next_step"), (1, True, "same_step")],
 )  # same_step: the main share's envs step through EnvGroup.step, not its next-step shortcut
 def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share, mode):
-    # batch_size = one unit's envs takes recv/send's short path (Multiprocessing._recv_unit):
-    # each env must see exactly the trajectory, episode infos included, that Serial gives it.
+    # batch_size = one unit's envs: recv hands out the unit's row views made once, oldest command
+    # first; each env must see exactly the trajectory, episode infos included, that Serial gives it.
     num_envs = 2 * (workers + main_share)
     actions = np.random.default_rng(7).integers(0, 2, (num_envs, 2000))
     with vector.make(cartpole, num_envs=num_envs, backend="serial", autoreset=mode) as serial:
@@ -294,7 +294,6 @@ def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share
         autoreset=mode,
         vector_kwargs={"main_share": main_share},
     ) as envs:
-        assert envs._unit_batches
         got = _per_env_async(envs, actions)
     for e in range(num_envs):
         n = len(got[e]["obs"])
@@ -305,18 +304,18 @@ def test_one_unit_async_batches_step_each_env_as_serial_does(workers, main_share
     assert sum(len(g["infos"]) for g in got.values()) >= num_envs  # episodes ended, and were reported
 
 
-def test_one_unit_async_batches_name_misuse():
-    # The short path checks the call order only when something is off: it must still say what.
+def test_one_unit_async_batches_are_rows_in_place_and_name_misuse():
+    # recv and send check the call order only when something is off: they must still say what.
     with vector.make(
         cartpole, num_envs=4, num_workers=1, batch_size=2, backend=MP, vector_kwargs={"main_share": True}
     ) as envs:
-        assert envs._unit_batches
         with pytest.raises(APIUsageError, match="async_reset"):
             envs.recv()
         with pytest.raises(APIUsageError, match="reset"):
             envs.send(np.zeros(2, int))
         envs.async_reset(0)
-        envs.recv()
+        obs, *_ = envs.recv()
+        assert np.shares_memory(obs, envs._obs)  # one unit's rows are handed out in place, never gathered
         with pytest.raises(APIUsageError, match="twice"):
             envs.recv()
         with pytest.raises(APIUsageError, match="shape"):

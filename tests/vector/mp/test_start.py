@@ -26,7 +26,7 @@ from process_checks import parent_of
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
 from puffer_core.testing import CountingEnv
-from puffer_core.vector.mp_start import default_start_method
+from puffer_core.vector.mp.start import default_start_method
 
 MP = "multiprocessing"
 

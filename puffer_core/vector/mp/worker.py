@@ -1,7 +1,13 @@
-"""A Multiprocessing worker process: it waits for a command word in shared memory, runs it on
-its ``EnvGroup`` (the Serial engine) over its rows of the shared mapping, and publishes the
-completion. The protocol (words, fences, polite spinning, sleeping on a pipe) is described
-in :mod:`puffer_core.vector.mp`, the main process's side."""
+"""A worker process: it waits for a command word in shared memory, runs it on its
+``EnvGroup`` (the Serial engine) over its rows of the shared mapping, and publishes the
+completion (:mod:`.protocol`: words, fences, polite spinning, sleeping on its command pipe).
+
+The main process starts it (:mod:`.processes`) with a ``WorkerSpec``: its rows, the
+mapping (or the memfd to map), its pipes, how to spin, and its owner's lifeline
+(:mod:`.start`: it dies with the process that owns the vector env). It builds its envs and
+reports in with the ``BUILD`` word; from then on it serves one command at a time until it
+is told to quit, its command pipe closes, or its envs fault (it reports the fault and waits
+to be closed)."""
 
 from __future__ import annotations
 
@@ -9,7 +15,6 @@ import mmap
 import os
 import pickle
 import signal
-import struct
 import tempfile
 import threading
 import time
@@ -19,27 +24,38 @@ from typing import Any
 from puffer_core.vector.autoreset import ResetPlan
 from puffer_core.vector.calls import CallResult, sendable
 from puffer_core.vector.env_group import EnvFault, EnvGroup
-from puffer_core.vector.mp_start import die_with_owner
-from puffer_core.vector.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
+from puffer_core.vector.mp.protocol import (
+    ARG_LEN,
+    BUILD,
+    CALL,
+    CMD,
+    DONE,
+    DONE_NS,
+    ERROR,
+    HAS_MASK,
+    HAS_SEEDS,
+    HINT,
+    INFO_LEN,
+    INFO_MAILBOX,
+    INFO_PIPE,
+    LEN,
+    OK,
+    PROGRESS,
+    RESET,
+    RESET_FLAGS,
+    SENT_NS,
+    SLEEPING,
+    STATUS,
+    STEP,
+    WAKE_ANY,
+    spin_budget,
+    usual_wait,
+    write_all,
+)
+from puffer_core.vector.mp.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
+from puffer_core.vector.mp.start import die_with_owner
 
-__all__ = ["DEFAULT_SPIN_US", "Pickled", "Worker", "WorkerSpec", "worker_main"]
-
-#: The longest a waiting side polls (yielding its core) before it sleeps; each side adapts
-#: within it to how long its waits usually last (see the module docstring).
-DEFAULT_SPIN_US = 100.0
-MIN_SPIN = 20e-6
-
-# Operations in a command word (main → worker): word = seq << 8 | op.
-BUILD, STEP, RESET, CALL, QUIT = 1, 2, 3, 4, 5
-# Status (worker → main), valid once the done word matches the command word.
-OK, INFO_MAILBOX, INFO_PIPE, ERROR = 0, 1, 2, 3
-# Slots of the per-worker control blocks (shared_memory.SLOTS int64 words per worker and side).
-CMD, RESET_FLAGS, ARG_LEN, SENT_NS = 0, 1, 2, 3  # written by the main process
-HAS_SEEDS, HAS_MASK = 1, 2  # bits of RESET_FLAGS: reset_seeds / reset_mask hold this reset's plan
-DONE, STATUS, INFO_LEN, SLEEPING, PROGRESS, DONE_NS = 0, 1, 2, 3, 4, 5  # written by the worker
-WAKE_ANY = -1  # the main process's flag: sleeping, wake it on any completion
-LEN = struct.Struct("=Q")
-HINT = b"\0"
+__all__ = ["Pickled", "Worker", "WorkerSpec", "worker_main"]
 
 
 class Pickled:
@@ -65,13 +81,6 @@ class Pickled:
         self._state = state
 
 
-def write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
 @dataclass
 class WorkerSpec:
     """Everything one worker process needs (picklable, for spawned workers)."""
@@ -88,7 +97,7 @@ class WorkerSpec:
     done: Any  # write end of the shared completion-hint pipe
     data: Any  # write end of this worker's data pipe (large infos, errors)
     owner_pid: int  # the process of the vector env (not the OS parent under forkserver)
-    owner: Any  # its lifeline (mp_start.Lifeline.watch_fd; a FdHandle of it when not forked)
+    owner: Any  # its lifeline (start.Lifeline.watch_fd; a FdHandle of it when not forked)
     use_pdeathsig: bool  # made from the owner's main thread: PR_SET_PDEATHSIG may watch the owner
     close_fds: list[int]  # fork: inherited ends of other workers' pipes
     spin: float
@@ -104,7 +113,7 @@ class WorkerSpec:
 
 class Worker:
     """A worker process's side of the protocol: wait for a command word, run it on the
-    worker's ``EnvGroup``, publish the completion (see the module docstring)."""
+    worker's ``EnvGroup``, publish the completion (see :mod:`.protocol`)."""
 
     def __init__(self, spec: WorkerSpec):
         self.spec = spec
@@ -207,8 +216,8 @@ class Worker:
             word = to_me[CMD]
             # Adaptive: spin about as long as the main process usually takes to answer; not
             # at all when it thinks for long (a trainer's forward pass gets sleeping workers).
-            if word == last and spin and idle <= 2 * spin:
-                end = started + min(spin, max(floor, 1.5 * idle))
+            if word == last:
+                end = started + spin_budget(spin, floor, idle)
                 while word == last and now() < end:
                     yield_()
                     word = to_me[CMD]
@@ -228,7 +237,7 @@ class Worker:
             # How long the main process took to answer, from its stamp: our own wake-up latency
             # must not count, or one slow wake-up makes us sleep, and sleeping makes wake-ups
             # slow, for good (a stale stamp on a weakly ordered CPU only skews one sample).
-            idle = 0.7 * idle + 0.3 * max(0.0, to_me[SENT_NS] * 1e-9 - started)
+            idle = usual_wait(idle, max(0.0, to_me[SENT_NS] * 1e-9 - started))
             last = word
             if not self.execute(word):
                 return
