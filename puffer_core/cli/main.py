@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli.errors import MessageGroup, err_console, fail
+from puffer_core.cli.matrix import matrix
 from puffer_core.cli.options import (
     BATCH_SIZE,
     EPISODES,
@@ -30,7 +31,6 @@ from puffer_core.cli.rollout import run_random
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.tables import print_markdown, print_table
 from puffer_core.environments import missing_requirements
-from puffer_core.matrix.cli import matrix
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording, plan_watch
 from puffer_core.tank.cli import tank

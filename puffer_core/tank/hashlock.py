@@ -256,7 +256,7 @@ def load_hashlock(path: str | pathlib.Path, display: str | None = None) -> HashL
 
 def _project_needs(pyproject: pathlib.Path) -> tuple[str, list[str]]:
     """A pyproject.toml's project name and what it needs: dependencies and build backends."""
-    from puffer_core.matrix.sources import read_pyproject  # tomllib, or a fallback on Python 3.10
+    from puffer_core.matrix.pyproject import read_pyproject  # tomllib, or a fallback on Python 3.10
 
     table = read_pyproject(pyproject)
     project = table.get("project", {})

@@ -126,7 +126,7 @@ def lock_digest(packages: Mapping[str, str], hashes: Mapping[str, str] | None = 
 
 def local_projects(root: pathlib.Path) -> set[str]:
     """Canonical names of the projects the checkout installs from source (core and plugins)."""
-    from puffer_core.matrix.sources import read_pyproject  # tomllib, or a fallback on Python 3.10
+    from puffer_core.matrix.pyproject import read_pyproject  # tomllib, or a fallback on Python 3.10
 
     names = set()
     for path in [root / "pyproject.toml", *sorted((root / "plugins").glob("*/pyproject.toml"))]:
