@@ -237,10 +237,10 @@ def tank(session: nox.Session) -> None:
     compile_args = [arg for arg in ("--compile", "--upgrade") if arg in args]
     args = [arg for arg in args if arg not in compile_args]
     if "--compile" in compile_args:
-        session.run("python", "-m", "puffer_core.tank.cli", "compile", *[a for a in compile_args if a != "--compile"])
+        session.run("puffer", "tank", "compile", *[a for a in compile_args if a != "--compile"])
     elif "--no-constraints" not in args:
-        session.run("python", "-m", "puffer_core.tank.cli", "compile", "--check")
-    session.run("python", "-m", "puffer_core.tank.cli", "render", *args)
+        session.run("puffer", "tank", "compile", "--check")
+    session.run("puffer", "tank", "render", *args)
     session.run(
         "hadolint", "--failure-threshold", "error", "tank/Dockerfile.base", "tank/Dockerfile.envs", "tank/Dockerfile"
     )

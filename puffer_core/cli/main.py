@@ -30,10 +30,10 @@ from puffer_core.cli.options import (
 from puffer_core.cli.rollout import run_random
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.tables import print_markdown, print_table
+from puffer_core.cli.tank import tank
 from puffer_core.environments import missing_requirements
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording, plan_watch
-from puffer_core.tank.cli import tank
 from puffer_core.train.cli import eval_cmd, train_cmd
 
 console = Console()
