@@ -517,7 +517,7 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
     console.print(f"next: pip install -e {target} && puffer check {name} && pytest {target}/tests", highlight=False)
 
 
-# Command groups that live beside the code they drive (train imports torch only when it runs).
+# Command groups in modules of their own (train imports torch only when it runs).
 cli.add_command(matrix)
 cli.add_command(tank)
 cli.add_command(train_cmd)

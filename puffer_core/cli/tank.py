@@ -432,48 +432,17 @@ def container_options(command: click.Command) -> click.Command:
     return command
 
 
-def _request(options: dict, command: tuple[str, ...], tty: bool, kind: str) -> tuple[container.RunRequest, str]:
-    """Check everything (arguments first, then the client, engine and image) into a request."""
-    user = container.parse_user(options["user"])
-    shm = container.check_shm_size(options["shm_size"])
-    env = container.check_env(options["env"])
-    caps = container.check_capabilities(options["cap_add"])
-    mount = container.check_mount(options["mount"], find_root)
-    client_path = container.docker_client_path()
-    client = connect()
-    container.check_image(client, options["image"])
-    gpus = container.gpu_decision(options["gpus"], client.info().get("Runtimes"))
+def _start(options: dict, command: tuple[str, ...], tty: bool, kind: str) -> None:
+    """Check everything into a request, say whether the GPUs pass, then become ``docker run``."""
+    request, client_path, gpus = container.prepare_run(
+        container.ContainerOptions(**options), command, tty, kind, find_root
+    )
     if not options["quiet"]:
         console.print(gpus.line(), markup=False, highlight=False, soft_wrap=True)
-    request = container.RunRequest(
-        image=options["image"],
-        mount=mount,
-        command=command,
-        user=user,
-        workdir=container.workdir_for(mount, pathlib.Path.cwd()),
-        tty=tty,
-        gpus=gpus.passed,
-        network=options["network"],
-        shm_size=shm,
-        env=env,
-        quiet=options["quiet"],
-        cap_add=caps,
-        kind=kind,
-    )
-    return request, client_path
-
-
-def _exec(request: container.RunRequest, client_path: str) -> None:
-    """Become ``docker run``: the terminal, signals and the exit code are then Docker's."""
     argv = container.docker_argv(request)
     if os.environ.get("PUFFER_TANK_ECHO"):  # what is about to run, for scripts and bug reports
         console.print(" ".join(argv), markup=False, soft_wrap=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execv(client_path, argv)
-    except OSError as exc:
-        raise TankError(f"cannot start {client_path}: {exc.strerror}") from None
+    container.exec_docker(client_path, argv)
 
 
 @tank.command("shell")
@@ -491,8 +460,7 @@ def shell_cmd(**options) -> None:
             "puffer tank shell needs a terminal (stdin is not a TTY); "
             "to run a command without one: puffer tank run -- CMD"
         )
-    request, client_path = _request(options, (), tty=True, kind="shell")
-    _exec(request, client_path)
+    _start(options, (), tty=True, kind="shell")
 
 
 @tank.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -509,8 +477,7 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
     if command[0].startswith("-"):
         raise TankError(f"{command[0]!r} is not an option of puffer tank run; put the command after --")
     tty = sys.stdin.isatty() and sys.stdout.isatty()
-    request, client_path = _request(options, command, tty=tty, kind="run")
-    _exec(request, client_path)
+    _start(options, command, tty=tty, kind="run")
 
 
 # -- locks --------------------------------------------------------------------------------------
