@@ -86,6 +86,7 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
 
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
+    """The run's events (see :data:`~puffer_core.matrix.options.Reporter`) as lines above the progress bar."""
     colours = {"pass": "green", "excluded": "magenta", "interpreter-missing": "bright_black", "timeout": "yellow"}
 
     def report(event: str, record: Any, info: dict[str, Any]) -> None:
