@@ -1,7 +1,8 @@
-"""Nox sessions: tests, lint, tests_gym026, tests_torch, bench, compat, tank.
+"""Nox sessions: tests, quick, lint, tests_gym026, tests_torch, bench, compat, tank.
 
 The default sessions (`nox -s lint tests tests_gym026 tests_torch`) are the README's test
-command and what `.ci/run` calls.
+command and what `.ci/run` calls: everything, slow tests included. `nox -s quick` is the loop
+to run while editing.
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ def common_constraints(session: nox.Session) -> list[str]:
     return ["-c", str(path)]
 
 
+#: The torch the test sessions install: the version of this machine's local CPU wheel.
+TORCH = "torch==2.13.0"
+
+
 def has_local_torch(session: nox.Session) -> bool:
     """A local CPU torch wheel for this session's Python (this machine keeps a cp311 one)."""
     tag = "cp" + str(session.python).replace(".", "")
@@ -106,20 +111,25 @@ def has_local_torch(session: nox.Session) -> bool:
 PUFFERLIB = core_constant("puffer_core/bench/vectorization.py", "PUFFERLIB_REQUIREMENTS")
 
 
-def install_torch(session: nox.Session) -> bool:
-    """torch==2.13.0 from a local CPU wheel; False (with a warning) where there is none for this
-    Python: from the index, torch is a multi-GB CUDA build."""
+def install_torch(session: nox.Session, from_index: bool = False) -> bool:
+    """torch==2.13.0 from a local CPU wheel where there is one for this Python. Elsewhere, with
+    ``from_index``, the same version from the package index (on Linux a CUDA build of several GB:
+    slow, but the tests pass); without it, False and a warning (the caller's torch tests skip)."""
     if has_local_torch(session):
-        session.install("torch==2.13.0", env=uv_env())
+        session.install(TORCH, env=uv_env())
+        return True
+    if from_index:
+        session.warn(f"no local CPU torch wheel for Python {session.python}: {TORCH} from the package index (large)")
+        session.install(TORCH)
         return True
     session.warn(f"no local CPU torch wheel for Python {session.python}: torch's tests skip here (see tests_torch)")
     return False
 
 
 def install_torch_extras(session: nox.Session, *extras: str) -> None:
-    """Extras that depend on torch, resolved against the local torch==2.13.0 (an unpinned torch
-    requirement would otherwise pull a newer multi-GB CUDA build from the index)."""
-    session.install(*common_constraints(session), "-e", f".[{','.join(extras)}]", "torch==2.13.0", env=uv_env())
+    """Extras that depend on torch, resolved against the torch install_torch put in (an unpinned
+    torch requirement would otherwise pull a newer multi-GB CUDA build from the index)."""
+    session.install(*common_constraints(session), "-e", f".[{','.join(extras)}]", TORCH, env=uv_env())
 
 
 def install_pufferlib(session: nox.Session) -> bool:
@@ -157,6 +167,24 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *args, env=env)
 
 
+#: What `nox -s quick` leaves out: tests marked slow (real installs and builds, matrix cells,
+#: the CLI's bench and autotune runs), docker, Ray (its start-up alone takes seconds) and the
+#: torch tests (training takes minutes). The README's test command runs all of them.
+QUICK_MARKERS = "not slow and not docker and not ray"
+
+
+@nox.session(python=DEFAULT_PYTHON, reuse_venv=True)
+def quick(session: nox.Session) -> None:
+    """The loop to run while editing: the core's and the plugins' unit tests on one Python, in a
+    reused venv, without installs of other versions, docker, Ray, training or matrix cells.
+
+    Arguments after `--` go to pytest (`nox -s quick -- tests/vector -x`); `-R` skips the install."""
+    install_project(session, "dev", "record")
+    args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
+    ignored = [f"--ignore={path}" for path in TORCH_TESTS if path != "tests/bench"]
+    session.run("python", "-m", "pytest", "-m", QUICK_MARKERS, *ignored, "-q", *args, env=pytest_env())
+
+
 @nox.session(python=DEFAULT_PYTHON)
 def tests_gym026(session: nox.Session) -> None:
     """The gym 0.26.2 adapter tests; gym 0.26 breaks on numpy 2, hence a session of its own."""
@@ -173,12 +201,14 @@ TORCH_TESTS = ["tests/train", "tests/vector/test_vector_sb3.py", "tests/test_tor
 @nox.session(python=DEFAULT_PYTHON)
 def tests_torch(session: nox.Session) -> None:
     """The torch tests and the bench's PufferLib 3.0 rows, on the Python the local CPU torch wheel
-    is for (3.11; PufferLib ships wheels for 3.11 and 3.12 only)."""
+    is for (3.11; PufferLib ships wheels for 3.11 and 3.12 only). Without a local wheel torch
+    comes from the package index: a large download, but the session passes anywhere."""
     install_project(session, "dev", "record")
-    if not install_torch(session) or not install_pufferlib(session):
-        session.error(f"needs a local CPU torch wheel and a pufferlib-core wheel for Python {session.python}")
+    install_torch(session, from_index=True)
+    env = pytest_env(PYTHONFAULTHANDLER="1", PUFFER_REQUIRE_TORCH="1")
+    if install_pufferlib(session):
+        env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
     install_torch_extras(session, "sb3", "train")
-    env = pytest_env(PYTHONFAULTHANDLER="1", PUFFER_REQUIRE_TORCH="1", PUFFER_REQUIRE_PUFFERLIB="1")
     session.run("python", "-m", "pytest", *(session.posargs or TORCH_TESTS), env=env)
 
 

@@ -17,9 +17,9 @@ import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
+from puffer_core.cli.tables import output_console
 from puffer_core.errors import PufferError
 
 __all__ = ["DEBUG_ENV", "MessageGroup", "err_console", "fail", "one_line"]
@@ -27,7 +27,7 @@ __all__ = ["DEBUG_ENV", "MessageGroup", "err_console", "fail", "one_line"]
 #: Set PUFFER_DEBUG=1 to see the traceback of an error.
 DEBUG_ENV = "PUFFER_DEBUG"
 
-err_console = Console(stderr=True)
+err_console = output_console(stderr=True)
 
 _TRACEBACK_HEAD = "Traceback (most recent call last):"
 _TRACEBACK_INTRO = re.compile(r"[;:,]?\s*(its|the) traceback:?\s*$")

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -29,14 +28,14 @@ from puffer_core.cli.options import (
 )
 from puffer_core.cli.rollout import run_random
 from puffer_core.cli.scaffold import scaffold_plugin
-from puffer_core.cli.tables import print_markdown, print_table
+from puffer_core.cli.tables import output_console, print_markdown, print_table
 from puffer_core.cli.tank import tank
 from puffer_core.environments import missing_requirements
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording, plan_watch
 from puffer_core.train.cli import eval_cmd, train_cmd
 
-console = Console()
+console = output_console()
 
 
 def print_json(data: Any) -> None:

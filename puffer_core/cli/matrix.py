@@ -20,7 +20,7 @@ from rich.text import Text
 
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
-from puffer_core.cli.tables import print_table
+from puffer_core.cli.tables import output_console, print_table
 from puffer_core.matrix import views
 from puffer_core.matrix.environment import allowlist_help
 from puffer_core.matrix.options import REPO_ROOT, RunOptions
@@ -31,7 +31,7 @@ from puffer_core.matrix.views import COLOURS, SYMBOLS, cell_text, plugin_tables,
 
 __all__ = ["matrix", "print_matrix"]
 
-console = Console()
+console = output_console()
 
 
 class MatrixGroup(MessageGroup):

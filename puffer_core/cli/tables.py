@@ -9,10 +9,19 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
-__all__ = ["plain_lines", "print_markdown", "print_table"]
+__all__ = ["output_console", "plain_lines", "print_markdown", "print_table"]
 
 GAP = "  "  # between two plain columns
 LINE_JOIN = "; "  # a cell's own line breaks, in plain text (one table row stays one line)
+
+
+def output_console(stderr: bool = False, **options: Any) -> Console:
+    """A console for a command's output: on a terminal as rich draws it; in a log, a pipe or a
+    file no line is ever wrapped (rich would break it at 80 columns there, mid-sentence)."""
+    console = Console(stderr=stderr, **options)
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
 
 
 def print_table(console: Console, table: Table) -> None:

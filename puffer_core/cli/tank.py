@@ -24,12 +24,11 @@ import pathlib
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
-from puffer_core.cli.tables import print_table
+from puffer_core.cli.tables import output_console, print_table
 from puffer_core.errors import PufferError
 from puffer_core.tank import container
 from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
@@ -65,7 +64,7 @@ from puffer_core.tank.selection import installed_layers, select, shown_path
 
 __all__ = ["tank"]
 
-console = Console(stderr=True, highlight=False)
+console = output_console(stderr=True, highlight=False)
 
 
 class TankGroup(MessageGroup):

@@ -219,6 +219,7 @@ def test_render_table(rows):
     assert "×, the least a Python emulator with them costs)" in text
 
 
+@pytest.mark.slow
 def test_run_standard_writes_json_and_markdown(tmp_path):
     document = bench.run_standard(
         tmp_path,
@@ -240,6 +241,7 @@ def test_run_standard_writes_json_and_markdown(tmp_path):
     assert not (tmp_path / "bench.json.tmp").exists()
 
 
+@pytest.mark.slow
 def test_training_throughput_sets_training_against_env_only_stepping():
     require("torch")
     from puffer_core.bench import training as bench_training

@@ -123,6 +123,7 @@ def test_run_standard_adds_the_uneven_section(tmp_path):
     assert skipped["uneven"] is None and "Uneven" not in (tmp_path / "bench.md").read_text()
 
 
+@pytest.mark.slow
 def test_cli_bench_uneven_json():
     proc = run_puffer(None, "bench", "--uneven", "--seconds", "0.1", "--json")
     assert proc.returncode == 0, proc.stderr

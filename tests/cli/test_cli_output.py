@@ -122,6 +122,7 @@ def test_plugins_on_a_pipe_is_one_aligned_line_per_plugin(wide_site):
     assert "puffer-plugin-wide" in wide and wide.endswith(" 1")
 
 
+@pytest.mark.slow
 def test_bench_on_a_pipe_keeps_numbers_right_aligned():
     lines = puffer_plain(None, "bench", "classic/cartpole", "--seconds", "0.1", "--no-peers", "--no-adapters")
     assert lines[0] == "puffer bench classic/cartpole"
@@ -133,6 +134,7 @@ def test_bench_on_a_pipe_keeps_numbers_right_aligned():
     assert any("check_actions=True (" in line and "of the time)" in line for line in body)
 
 
+@pytest.mark.slow
 def test_autotune_on_a_pipe_is_aligned_with_its_summary_after():
     lines = puffer_plain(None, "autotune", "classic/cartpole", "--seconds", "1")
     assert lines[0].startswith("puffer autotune classic/cartpole (")
@@ -144,6 +146,7 @@ def test_autotune_on_a_pipe_is_aligned_with_its_summary_after():
     assert lines[-1].startswith('puffer_core.vector.make("classic/cartpole"')
 
 
+@pytest.mark.slow
 def test_bench_uneven_on_a_pipe_keeps_its_long_title_on_one_line():
     lines = puffer_plain(None, "bench", "--uneven", "--seconds", "0.1")
     assert lines[0].startswith("Uneven cores: half the workers") and "interleaved rounds" in lines[0]
@@ -225,3 +228,12 @@ def test_print_markdown_is_the_source_elsewhere_and_rendered_on_a_terminal():
     terminal = io.StringIO()
     print_markdown(Console(file=terminal, force_terminal=True, width=40), document)
     assert "# Title" not in terminal.getvalue() and ANSI in terminal.getvalue()
+
+
+def test_run_summary_on_a_pipe_is_never_wrapped(site):
+    write_plugin(site, "wide", WIDE)
+    env_id = f"wide/{LONG_NAME}"
+    lines = puffer_plain(site, "run", env_id, "--steps", "100", "--num-envs", "2")
+    summary = next(line for line in lines if line.startswith(env_id))
+    assert re.search(r": 100 steps in .* = .* steps/s \(serial, 2 envs, 1 worker, batch 2\)$", summary), lines
+    assert len(lines) == 2 and "episodes finished; mean episode_length" in lines[1], lines  # each one line

@@ -8,6 +8,7 @@ their values. CartPole is solved and the saved policy plays it back.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -237,8 +238,10 @@ def test_eval_names_what_it_builds_and_takes_kwarg_overrides(tmp_path):
     assert "mean length 2.0" in overridden.stdout  # probe 3's episodes take two steps
 
 
-def test_a_second_run_into_a_held_directory_is_refused(tmp_path):
-    out = tmp_path / "run"
+@contextlib.contextmanager
+def training_in_background(out):
+    """A long `puffer train classic/cartpole` run into ``out``, yielded once its first checkpoint
+    is there; killed on the way out unless the block ended it."""
     args = ["train", "classic/cartpole", "--steps", "10000000", "--out", str(out), "--set", "checkpoint_seconds=0"]
     proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", *args], stderr=subprocess.PIPE, text=True)
     try:
@@ -246,14 +249,21 @@ def test_a_second_run_into_a_held_directory_is_refused(tmp_path):
         while not (out / "policy.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         assert (out / "policy.pt").exists(), "no checkpoint within 120 s"
+        yield proc
+    finally:
+        if proc.returncode is None:  # not reaped by the block
+            proc.kill()
+            proc.communicate(timeout=60)
+
+
+def test_a_second_run_into_a_held_directory_is_refused(tmp_path):
+    out = tmp_path / "run"
+    with training_in_background(out) as proc:
         held = f"{out} is in use by another puffer train run (pid {proc.pid})"
         with pytest.raises(APIUsageError, match=re.escape(held)):
             train.ppo(resume=out, steps=20_000_000)
         with pytest.raises(APIUsageError, match=re.escape(held)):
             train.ppo("classic/cartpole", 1024, out=out)
-    finally:
-        proc.kill()
-        proc.communicate(timeout=60)
     # SIGKILLed, the run holds nothing: the kernel dropped its lock.
     train.ppo(resume=out, steps=train.load(out).step + 64, num_envs=2, rollout_steps=32)
 
@@ -261,18 +271,9 @@ def test_a_second_run_into_a_held_directory_is_refused(tmp_path):
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
 def test_an_interrupted_run_leaves_a_loadable_checkpoint(tmp_path, signal_number):
     out = tmp_path / "run"
-    args = ["train", "classic/cartpole", "--steps", "10000000", "--out", str(out), "--set", "checkpoint_seconds=0"]
-    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", *args], stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "policy.pt").exists() and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
-        assert (out / "policy.pt").exists(), "no checkpoint within 120 s"
+    with training_in_background(out) as proc:
         proc.send_signal(signal_number)
         _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
     assert proc.returncode == 128 + signal_number, stderr
     assert f"stopped by {signal.Signals(signal_number).name}" in stderr and "--resume" in stderr
     assert len(stderr.strip().splitlines()) == 1, stderr

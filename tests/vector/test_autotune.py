@@ -219,6 +219,7 @@ def test_cli_json_prints_the_rows_and_the_best():
     assert proc.stderr == ""  # no progress bar in a pipe
 
 
+@pytest.mark.slow
 def test_cli_table_ends_with_the_make_call():
     proc = run_puffer(
         None, "autotune", "classic/cartpole", "--num-envs", "2", "--seconds", "1", "--kwarg", "sutton_barto_reward=true"

@@ -199,6 +199,18 @@ def _session_processes(pid: int, session_dir: str | None, with_children: bool = 
     return list(found.values())
 
 
+def _own_instance(tmp_path: Path, mode: str, **env: str) -> subprocess.Popen:
+    """The helper script in ``mode`` ("serve", "refuse"), with a clean environment of its own HOME."""
+    return subprocess.Popen(
+        [sys.executable, str(OWN_INSTANCE), mode],
+        env=_clean_env(tmp_path / "home", **env),
+        stdin=subprocess.PIPE if mode == "serve" else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=open(tmp_path / "stderr", "w"),
+        text=True,
+    )
+
+
 def _is_loopback(address: str) -> bool:
     ip = ipaddress.ip_address(address)
     return (ip.ipv4_mapped or ip).is_loopback if ip.version == 6 else ip.is_loopback
@@ -206,15 +218,7 @@ def _is_loopback(address: str) -> bool:
 
 @pytest.mark.ray
 def test_own_ray_instance_listens_on_loopback_and_wants_the_token(tmp_path):
-    home = tmp_path / "home"
-    proc = subprocess.Popen(
-        [sys.executable, str(OWN_INSTANCE), "serve"],
-        env=_clean_env(home),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "stderr", "w"),
-        text=True,
-    )
+    proc = _own_instance(tmp_path, "serve")
     result: dict = {}
     try:
         result.update(_result(proc, 180))
@@ -261,14 +265,7 @@ def test_own_ray_instance_listens_on_loopback_and_wants_the_token(tmp_path):
 
 @pytest.mark.ray
 def test_own_ray_instance_without_token_auth_needs_the_opt_in(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, str(OWN_INSTANCE), "refuse"],
-        env=_clean_env(tmp_path / "home", RAY_AUTH_MODE="disabled"),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=open(tmp_path / "stderr", "w"),
-        text=True,
-    )
+    proc = _own_instance(tmp_path, "refuse", RAY_AUTH_MODE="disabled")
     result: dict = {}
     try:
         result.update(_result(proc, 180))
