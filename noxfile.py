@@ -241,14 +241,14 @@ def compat(session: nox.Session) -> None:
     """The compatibility matrix (compat_matrix/): `nox -s compat -- --plugin nethack --python 3.12 --jobs 2`.
 
     Options after `--`: --plugin NAME, --python X.Y, --quick, --force, --jobs N, --timeout S,
-    --pass-env NAME (`python -m puffer_core.matrix run --help` lists all). The runner itself needs
+    --pass-env NAME (`puffer matrix run --help` lists all). The runner itself needs
     only the core; each cell gets its own fresh uv venv, so this small venv is reused between runs.
     Cells see only an allowlist of this environment's variables (PATH, HOME, locale, proxies, CA
     bundles, pip's and uv's index settings, pyenv's; the help lists them); `-- --pass-env NAME`
     (repeatable, globs too) adds one.
     """
     session.install("-e", ".", env=uv_env())
-    session.run("python", "-m", "puffer_core.matrix", "run", *session.posargs)
+    session.run("puffer", "matrix", "run", *session.posargs)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -268,10 +268,10 @@ def tank(session: nox.Session) -> None:
     compile_args = [arg for arg in ("--compile", "--upgrade") if arg in args]
     args = [arg for arg in args if arg not in compile_args]
     if "--compile" in compile_args:
-        session.run("python", "-m", "puffer_core.tank.cli", "compile", *[a for a in compile_args if a != "--compile"])
+        session.run("puffer", "tank", "compile", *[a for a in compile_args if a != "--compile"])
     elif "--no-constraints" not in args:
-        session.run("python", "-m", "puffer_core.tank.cli", "compile", "--check")
-    session.run("python", "-m", "puffer_core.tank.cli", "render", *args)
+        session.run("puffer", "tank", "compile", "--check")
+    session.run("puffer", "tank", "render", *args)
     session.run(
         "hadolint", "--failure-threshold", "error", "tank/Dockerfile.base", "tank/Dockerfile.envs", "tank/Dockerfile"
     )

@@ -20,8 +20,8 @@ def test_the_limits_it_quotes_are_the_codes():
 
 
 def test_the_names_it_gives_exist():
-    from puffer_core.matrix import cli as matrix_cli
-    from puffer_core.tank import cli as tank_cli
+    from puffer_core.cli import matrix as matrix_cli
+    from puffer_core.cli import tank as tank_cli
 
     checkpoint = (ROOT / "puffer_core" / "train" / "checkpoint.py").read_text()  # read, not imported: needs torch
     assert f"DIR/{run_lock.LOCK_NAME}" in PAGE

@@ -5,8 +5,8 @@ Click's own usage errors (a missing argument, an unknown option, a value out of 
 are one line too, ``error: <click's message> (see `puffer run --help`)``, with click's exit
 code 2; bare ``puffer`` or ``puffer tank`` still print their help.
 
-Lives apart from ``puffer_core.cli.main`` because the `matrix` and `tank` groups also run on
-their own (``python -m puffer_core.matrix``) and ``puffer_core.cli.main`` imports them.
+Lives apart from ``puffer_core.cli.main`` because the groups in modules of their own
+(``puffer_core.cli.matrix``, ``puffer_core.cli.tank``) use it and ``puffer_core.cli.main`` imports them.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from puffer_core.cli.bench import autotune_cmd, bench_cmd
 from puffer_core.cli.errors import MessageGroup, err_console, fail
+from puffer_core.cli.matrix import matrix
 from puffer_core.cli.options import (
     BATCH_SIZE,
     EPISODES,
@@ -26,12 +27,11 @@ from puffer_core.cli.options import (
 from puffer_core.cli.output import console, print_json, require_known_env
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.tables import print_table
+from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
 from puffer_core.environments import missing_requirements
-from puffer_core.matrix.cli import matrix
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording, plan_watch
-from puffer_core.tank.cli import tank
 from puffer_core.vector.random_run import run_random
 
 
@@ -312,10 +312,10 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
 # Commands kept in their own modules (train imports torch only when it runs).
 cli.add_command(bench_cmd)
 cli.add_command(autotune_cmd)
-cli.add_command(train_cmd)
-cli.add_command(eval_cmd)
 cli.add_command(matrix)
 cli.add_command(tank)
+cli.add_command(train_cmd)
+cli.add_command(eval_cmd)
 
 
 def main() -> None:

@@ -1,31 +1,33 @@
 """The compatibility matrix: which plugin versions work with which Python and companions.
 
-``nox -s compat`` (or ``puffer matrix run``) builds it; ``puffer matrix show`` prints it.
+``nox -s compat`` (``puffer matrix run``) builds it; ``puffer matrix show`` prints it. The
+command group is :mod:`puffer_core.cli.matrix`; this package is the library below it, and
+imports only the contract, the atomic writer and the plugin manager of ``puffer_core``.
 
 - :mod:`~puffer_core.matrix.model`: cells from each plugin's ``CompatAxes``
-- :mod:`~puffer_core.matrix.sources`: plugin discovery from source, source-tree hashes
-- :mod:`~puffer_core.matrix.runner`: one fresh uv venv per cell, install, smoke run, record
+- :mod:`~puffer_core.matrix.sources`: plugin discovery from source
+- :mod:`~puffer_core.matrix.trees`: source trees, their hashes, and what a cell's run can import
+- :mod:`~puffer_core.matrix.options`: what a run is asked to do, and how it reports
+- :mod:`~puffer_core.matrix.plan`: which cells must run (input hashes against results.json)
+- :mod:`~puffer_core.matrix.runner`: every selected cell, ``--jobs`` at a time, then the common set
+- :mod:`~puffer_core.matrix.job`: one fresh uv venv: install, then the smoke run
+  (:mod:`puffer_core.testing.smoke`, run by name inside the venv, never imported here)
+- :mod:`~puffer_core.matrix.wheels`: wheels of the core and the plugins, built once per source hash
+- :mod:`~puffer_core.matrix.processes`: the commands in flight, with deadlines and interrupts
 - :mod:`~puffer_core.matrix.environment`: the allowlisted environment cells run with (``--pass-env``)
-- :mod:`~puffer_core.matrix.smoke`: what runs inside a cell
+- :mod:`~puffer_core.matrix.logs`: the telling line of a failed step's output
 - :mod:`~puffer_core.matrix.store`: results.json, written atomically after every cell
-- :mod:`~puffer_core.matrix.common`: the ``common`` set and constraints-common.txt
-- :mod:`~puffer_core.matrix.render`: README.md, index.html and the terminal view
-- :mod:`~puffer_core.matrix.cli`: the ``puffer matrix`` command group
+- :mod:`~puffer_core.matrix.common`: choosing the ``common`` set; constraints-common.txt
+- :mod:`~puffer_core.matrix.joint`: the common set's joint cell
+- :mod:`~puffer_core.matrix.views`: README.md and index.html
+- :mod:`~puffer_core.matrix.uv`, :mod:`~puffer_core.matrix.pyproject`: finding uv, reading pyproject.toml
+  (PufferTank uses both too)
 
 Nothing here imports an environment package.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from puffer_core.matrix.model import DEFAULT_PYTHON, OUTCOMES, Cell, cells_for
 
 __all__ = ["DEFAULT_PYTHON", "OUTCOMES", "Cell", "cells_for"]
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy, so the in-cell smoke run (puffer_core.matrix.smoke) imports nothing else from here.
-    if name in __all__:
-        from puffer_core.matrix import model  # deferred: see above
-
-        return getattr(model, name)
-    raise AttributeError(f"module 'puffer_core.matrix' has no attribute {name!r}")

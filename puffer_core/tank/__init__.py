@@ -7,11 +7,21 @@
   ``puffer tank compile``) it installs with ``pip install --require-hashes``;
 - layer 3, ``tank/Dockerfile``: puffer-core and the plugins, shell, editor, entrypoint.
 
-:mod:`puffer_core.tank.build` builds them through the docker SDK; :mod:`puffer_core.tank.cli`
-is the ``puffer tank`` command group; :mod:`puffer_core.tank.container` starts one's own
-container (no capabilities, no new privileges); :mod:`puffer_core.tank.lock` writes and
-reads the image's lock (versions and file hashes). Nothing here imports docker until a
-build starts.
+- :mod:`~puffer_core.tank.render`: layer 2's Dockerfile; :mod:`~puffer_core.tank.selection`:
+  what a render or a build is made from; :mod:`~puffer_core.tank.hashlock`: the hash-locked set
+- :mod:`~puffer_core.tank.build`: the three layers through the docker SDK, on the engine
+  :mod:`~puffer_core.tank.engine` connects to, each sent what
+  :mod:`~puffer_core.tank.build_context` packs, layer 1 from the image
+  :mod:`~puffer_core.tank.base_image` pins, with this machine's pip and proxy settings
+  (:mod:`~puffer_core.tank.build_args`) and the CA bundle or lock
+  :mod:`~puffer_core.tank.file_server` serves on the loopback
+- :mod:`~puffer_core.tank.container`: one's own container (no capabilities, no new privileges)
+- :mod:`~puffer_core.tank.lock`: the image's lock (versions and file hashes);
+  :mod:`~puffer_core.tank.verify`: layer 3's check that every plugin loads
+
+The ``puffer tank`` command group is :mod:`puffer_core.cli.tank`. This package imports only
+the contract, the atomic writer, the plugin manager and the matrix's uv and pyproject
+readers of ``puffer_core``; nothing here imports docker until a command talks to an engine.
 """
 
 from __future__ import annotations

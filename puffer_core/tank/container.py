@@ -31,10 +31,12 @@ import os
 import pathlib
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import NoEngineError, TankError
 
 __all__ = [
@@ -42,13 +44,16 @@ __all__ = [
     "CONTAINER_LABEL",
     "DEFAULT_IMAGE",
     "WORKSPACE",
+    "ContainerOptions",
     "GpuDecision",
     "RunRequest",
     "check_capabilities",
     "docker_argv",
     "docker_client_path",
+    "exec_docker",
     "gpu_decision",
     "parse_user",
+    "prepare_run",
     "use_gpus",
     "workdir_for",
 ]
@@ -264,3 +269,63 @@ def check_image(client: Any, image: str) -> None:
         raise TankError(
             f"image {image} is not on this engine: build it with puffer tank build, or give --image TAG{have}"
         ) from None
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """What ``puffer tank shell`` and ``run`` were given: the options they share, unchecked."""
+
+    image: str = DEFAULT_IMAGE
+    mount: str | None = None
+    user: str | None = None
+    gpus: str = "auto"
+    network: str | None = None
+    shm_size: str = DEFAULT_SHM
+    env: tuple[str, ...] = ()
+    cap_add: tuple[str, ...] = ()
+    quiet: bool = False
+
+
+def prepare_run(
+    options: ContainerOptions, command: tuple[str, ...], tty: bool, kind: str, root_finder: Callable[[], pathlib.Path]
+) -> tuple[RunRequest, str, GpuDecision]:
+    """The checked request, the docker client's path and the GPU decision.
+
+    The arguments are checked first, then the docker client, the engine and the image, so
+    a typo is never hidden behind (or kept waiting by) a missing engine.
+    """
+    user = parse_user(options.user)
+    shm = check_shm_size(options.shm_size)
+    env = check_env(options.env)
+    caps = check_capabilities(options.cap_add)
+    mount = check_mount(options.mount, root_finder)
+    client_path = docker_client_path()
+    client = connect()
+    check_image(client, options.image)
+    gpus = gpu_decision(options.gpus, client.info().get("Runtimes"))
+    request = RunRequest(
+        image=options.image,
+        mount=mount,
+        command=command,
+        user=user,
+        workdir=workdir_for(mount, pathlib.Path.cwd()),
+        tty=tty,
+        gpus=gpus.passed,
+        network=options.network,
+        shm_size=shm,
+        env=env,
+        quiet=options.quiet,
+        cap_add=caps,
+        kind=kind,
+    )
+    return request, client_path, gpus
+
+
+def exec_docker(client_path: str, argv: list[str]) -> NoReturn:
+    """Become ``docker run``: the terminal, signals and the exit code are then Docker's."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(client_path, argv)
+    except OSError as exc:
+        raise TankError(f"cannot start {client_path}: {exc.strerror}") from None

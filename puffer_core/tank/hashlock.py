@@ -26,9 +26,7 @@ import hashlib
 import os
 import pathlib
 import re
-import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,6 +34,8 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from puffer_core.matrix.pyproject import read_pyproject
+from puffer_core.matrix.uv import find_uv
 from puffer_core.specs import DockerLayer
 from puffer_core.tank.errors import TankError
 
@@ -51,6 +51,8 @@ __all__ = [
     "compile_roots",
     "load_hashlock",
     "parse_hashlock",
+    "require_uv",
+    "roots_drift",
 ]
 
 #: Path relative to the repository root.
@@ -256,8 +258,6 @@ def load_hashlock(path: str | pathlib.Path, display: str | None = None) -> HashL
 
 def _project_needs(pyproject: pathlib.Path) -> tuple[str, list[str]]:
     """A pyproject.toml's project name and what it needs: dependencies and build backends."""
-    from puffer_core.matrix.sources import read_pyproject  # tomllib, or a fallback on Python 3.10
-
     table = read_pyproject(pyproject)
     project = table.get("project", {})
     needs = list(table.get("build-system", {}).get("requires", [])) + list(project.get("dependencies", []))
@@ -291,12 +291,22 @@ def compile_roots(
     return sorted(roots, key=lambda line: roots[line]), local
 
 
-def find_uv() -> str:
-    """The ``uv`` executable (on PATH, or beside this Python), or HashLockError saying how to get it."""
-    found = shutil.which("uv") or shutil.which("uv", path=os.path.dirname(sys.executable))
+def require_uv() -> str:
+    """The ``uv`` executable, or HashLockError saying how to get it."""
+    found = find_uv()
     if found is None:
         raise HashLockError("uv is not installed, and `puffer tank compile` resolves with it: pip install uv")
     return found
+
+
+def roots_drift(hashlock: HashLock, roots: list[str]) -> str | None:
+    """How the file's roots differ from the checkout's (new, gone, or reordered); None when they agree."""
+    if list(hashlock.roots) == roots:
+        return None
+    added = sorted(set(roots) - set(hashlock.roots))
+    gone = sorted(set(hashlock.roots) - set(roots))
+    parts = [f"new roots: {', '.join(added)}" if added else "", f"gone: {', '.join(gone)}" if gone else ""]
+    return "; ".join(part for part in parts if part) or "roots reordered"
 
 
 def header(roots: Iterable[str], constraints_source: str, constraints_sha256: str) -> str:
@@ -335,7 +345,7 @@ def compile_hashlock(
     that need not move stay where they were; ``upgrade`` moves everything to the newest
     allowed. The constraint lines are passed as given; uv reads them as pip does.
     """
-    uv = uv or find_uv()
+    uv = uv or require_uv()
     with tempfile.TemporaryDirectory(prefix="puffertank-compile-") as folder:
         work = pathlib.Path(folder)
         # Fixed names, run from this folder: uv's `# via` annotations name them, and the

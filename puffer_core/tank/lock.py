@@ -30,6 +30,7 @@ import tarfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from puffer_core.matrix.pyproject import read_pyproject
 from puffer_core.tank.errors import TankError
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "local_projects",
     "lock_base_image",
     "lock_digest",
+    "lock_file_constraints",
     "lock_hashes",
     "parse_lock",
     "read_lock",
@@ -126,8 +128,6 @@ def lock_digest(packages: Mapping[str, str], hashes: Mapping[str, str] | None = 
 
 def local_projects(root: pathlib.Path) -> set[str]:
     """Canonical names of the projects the checkout installs from source (core and plugins)."""
-    from puffer_core.matrix.sources import read_pyproject  # tomllib, or a fallback on Python 3.10
-
     names = set()
     for path in [root / "pyproject.toml", *sorted((root / "plugins").glob("*/pyproject.toml"))]:
         if path.is_file():
@@ -143,6 +143,17 @@ def build_constraints(text: str, local: set[str], source: str) -> bytes:
     lines = [f"# PufferTank build constraints from {pathlib.PurePath(source).name} (puffer tank build --lock)"]
     lines += [f"{name}=={version}" for name, version in sorted(packages.items()) if name not in local]
     return ("\n".join(lines) + "\n").encode()
+
+
+def lock_file_constraints(path: pathlib.Path, network: str | None, root: pathlib.Path) -> tuple[bytes, str | None]:
+    """``--lock FILE`` as the constraints a build serves (the checkout's own projects left out),
+    and the base image the lock records (None for a lock written before locks recorded it)."""
+    if not path.is_file():
+        raise TankError(f"--lock {path}: no such file; write one with puffer tank lock IMAGE > FILE")
+    if network != "host":
+        raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
+    text = path.read_text(encoding="utf-8")
+    return build_constraints(text, local_projects(root), str(path)), lock_base_image(text)
 
 
 # -- writing the lock (in the image) -----------------------------------------------------------

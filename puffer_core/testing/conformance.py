@@ -46,6 +46,7 @@ __all__ = [
     "CheckResult",
     "check_env",
     "check_plugin",
+    "multiprocessing_run",
     "peer_checker_name",
     "run_peer_checker",
 ]
@@ -251,7 +252,8 @@ def _flat_random_action(space: spaces.Space, num_agents: int, multiagent: bool) 
     return batch if multiagent else batch[0]
 
 
-def _vector(env_id: str, steps: int) -> str:
+def multiprocessing_run(env_id: str, steps: int) -> str:
+    """Reset ``env_id`` vectorized (2 envs, 2 Multiprocessing workers) and take ``steps`` random steps."""
     with vector.make(env_id, num_envs=2, num_workers=2, backend="multiprocessing", seed=0) as envs:
         rng = np.random.default_rng(0)
         envs.reset(seed=0)
@@ -370,7 +372,7 @@ def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None
     checks.run("determinism by seed", lambda: _determinism(env_id, plugins, steps))
     checks.run("emulation round trip", lambda: _emulation(env_id))
     _check_with_peer_checker(checks, env_id, steps)
-    checks.run("multiprocessing run", lambda: _vector(env_id, 16))
+    checks.run("multiprocessing run", lambda: multiprocessing_run(env_id, 16))
     return checks.report
 
 

@@ -44,7 +44,8 @@ def matrix_cmd(layout: dict[str, pathlib.Path], *args: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "puffer_core.matrix",
+        "puffer_core.cli.main",  # the `puffer` command
+        "matrix",
         "run",
         "--out",
         str(layout["out"]),

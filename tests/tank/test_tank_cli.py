@@ -37,7 +37,7 @@ def test_build_without_an_engine_exits_2_with_a_clear_message(dead_socket, tmp_p
 
     url = dead_socket if kind == "refused" else f"unix://{tmp_path}/absent.sock"
     proc = _run(
-        ["-m", "puffer_core.tank.cli", "build", "--stage", "base", "--no-constraints"],
+        ["-m", "puffer_core.cli.main", "tank", "build", "--stage", "base", "--no-constraints"],
         {"DOCKER_HOST": url, "PUFFER_DEBUG": ""},
     )
     assert proc.returncode == 2, proc.stderr
@@ -45,14 +45,10 @@ def test_build_without_an_engine_exits_2_with_a_clear_message(dead_socket, tmp_p
     assert "Traceback" not in proc.stderr
 
 
-def test_build_without_an_engine_through_the_puffer_command(dead_socket):
-    """Once the lead registers the group (`cli.add_command(tank)`), `puffer tank build` behaves the same."""
+def test_build_with_the_default_constraints_and_no_engine_exits_2(dead_socket):
+    """The checkout's constraint set and hash-locked set are read and checked before the engine is asked."""
     import docker  # noqa: F401  (part of the dev extra)
 
-    from puffer_core.cli.main import cli
-
-    if "tank" not in cli.commands:
-        pytest.skip("the tank group is not registered in puffer_core.cli.main yet")
     proc = _run(["-m", "puffer_core.cli.main", "tank", "build", "--stage", "base"], {"DOCKER_HOST": dead_socket})
     assert proc.returncode == 2, proc.stderr
     assert f"no Docker engine answered at {dead_socket}" in proc.stderr
@@ -64,7 +60,7 @@ def test_build_without_the_docker_sdk_exits_2(tmp_path):
     blocker.mkdir()
     (blocker / "docker.py").write_text("raise ImportError('docker SDK hidden by the test')\n")
     proc = _run(
-        ["-m", "puffer_core.tank.cli", "build", "--stage", "base", "--no-constraints"],
+        ["-m", "puffer_core.cli.main", "tank", "build", "--stage", "base", "--no-constraints"],
         {"PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])},
     )
     assert proc.returncode == 2, proc.stderr
@@ -74,25 +70,13 @@ def test_build_without_the_docker_sdk_exits_2(tmp_path):
 def test_render_outside_a_checkout_says_so(tmp_path):
     # A scratch folder inside the checkout (TMPDIR set there) would render over the real file.
     assert ROOT not in tmp_path.resolve().parents, f"TMPDIR must lie outside the checkout, got {tmp_path}"
-    proc = _run(["-m", "puffer_core.tank.cli", "render", "--no-constraints"], {}, cwd=tmp_path)
+    proc = _run(["-m", "puffer_core.cli.main", "tank", "render", "--no-constraints"], {}, cwd=tmp_path)
     assert proc.returncode == 1
     assert "not inside a puffer-core checkout" in proc.stderr
 
 
 def test_render_to_stdout(tmp_path):
-    proc = _run(["-m", "puffer_core.tank.cli", "render", "--no-constraints", "--output", "-"], {})
+    proc = _run(["-m", "puffer_core.cli.main", "tank", "render", "--no-constraints", "--output", "-"], {})
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# GENERATED FILE: do not edit.")
     assert "FROM ${BASE}" in proc.stdout
-
-
-def test_ca_cert_needs_host_network(tmp_path):
-    from puffer_core.tank.build import BuildPlan, build
-    from puffer_core.tank.errors import TankError
-    from puffer_core.tank.render import Constraints
-
-    bundle = tmp_path / "ca.pem"
-    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
-    plan = BuildPlan(ROOT, ("base",), {}, {}, Constraints.none(), ca_cert=bundle, network=None)
-    with pytest.raises(TankError, match="--ca-cert needs --network host"):
-        build(plan, client=None, out=lambda kind, line: None)

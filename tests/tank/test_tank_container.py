@@ -303,7 +303,7 @@ def test_a_bad_lock_names_the_line(text, message):
 
 def _cli(args: list[str], **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "puffer_core.tank.cli", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", *args],
         cwd=ROOT,
         env={**os.environ, "PUFFER_DEBUG": "", **env},
         capture_output=True,

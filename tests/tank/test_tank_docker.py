@@ -62,7 +62,7 @@ def client():
 def built(client):
     """Build the three layers once through the CLI, exactly as a user would."""
     command = [
-        sys.executable, "-m", "puffer_core.tank.cli", "build",
+        sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
         "--stage", "all",
         "--tag", TAG,
         "--plugins", "nethack,atari",
@@ -169,7 +169,17 @@ def test_ca_bundle_is_not_left_in_any_layer(client, built):
 
 def test_building_on_a_missing_layer_says_which_to_build_first(client):
     proc = subprocess.run(
-        [sys.executable, "-m", "puffer_core.tank.cli", "build", "--stage", "final", "--tag", "puffertank-absent"],
+        [
+            sys.executable,
+            "-m",
+            "puffer_core.cli.main",
+            "tank",
+            "build",
+            "--stage",
+            "final",
+            "--tag",
+            "puffertank-absent",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -187,7 +197,7 @@ HOST_USER = (1234, 1234) if os.getuid() == 0 else (os.getuid(), os.getgid())
 
 def _tank(args: list[str], cwd: pathlib.Path = ROOT, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "puffer_core.tank.cli", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", *args],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -353,8 +363,8 @@ def test_run_containers_have_no_capabilities_and_no_new_privileges(client, built
     assert "puffertank: GPUs not passed: the engine has no NVIDIA runtime (runtimes: " in inside.stderr
     # A running one, inspected from outside. Found by the label every tank container carries.
     runner = subprocess.Popen(
-        [sys.executable, "-m", "puffer_core.tank.cli", "run", "--image", IMAGES["final"], "--mount", str(checkout),
-         "--network", "none", "-q", "--", "sleep", "120"],
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", "run", "--image", IMAGES["final"],
+         "--mount", str(checkout), "--network", "none", "-q", "--", "sleep", "120"],
         cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -33,7 +33,7 @@ MDURL_WHEEL = "sha256:84008a41e51615a49fc9966191ff91509e3c40b939176e643fd50a5c21
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "puffer_core.tank.cli", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -71,7 +71,7 @@ def test_generated_dockerfile_envs_is_current():
     if command.startswith("puffer tank render"):
         args = [*command.split()[3:], "--check"]
     proc = subprocess.run(
-        [sys.executable, "-m", "puffer_core.tank.cli", "render", *args],
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", "render", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

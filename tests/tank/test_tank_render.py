@@ -17,8 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from puffer_core import BuildStage, DockerLayer
+from puffer_core.cli import tank as tank_cli
 from puffer_core.errors import PluginError
-from puffer_core.tank import cli as tank_cli
+from puffer_core.tank import selection
 from puffer_core.tank.errors import ConstraintsError, TankError
 from puffer_core.tank.hashlock import HashLockError, load_hashlock
 from puffer_core.tank.render import (
@@ -81,7 +82,7 @@ VARIANTS = {
 @pytest.fixture
 def fixture_plugins(monkeypatch):
     """The CLI sees FIXTURE_LAYERS as the installed plugins; run from the repository root."""
-    monkeypatch.setattr(tank_cli, "plugin_layers", lambda plugin_set: (dict(FIXTURE_LAYERS), []))
+    monkeypatch.setattr(selection, "plugin_layers", lambda plugin_set: (dict(FIXTURE_LAYERS), []))
     monkeypatch.chdir(ROOT)
     return FIXTURE_LAYERS
 
@@ -132,7 +133,7 @@ def test_the_committed_render_is_reproduced_byte_for_byte(tmp_path):
     outs = []
     for _ in range(2):
         proc = subprocess.run(
-            [sys.executable, "-m", "puffer_core.tank.cli", "render", "--output", "-"],
+            [sys.executable, "-m", "puffer_core.cli.main", "tank", "render", "--output", "-"],
             cwd=ROOT,
             capture_output=True,
             timeout=120,

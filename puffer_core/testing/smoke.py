@@ -1,15 +1,24 @@
-"""The smoke run inside one matrix cell: ``python -m puffer_core.matrix.smoke --plugin NAME --json``.
+"""The smoke run a matrix cell runs inside its venv: ``python -m puffer_core.testing.smoke --plugin NAME --json``.
 
 For each of a few of the plugin's envs: ``puffer_core.make``, reset, a few random steps,
 the emulation round trip (unflatten a flat observation, flatten it back, same bytes), and a
-2-env Multiprocessing vector run of the first env. Prints one JSON document on stdout
-(everything the envs print goes to stderr), exit code 0 when every check passed.
+2-env Multiprocessing vector run of the first env (the conformance check's own,
+:func:`~puffer_core.testing.conformance.multiprocessing_run`). Prints one JSON document on
+stdout (everything the envs print goes to stderr), exit code 0 when every check passed.
 
 Which envs: the plugin's module may name them in ``PUFFER_SMOKE_ENVS``; else the first
 two it declares. ``--env`` overrides both.
 
-This module only imports the standard library at import time, so an environment where
-``puffer_core`` itself cannot be imported still reports an ``import`` failure as JSON.
+It is not ``puffer check``: a cell asks only whether the plugin installs, imports and runs
+through the core with these versions, so the first failure ends the run and says whether
+it was an import (``import-failed``) or a run (``smoke-failed``); the conformance checks
+(determinism, the peers' own API checkers) judge a plugin's quality, which the matrix
+does not record.
+
+The module itself imports only the standard library at import time, so a plugin or an
+environment package that does not import is reported as JSON. Python imports
+``puffer_core`` and ``puffer_core.testing`` before it: when those fail, no report is
+printed, and the matrix records the ImportError the run died of as ``import-failed``.
 """
 
 from __future__ import annotations
@@ -30,8 +39,6 @@ __all__ = ["main", "smoke"]
 
 DEFAULT_ENVS_PER_PLUGIN = 2
 DEFAULT_STEPS = 16
-#: Packages whose installed versions every report names, when present.
-REPORTED = ("puffer-core", "gymnasium", "numpy", "pettingzoo", "shimmy", "gym")
 
 
 def _error(exc: BaseException) -> str:
@@ -136,17 +143,11 @@ def smoke_env(check: Check, env_id: str, steps: int, np: Any) -> None:
             env.close()
 
 
-def smoke_vector(check: Check, env_id: str, steps: int, np: Any) -> None:
+def smoke_vector(check: Check, env_id: str, steps: int) -> None:
     with check.stage("vector", env_id):
-        import puffer_core.vector  # deferred: see the module docstring
+        from puffer_core.testing.conformance import multiprocessing_run  # deferred: see the module docstring
 
-        vec = puffer_core.vector.make(env_id, num_envs=2, num_workers=2, backend="multiprocessing")
-        try:
-            vec.reset(seed=0)
-            for _ in range(steps):
-                vec.step(_sample_actions(vec.single_action_space, vec.num_envs, np))
-        finally:
-            vec.close()
+        multiprocessing_run(env_id, steps)
 
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -220,14 +221,14 @@ def smoke(
         for env_id in chosen:
             smoke_env(check, env_id, steps, np)
         if vector:
-            smoke_vector(check, chosen[0], steps, np)
+            smoke_vector(check, chosen[0], steps)
     except _Stop:
         pass
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m puffer_core.matrix.smoke", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m puffer_core.testing.smoke", description=__doc__.splitlines()[0])
     parser.add_argument("--plugin", action="append", required=True, help="plugin to smoke-run (repeatable)")
     parser.add_argument("--env", action="append", help="env id to use instead of the plugin's choice (repeatable)")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             os.dup2(saved, 1)
             os.close(saved)
-    wanted = list(REPORTED) + [p for p in args.packages.split(",") if p]
+    wanted = ["puffer-core", *(p for p in args.packages.split(",") if p)]
     wanted += [r["distribution"] for r in reports if r.get("distribution")]
     result = {
         "ok": all(r["ok"] for r in reports),

@@ -1,39 +1,43 @@
-"""``puffer matrix show`` and ``puffer matrix run`` (the same options as ``nox -s compat -- …``)."""
+"""``puffer matrix show`` and ``puffer matrix run`` (what ``nox -s compat -- …`` runs): the terminal side.
+
+The matrix itself is :mod:`puffer_core.matrix`; this module turns options into
+:class:`~puffer_core.matrix.options.RunOptions`, the run's events into progress lines,
+and results.json into tables.
+"""
 
 from __future__ import annotations
 
 import json
 import pathlib
 import signal
-import sys
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
-from puffer_core.matrix import render
+from puffer_core.cli.tables import output_console, print_table
+from puffer_core.matrix import views
 from puffer_core.matrix.environment import allowlist_help
-from puffer_core.matrix.render import SYMBOLS, _seconds
-from puffer_core.matrix.runner import RunOptions, run_matrix
+from puffer_core.matrix.options import REPO_ROOT, RunOptions
+from puffer_core.matrix.plan import split_values
+from puffer_core.matrix.runner import RunSummary, run_matrix
 from puffer_core.matrix.store import MatrixError, ResultStore
+from puffer_core.matrix.views import COLOURS, SYMBOLS, cell_text, plugin_tables, run_line, seconds_text
 
-__all__ = ["main", "matrix"]
+__all__ = ["matrix", "print_matrix"]
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-console = Console()
-err_console = Console(stderr=True)
+console = output_console()
 
 
 class MatrixGroup(MessageGroup):
     """Errors as messages; an interrupted run keeps what it recorded."""
 
     interrupted_message = "interrupted: the cells recorded so far are kept; run again to resume"
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def _out_dir(out: str | None) -> pathlib.Path:
@@ -59,7 +63,7 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
     store = ResultStore(folder / "results.json")
     if not store.exists:
         raise MatrixError(f"no results in {folder}: run `nox -s compat` (or `puffer matrix run`) first")
-    names = _split(plugins)
+    names = split_values(plugins)
     known = {cell["plugin"] for cell in store.data["cells"].values()} | set(store.data.get("plugins", {}))
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -77,11 +81,12 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
             }
         click.echo(json.dumps(data, indent=2))
         return
-    render.write_views(store.data, folder)
-    render.render_terminal(data, console, names or None)
+    views.write_views(store.data, folder)
+    print_matrix(data, console, names or None)
 
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
+    """The run's events (see :data:`~puffer_core.matrix.options.Reporter`) as lines above the progress bar."""
     colours = {"pass": "green", "excluded": "magenta", "interpreter-missing": "bright_black", "timeout": "yellow"}
 
     def report(event: str, record: Any, info: dict[str, Any]) -> None:
@@ -100,7 +105,7 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
             colour = colours.get(record.outcome, "red")
             line = (
                 f"{SYMBOLS.get(record.outcome, '?')} [{colour}]{record.outcome:<19}[/] {record.id}  "
-                f"{_seconds(record.seconds)}"
+                f"{seconds_text(record.seconds)}"
             )
             if record.error and record.outcome != "pass":
                 line += f"\n    [dim]{record.error}[/]"
@@ -115,7 +120,7 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
             )
         elif event == "common":
             out.print(
-                f"  joint cell: {info['outcome']} in {_seconds(info['seconds'])}"
+                f"  joint cell: {info['outcome']} in {seconds_text(info['seconds'])}"
                 + (f" — {info['error']}" if info.get("error") else ""),
                 highlight=False,
                 soft_wrap=True,
@@ -183,15 +188,13 @@ def run_cmd(
     dry_run: bool,
     pass_env: tuple[str, ...],
 ) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     options = RunOptions(
         root=REPO_ROOT,
         out=_out_dir(out),
         plugins_dir=pathlib.Path(plugins_dir) if plugins_dir else None,
         work=pathlib.Path(work) if work else None,
-        plugins=_split(plugins),
-        pythons=_split(pythons),
+        plugins=split_values(plugins),
+        pythons=split_values(pythons),
         quick=quick,
         force=force,
         jobs=jobs,
@@ -202,6 +205,21 @@ def run_cmd(
         dry_run=dry_run,
         pass_env=list(pass_env),
     )
+    summary = _run_with_progress(options)
+    for warning in summary.warnings:
+        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    if dry_run:
+        console.print(
+            f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run", highlight=False
+        )
+        return
+    _print_summary(summary, options)
+
+
+def _run_with_progress(options: RunOptions) -> RunSummary:
+    """``run_matrix`` under a progress bar; SIGTERM (``kill PID``) stops it as Ctrl-C does."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn("[bold]matrix[/]"),
         BarColumn(),
@@ -215,16 +233,16 @@ def run_cmd(
     signal.signal(signal.SIGTERM, _terminate)  # `kill PID`: stop the cells in flight, keep what is recorded
     try:
         with progress:
-            summary = run_matrix(options, _progress_reporter(progress, holder))
+            return run_matrix(options, _progress_reporter(progress, holder))
     finally:
         signal.signal(signal.SIGTERM, previous)
-    for warning in summary.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
-    if dry_run:
-        console.print(
-            f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run", highlight=False
-        )
-        return
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_summary(summary: RunSummary, options: RunOptions) -> None:
     outcomes = ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in sorted(summary.outcomes.items()))
     rate = f" ({summary.cells_per_minute:.1f} cells/min)" if summary.ran else ""
     console.print(
@@ -242,13 +260,61 @@ def run_cmd(
     )
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+# -- the matrix on the terminal ---------------------------------------------------------------
 
 
-def main() -> None:
-    matrix(prog_name="python -m puffer_core.matrix")
+def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] | None = None) -> None:
+    """One table per plugin (failures numbered, their errors under the table), the common set, the cold run."""
+    for table in plugin_tables(data, plugins):
+        if table.get("error"):
+            out.print(
+                f"[red]{table['plugin']}: could not be loaded:[/] {table['error']}", highlight=False, soft_wrap=True
+            )
+        if not table["rows"]:
+            continue
+        numbers: dict[str, int] = {}  # note text -> its number under the table
+        print_table(out, _plugin_table(table, numbers))
+        for text, number in numbers.items():
+            out.print(f"  [{number}] {text}", highlight=False, markup=False, soft_wrap=True)
+    common = data.get("common")
+    if common and not plugins:
+        joint = common.get("joint") or {}
+        members = ", ".join(
+            f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
+        )
+        out.print(
+            f"[bold]common set[/] (Python {common.get('python')}, joint cell "
+            f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        for plugin, reason in (common.get("dropped") or {}).items():
+            out.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
+    runs = data.get("runs") or {}
+    if runs.get("cold"):
+        out.print("cold run: " + run_line(runs["cold"]).replace("**", ""), highlight=False, soft_wrap=True)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+def _plugin_table(table: Mapping[str, Any], numbers: dict[str, int]) -> Table:
+    """One plugin's rich table; each failure's error gets a number in ``numbers``."""
+    view = Table(title=f"{table['plugin']} — {table['package']}", show_lines=True)
+    view.add_column(f"{table['package']} (pins)", overflow="fold")
+    for py in table["pythons"]:
+        view.add_column(f"Python {py}", overflow="fold")
+    for row in table["rows"]:
+        label = Text(row["label"], style="bold")
+        if row["detail"]:
+            label.append("\n" + row["detail"], style="dim")
+        view.add_row(label, *(_cell(row["cells"].get(py), numbers) for py in table["pythons"]))
+    return view
+
+
+def _cell(cell: Mapping[str, Any] | None, numbers: dict[str, int]) -> Text:
+    outcome = cell["outcome"] if cell else "not run"
+    if cell is None or outcome == "pass":
+        return Text(cell_text(cell, markdown=False), style=COLOURS[outcome][1])
+    number = numbers.setdefault(cell.get("error") or "?", len(numbers) + 1)
+    short = f"{SYMBOLS[outcome]} {outcome} {seconds_text(cell.get('seconds'))}".strip()
+    if outcome == "excluded":
+        short = f"{SYMBOLS[outcome]} excluded"
+    return Text(f"{short} [{number}]", style=COLOURS[outcome][1])

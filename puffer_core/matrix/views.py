@@ -1,9 +1,10 @@
-"""Views of results.json: compat_matrix/README.md, compat_matrix/index.html and the terminal.
+"""Views of results.json: compat_matrix/README.md and compat_matrix/index.html.
 
-All three are rendered from results.json alone (no plugin is imported), one table per
-plugin: rows are the environment package's versions (with their companion pins and extra
-axis values), columns are Python versions, each cell its outcome and seconds; excluded
-cells show their reason, failed ones their error summary below the table.
+Both are rendered from results.json alone (no plugin is imported), one table per plugin:
+rows are the environment package's versions (with their companion pins and extra axis
+values), columns are Python versions, each cell its outcome and seconds; excluded cells
+show their reason, failed ones their error summary below the table. ``puffer matrix
+show`` draws the same tables (:func:`plugin_tables`) on the terminal.
 """
 
 from __future__ import annotations
@@ -13,11 +14,20 @@ import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from puffer_core.cli.tables import print_table
 from puffer_core.matrix.model import OUTCOMES, version_key
 from puffer_core.matrix.store import atomic_write_text
 
-__all__ = ["SYMBOLS", "render_html", "render_markdown", "render_terminal", "write_views"]
+__all__ = [
+    "COLOURS",
+    "SYMBOLS",
+    "cell_text",
+    "plugin_tables",
+    "render_html",
+    "render_markdown",
+    "run_line",
+    "seconds_text",
+    "write_views",
+]
 
 SYMBOLS = {
     "pass": "✅",
@@ -65,7 +75,7 @@ GENERATED = (
 # -- the model behind every view -----------------------------------------------------------
 
 
-def _seconds(value: float | None) -> str:
+def seconds_text(value: float | None) -> str:
     if value is None:
         return ""
     if value >= 90:
@@ -131,30 +141,30 @@ def _counts(data: Mapping[str, Any]) -> dict[str, int]:
     return {k: v for k, v in counts.items() if v}
 
 
-def _run_line(stats: Mapping[str, Any] | None) -> str:
+def run_line(stats: Mapping[str, Any] | None) -> str:
     if not stats:
         return ""
     rate = stats.get("cells_per_minute") or 0
     if not stats.get("ran"):
         return (
             f"nothing to run: {stats.get('skipped', 0)} unchanged cells skipped and {stats.get('excluded', 0)} "
-            f"excluded in {_seconds(stats.get('seconds'))} (finished {stats.get('finished_at', '?')})"
+            f"excluded in {seconds_text(stats.get('seconds'))} (finished {stats.get('finished_at', '?')})"
         )
     return (
-        f"{stats.get('ran', 0)} cells run in {_seconds(stats.get('seconds'))} with {stats.get('jobs', 1)} job(s) = "
+        f"{stats.get('ran', 0)} cells run in {seconds_text(stats.get('seconds'))} with {stats.get('jobs', 1)} job(s) = "
         f"**{rate:.1f} cells per minute** ({stats.get('skipped', 0)} unchanged cells skipped, "
         f"{stats.get('excluded', 0)} excluded; finished {stats.get('finished_at', '?')})"
     )
 
 
-def _cell_text(cell: Mapping[str, Any] | None, markdown: bool = True) -> str:
+def cell_text(cell: Mapping[str, Any] | None, markdown: bool = True) -> str:
     if cell is None:
         return SYMBOLS["not run"]
     outcome = cell["outcome"]
     if outcome == "excluded":
         reason = (cell.get("error") or "").replace("|", "\\|") if markdown else cell.get("error") or ""
         return f"{SYMBOLS[outcome]} excluded: {reason}"
-    return f"{SYMBOLS.get(outcome, '?')} {outcome} {_seconds(cell.get('seconds'))}".strip()
+    return f"{SYMBOLS.get(outcome, '?')} {outcome} {seconds_text(cell.get('seconds'))}".strip()
 
 
 # -- Markdown ----------------------------------------------------------------------------
@@ -200,7 +210,7 @@ def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         facts.append(("Cells", "", ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in counts.items())))
     runs = data.get("runs") or {}
     if runs.get("cold"):
-        facts.append(("Cold run", "every cell, nothing cached in results.json", _run_line(runs["cold"]) + "."))
+        facts.append(("Cold run", "every cell, nothing cached in results.json", run_line(runs["cold"]) + "."))
     else:
         facts.append(
             (
@@ -218,7 +228,7 @@ def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             )
             or "all cells"
         )
-        facts.append(("Last run", filters + (", forced" if sel.get("force") else ""), _run_line(runs["last"]) + "."))
+        facts.append(("Last run", filters + (", forced" if sel.get("force") else ""), run_line(runs["last"]) + "."))
     return facts
 
 
@@ -264,15 +274,15 @@ def _plugin_markdown(table: Mapping[str, Any]) -> str:
 def _table_cell(cell: Mapping[str, Any] | None, notes: dict[str, list[dict[str, Any]]]) -> str:
     """A cell's symbol and outcome; a failure or a long exclusion reason gets a numbered note."""
     if cell is None or cell["outcome"] == "pass":
-        return _cell_text(cell)
+        return cell_text(cell)
     if cell["outcome"] == "excluded" and len(cell.get("error") or "") <= SHORT_REASON:
-        return _cell_text(cell)
+        return cell_text(cell)
     text = cell.get("error") or "?"
     notes.setdefault(text, []).append(cell)
     number = f"[{list(notes).index(text) + 1}]"
     if cell["outcome"] == "excluded":
         return f"{SYMBOLS['excluded']} excluded {number}"
-    return f"{_cell_text(cell)} {number}"
+    return f"{cell_text(cell)} {number}"
 
 
 def _notes_markdown(notes: dict[str, list[dict[str, Any]]]) -> str:
@@ -307,7 +317,7 @@ def _common_markdown(common: Mapping[str, Any] | None) -> str:
         f"The newest plugin versions that work together in one environment on Python {common.get('python')}, "
         f"verified by the joint cell `{joint.get('id', '-')}`: "
         f"{SYMBOLS.get(joint.get('outcome', 'not run'), '')} {joint.get('outcome', 'not run')}"
-        f"{' in ' + _seconds(joint.get('seconds')) if joint.get('seconds') else ''}. "
+        f"{' in ' + seconds_text(joint.get('seconds')) if joint.get('seconds') else ''}. "
         "Written to `constraints-common.txt`.\n\n"
     )
     members = common.get("members") or []
@@ -397,7 +407,7 @@ def render_html(data: Mapping[str, Any]) -> str:
                 note = ""
                 if cell and cell.get("error") and outcome != "pass":
                     note = f"<br><small>{esc(cell['error'])}</small>"
-                text = _cell_text(cell, markdown=False) if outcome == "excluded" else _cell_text(cell)
+                text = cell_text(cell, markdown=False) if outcome == "excluded" else cell_text(cell)
                 if outcome == "excluded":
                     note = ""
                 out.append(f'<td class="cell" style="background:{COLOURS[outcome][0]}"{title}>{esc(text)}{note}</td>')
@@ -405,65 +415,6 @@ def render_html(data: Mapping[str, Any]) -> str:
         out.append("</table>\n")
     out.append("</body></html>\n")
     return "".join(out)
-
-
-# -- terminal ----------------------------------------------------------------------------
-
-
-def render_terminal(data: Mapping[str, Any], console: Any, plugins: Iterable[str] | None = None) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    for table in plugin_tables(data, plugins):
-        if table.get("error"):
-            console.print(
-                f"[red]{table['plugin']}: could not be loaded:[/] {table['error']}", highlight=False, soft_wrap=True
-            )
-        if not table["rows"]:
-            continue
-        numbers: dict[str, int] = {}  # note text -> its number under the table
-        view = Table(title=f"{table['plugin']} — {table['package']}", show_lines=True)
-        view.add_column(f"{table['package']} (pins)", overflow="fold")
-        for py in table["pythons"]:
-            view.add_column(f"Python {py}", overflow="fold")
-        for row in table["rows"]:
-            label = Text(row["label"], style="bold")
-            if row["detail"]:
-                label.append("\n" + row["detail"], style="dim")
-            cells = []
-            for py in table["pythons"]:
-                cell = row["cells"].get(py)
-                outcome = cell["outcome"] if cell else "not run"
-                if cell is not None and outcome != "pass":
-                    number = numbers.setdefault(cell.get("error") or "?", len(numbers) + 1)
-                    short = f"{SYMBOLS[outcome]} {outcome} {_seconds(cell.get('seconds'))}".strip()
-                    if outcome == "excluded":
-                        short = f"{SYMBOLS[outcome]} excluded"
-                    text = Text(f"{short} [{number}]", style=COLOURS[outcome][1])
-                else:
-                    text = Text(_cell_text(cell, markdown=False), style=COLOURS[outcome][1])
-                cells.append(text)
-            view.add_row(label, *cells)
-        print_table(console, view)
-        for text, number in numbers.items():
-            console.print(f"  [{number}] {text}", highlight=False, markup=False, soft_wrap=True)
-    common = data.get("common")
-    if common and not plugins:
-        joint = common.get("joint") or {}
-        members = ", ".join(
-            f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
-        )
-        console.print(
-            f"[bold]common set[/] (Python {common.get('python')}, joint cell "
-            f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        for plugin, reason in (common.get("dropped") or {}).items():
-            console.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
-    runs = data.get("runs") or {}
-    if runs.get("cold"):
-        console.print("cold run: " + _run_line(runs["cold"]).replace("**", ""), highlight=False, soft_wrap=True)
 
 
 def write_views(data: Mapping[str, Any], out: pathlib.Path) -> None:

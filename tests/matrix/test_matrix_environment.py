@@ -8,9 +8,9 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from puffer_core.matrix.cli import matrix
+from puffer_core.cli.matrix import matrix
 from puffer_core.matrix.environment import NEVER_PASSED, cell_environment, check_pass_env, unmatched_pass_env
-from puffer_core.matrix.runner import Processes
+from puffer_core.matrix.processes import Processes
 from puffer_core.matrix.store import MatrixError
 
 CALLER = {

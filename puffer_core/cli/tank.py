@@ -9,10 +9,10 @@
     puffer tank run    [same options] -- CMD...
     puffer tank lock   IMAGE [--json]
 
-Also runnable on its own: ``python -m puffer_core.tank.cli build ...``. Exit codes: 0 done,
-1 a user error (bad selection, missing constraints, failed build), 2 no Docker engine (or
-no docker SDK, or no docker client) to build or run with; ``run`` exits with the command's
-own exit code.
+Exit codes: 0 done, 1 a user error (bad selection, missing constraints, failed build), 2 no
+Docker engine (or no docker SDK, or no docker client) to build or run with; ``run`` exits
+with the command's own exit code. The terminal side only: what the commands do is
+:mod:`puffer_core.tank`.
 """
 
 from __future__ import annotations
@@ -24,32 +24,31 @@ import pathlib
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
-from puffer_core.cli.tables import print_table
+from puffer_core.cli.tables import output_console, print_table
 from puffer_core.errors import PufferError
-from puffer_core.plugins import get_plugins
 from puffer_core.tank import container
+from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
+from puffer_core.tank.build_args import machine_build_args
+from puffer_core.tank.engine import connect, engine_url
 from puffer_core.tank.errors import BuildError, TankError
 from puffer_core.tank.hashlock import (
     COMPILE_COMMAND,
     DEFAULT_HASHLOCK,
-    HashLock,
-    HashLockError,
     compile_hashlock,
     compile_roots,
     load_hashlock,
     parse_hashlock,
+    roots_drift,
 )
 from puffer_core.tank.lock import (
-    build_constraints,
     image_lock,
-    local_projects,
     lock_base_image,
     lock_digest,
+    lock_file_constraints,
     lock_hashes,
     parse_lock,
 )
@@ -60,14 +59,12 @@ from puffer_core.tank.render import (
     Constraints,
     find_root,
     load_constraints,
-    plugin_layers,
-    render_envs,
-    select_layers,
 )
+from puffer_core.tank.selection import installed_layers, select, shown_path
 
-__all__ = ["main", "tank"]
+__all__ = ["tank"]
 
-console = Console(stderr=True, highlight=False)
+console = output_console(stderr=True, highlight=False)
 
 
 class TankGroup(MessageGroup):
@@ -81,75 +78,9 @@ class TankGroup(MessageGroup):
                 console.print(f"  {line}", markup=False, style="dim")
 
 
-def _relative(path: pathlib.Path, root: pathlib.Path) -> str:
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def _selection(
-    root: pathlib.Path,
-    plugins: str | None,
-    without: str | None,
-    constraints_path: pathlib.Path | None,
-    no_constraints: bool,
-    output: str | None = None,
-    need_constraints: bool = True,
-    requirements_path: pathlib.Path | None = None,
-) -> tuple[dict, Constraints, HashLock | None, str]:
-    """The selected layers, the constraint set, its hash-locked form and the command that reproduces the render."""
-    if constraints_path is not None and no_constraints:
-        raise TankError("give --constraints PATH or --no-constraints, not both")
-    if requirements_path is not None and no_constraints:
-        raise TankError(
-            "give --requirements PATH or --no-constraints, not both: the hash-locked set pins the constraints"
-        )
-    layers, warnings = plugin_layers(get_plugins())
-    chosen = select_layers(layers, plugins, without)
-
-    parts = ["puffer tank render"]
-    if plugins is not None:
-        parts.append("--plugins " + ",".join(sorted({p.strip() for p in plugins.split(",") if p.strip()})))
-    if without is not None:
-        parts.append("--without " + ",".join(sorted({p.strip() for p in without.split(",") if p.strip()})))
-    hashlock = None
-    if no_constraints:
-        constraints = Constraints.none()
-        parts.append("--no-constraints")
-    elif constraints_path is not None:
-        shown = _relative(constraints_path, root)
-        constraints = load_constraints(constraints_path, shown)
-        if shown != DEFAULT_CONSTRAINTS:
-            parts.append(f"--constraints {shown}")
-    elif need_constraints:
-        constraints = load_constraints(root / DEFAULT_CONSTRAINTS, DEFAULT_CONSTRAINTS)
-    else:
-        constraints = Constraints.none()
-    if constraints.source is not None:
-        hashlock = _hashlock(root, requirements_path, constraints, chosen)
-        if hashlock.path != DEFAULT_HASHLOCK:
-            parts.append(f"--requirements {hashlock.path}")
-    if output not in (None, "-", DEFAULT_OUTPUT):
-        parts.append(f"--output {output}")
-    command = DEFAULT_COMMAND if len(parts) == 1 else " ".join(parts)
-    for warning in warnings:  # once the selection stands: an error above is the one line printed
+def _print_warnings(warnings: list[str]) -> None:
+    for warning in warnings:
         console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
-    return chosen, constraints, hashlock, command
-
-
-def _hashlock(root: pathlib.Path, path: pathlib.Path | None, constraints: Constraints, layers: dict) -> HashLock:
-    """The hash-locked set to render with, checked to pin the constraint set and the plugins' pip needs."""
-    path = root / DEFAULT_HASHLOCK if path is None else path
-    shown = _relative(path, root)
-    if pathlib.PurePath(shown).is_absolute():
-        raise HashLockError(
-            f"--requirements {path}: give a file inside the checkout ({root}); layer 2 copies it from "
-            "the build context, which is the checkout"
-        )
-    hashlock = load_hashlock(path, shown)
-    hashlock.check_covers(constraints.lines, layers, local_projects(root), constraints.source or "")
-    return hashlock
 
 
 @click.group("tank", cls=TankGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -198,33 +129,35 @@ def render_cmd(
     """
     root = find_root()
     target = root / DEFAULT_OUTPUT if output is None else output
-    shown_output = "-" if str(output) == "-" else _relative(target, root)
-    layers, constraints, hashlock, command = _selection(
+    shown_output = "-" if str(output) == "-" else shown_path(target, root)
+    selection = select(
         root, plugins, without, constraints_path, no_constraints, output=shown_output,
         requirements_path=requirements_path,
     )  # fmt: skip
-    text = render_envs(layers, constraints, hashlock=hashlock, command=command)
+    _print_warnings(selection.warnings)  # once the selection stands: an error above is the one line printed
+    text = selection.render()
     if shown_output == "-":
         click.echo(text, nl=False)
         return
     if check:
         current = target.read_text(encoding="utf-8") if target.is_file() else ""
         if current == text:
-            console.print(f"{shown_output} is up to date ({', '.join(layers)})")
+            console.print(f"{shown_output} is up to date ({', '.join(selection.layers)})")
             return
         diff = difflib.unified_diff(
             current.splitlines(keepends=True), text.splitlines(keepends=True), shown_output, "rendered"
         )
         sys.stderr.writelines(list(diff)[:80])
-        console.print(f"[bold red]{shown_output} is out of date[/]: regenerate with {command}")
+        console.print(f"[bold red]{shown_output} is out of date[/]: regenerate with {selection.command}")
         sys.exit(1)
     target.parent.mkdir(parents=True, exist_ok=True)
     unchanged = target.is_file() and target.read_text(encoding="utf-8") == text
     if not unchanged:
         write_atomically(target, text.encode("utf-8"))
+    hashlock, constraints = selection.hashlock, selection.constraints
     hashed = f"; hash-locked by {hashlock.path} ({len(hashlock.entries)} packages)" if hashlock else "; NOT hash-locked"
     console.print(
-        f"{'unchanged' if unchanged else 'wrote'} {shown_output}: plugins {', '.join(layers)}; "
+        f"{'unchanged' if unchanged else 'wrote'} {shown_output}: plugins {', '.join(selection.layers)}; "
         f"constraints {constraints.source or 'none'} ({len(constraints.lines)} pins){hashed}"
     )
 
@@ -251,13 +184,12 @@ def compile_cmd(constraints_path: pathlib.Path | None, output: pathlib.Path | No
     """
     root = find_root()
     constraints_path = root / DEFAULT_CONSTRAINTS if constraints_path is None else constraints_path
-    shown = _relative(constraints_path, root)
+    shown = shown_path(constraints_path, root)
     constraints = load_constraints(constraints_path, shown)
     target = root / DEFAULT_HASHLOCK if output is None else output
-    shown_target = _relative(target, root)
-    layers, warnings = plugin_layers(get_plugins())
-    for warning in warnings:
-        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True)
+    shown_target = shown_path(target, root)
+    layers, warnings = installed_layers()
+    _print_warnings(warnings)
     roots, local = compile_roots(root, constraints.lines, layers)
     previous = target.read_text(encoding="utf-8") if target.is_file() else None
     if check:
@@ -285,50 +217,14 @@ def _check_hashlock(
 ) -> None:
     """`compile --check`: the file exists, lists the checkout's roots, and pins the constraint set."""
     hashlock = load_hashlock(target, shown)
-    if list(hashlock.roots) != roots:
-        added = sorted(set(roots) - set(hashlock.roots))
-        gone = sorted(set(hashlock.roots) - set(roots))
-        detail = "; ".join(
-            part
-            for part in (f"new roots: {', '.join(added)}" if added else "", f"gone: {', '.join(gone)}" if gone else "")
-            if part
-        )
+    drift = roots_drift(hashlock, roots)
+    if drift is not None:
         console.print(
-            f"[bold red]{shown} is out of date[/] ({detail or 'roots reordered'}): recompile with {COMPILE_COMMAND}",
-            soft_wrap=True,
+            f"[bold red]{shown} is out of date[/] ({drift}): recompile with {COMPILE_COMMAND}", soft_wrap=True
         )
         sys.exit(1)
     hashlock.check_covers(constraints.lines, layers, local, constraints.source or "")
     console.print(f"{shown} is up to date ({len(hashlock.entries)} packages from {len(roots)} roots)", soft_wrap=True)
-
-
-def _lock_constraints(
-    lock_path: pathlib.Path | None, network: str | None, root: pathlib.Path
-) -> tuple[bytes | None, str | None]:
-    """``--lock FILE`` as the constraints the build serves (the checkout's own projects left out),
-    and the base image the lock records (None for a lock written before they did)."""
-    if lock_path is None:
-        return None, None
-    if not lock_path.is_file():
-        raise TankError(f"--lock {lock_path}: no such file; write one with puffer tank lock IMAGE > FILE")
-    if network != "host":
-        raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
-    text = lock_path.read_text(encoding="utf-8")
-    return build_constraints(text, local_projects(root), str(lock_path)), lock_base_image(text)
-
-
-def _note_stale_render(
-    root: pathlib.Path, layers: dict, constraints: Constraints, hashlock: HashLock | None, command: str
-) -> None:
-    """Say so when the committed Dockerfile.envs is not what the installed plugins render."""
-    committed = root / DEFAULT_OUTPUT
-    rendered = render_envs(layers, constraints, hashlock=hashlock, command=command)
-    if not committed.is_file() or committed.read_text(encoding="utf-8") != rendered:
-        console.print(
-            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
-            "render (commit it after `nox -s tank`)",
-            soft_wrap=True,
-        )
 
 
 @tank.command("build")
@@ -401,63 +297,86 @@ def build_cmd(
     (/opt/puffertank/lock.txt and the label org.puffer.tank.lock); `puffer tank lock IMAGE`
     prints it.
     """
-    # deferred: the docker SDK loads only for commands that talk to an engine
-    from puffer_core.tank import build as builder
-
     root = find_root()
     # The arguments first: a typo should not wait for (or be hidden by) the engine.
     if no_torch and torch:
         raise TankError("give --torch REQUIREMENT or --no-torch, not both")
-    extra: dict[str, str] = {}
-    for pair in build_args:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--build-arg")
-        extra[key] = value
-    stages = builder.STAGES if stage == "all" else (stage,)
-    tags = builder.image_tags(tag)
-    lock_constraints, lock_base = _lock_constraints(lock_path, network, root)
+    extra = _key_values(build_args, "--build-arg")
+    stages = STAGES if stage == "all" else (stage,)
+    tags = image_tags(tag)
+    lock_constraints, lock_base = (None, None) if lock_path is None else lock_file_constraints(lock_path, network, root)
     if base_image is None and lock_base is not None and "base" in stages:
         base_image = lock_base
         console.print(f"[dim]note: layer 1 starts from the lock's base image {lock_base}[/]", soft_wrap=True)
-    layers, constraints, hashlock, command = _selection(
+    selection = select(
         root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages,
         requirements_path=requirements_path,
     )  # fmt: skip
-    client = builder.connect()
-    args, notes = builder.machine_build_args()
+    _print_warnings(selection.warnings)
+    client = connect()
+    args, notes = machine_build_args()
     args.update(extra)
     for note in notes:
         console.print(f"[dim]note: {note}[/]", soft_wrap=True)
-
-    if "envs" in stages and command == DEFAULT_COMMAND:
-        _note_stale_render(root, layers, constraints, hashlock, command)
-
-    plan = builder.BuildPlan(
+    if "envs" in stages and selection.command == DEFAULT_COMMAND and not selection.is_committed(root):
+        console.print(
+            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
+            "render (commit it after `nox -s tank`)",
+            soft_wrap=True,
+        )
+    plan = BuildPlan(
         root=root,
         stages=stages,
         tags=tags,
-        layers=layers,
-        constraints=constraints,
-        hashlock=hashlock,
+        layers=selection.layers,
+        constraints=selection.constraints,
+        hashlock=selection.hashlock,
         base_image=base_image,
         torch="" if no_torch else torch,
         ca_cert=ca_cert,
         network=network,
         no_cache=no_cache,
         build_args=args,
-        render_command=command,
+        render_command=selection.command,
         lock_constraints=lock_constraints,
     )
-    console.print(f"engine: {builder.engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(layers)}")
-    styles = {"step": "bold cyan", "meta": "dim", "log": "", "note": "yellow", "stage": "bold magenta", "done": "green"}
+    console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
+    _print_results(build(plan, client, _build_printer(quiet)))
+
+
+def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
+    """``KEY=VALUE`` pairs as a dict; a pair without ``=`` or key is a usage error naming ``option``."""
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        found[key] = value
+    return found
+
+
+BUILD_STYLES = {
+    "step": "bold cyan",
+    "meta": "dim",
+    "log": "",
+    "note": "yellow",
+    "stage": "bold magenta",
+    "done": "green",
+}
+
+
+def _build_printer(quiet: bool) -> Printer:
+    """The build's lines, styled by kind; ``--quiet`` keeps the steps and notes, not the log."""
 
     def out(kind: str, line: str) -> None:
         if quiet and kind in ("log", "meta"):
             return
-        console.print(line, style=styles.get(kind, ""), markup=False, soft_wrap=True)
+        console.print(line, style=BUILD_STYLES.get(kind, ""), markup=False, soft_wrap=True)
 
-    results = builder.build(plan, client, out)
+    return out
+
+
+def _print_results(results: list[StageResult]) -> None:
     table = Table(title="PufferTank")
     for column in ("layer", "image", "seconds", "size"):
         table.add_column(column)
@@ -512,51 +431,17 @@ def container_options(command: click.Command) -> click.Command:
     return command
 
 
-def _request(options: dict, command: tuple[str, ...], tty: bool, kind: str) -> tuple[container.RunRequest, str]:
-    """Check everything (arguments first, then the client, engine and image) into a request."""
-    user = container.parse_user(options["user"])
-    shm = container.check_shm_size(options["shm_size"])
-    env = container.check_env(options["env"])
-    caps = container.check_capabilities(options["cap_add"])
-    mount = container.check_mount(options["mount"], find_root)
-    client_path = container.docker_client_path()
-    # deferred: the docker SDK loads only for commands that talk to an engine
-    from puffer_core.tank.build import connect
-
-    client = connect()
-    container.check_image(client, options["image"])
-    gpus = container.gpu_decision(options["gpus"], client.info().get("Runtimes"))
+def _start(options: dict, command: tuple[str, ...], tty: bool, kind: str) -> None:
+    """Check everything into a request, say whether the GPUs pass, then become ``docker run``."""
+    request, client_path, gpus = container.prepare_run(
+        container.ContainerOptions(**options), command, tty, kind, find_root
+    )
     if not options["quiet"]:
         console.print(gpus.line(), markup=False, highlight=False, soft_wrap=True)
-    request = container.RunRequest(
-        image=options["image"],
-        mount=mount,
-        command=command,
-        user=user,
-        workdir=container.workdir_for(mount, pathlib.Path.cwd()),
-        tty=tty,
-        gpus=gpus.passed,
-        network=options["network"],
-        shm_size=shm,
-        env=env,
-        quiet=options["quiet"],
-        cap_add=caps,
-        kind=kind,
-    )
-    return request, client_path
-
-
-def _exec(request: container.RunRequest, client_path: str) -> None:
-    """Become ``docker run``: the terminal, signals and the exit code are then Docker's."""
     argv = container.docker_argv(request)
     if os.environ.get("PUFFER_TANK_ECHO"):  # what is about to run, for scripts and bug reports
         console.print(" ".join(argv), markup=False, soft_wrap=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execv(client_path, argv)
-    except OSError as exc:
-        raise TankError(f"cannot start {client_path}: {exc.strerror}") from None
+    container.exec_docker(client_path, argv)
 
 
 @tank.command("shell")
@@ -574,8 +459,7 @@ def shell_cmd(**options) -> None:
             "puffer tank shell needs a terminal (stdin is not a TTY); "
             "to run a command without one: puffer tank run -- CMD"
         )
-    request, client_path = _request(options, (), tty=True, kind="shell")
-    _exec(request, client_path)
+    _start(options, (), tty=True, kind="shell")
 
 
 @tank.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -592,8 +476,7 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
     if command[0].startswith("-"):
         raise TankError(f"{command[0]!r} is not an option of puffer tank run; put the command after --")
     tty = sys.stdin.isatty() and sys.stdout.isatty()
-    request, client_path = _request(options, command, tty=tty, kind="run")
-    _exec(request, client_path)
+    _start(options, command, tty=tty, kind="run")
 
 
 # -- locks --------------------------------------------------------------------------------------
@@ -615,9 +498,6 @@ def lock_cmd(image: str, as_json: bool) -> None:
     pip's install report); one installed from the checkout says so. Equal sha256 digests of
     two locks mean equal environments, bytes included. Rebuild: puffer tank build --lock FILE.
     """
-    # deferred: the docker SDK loads only for commands that talk to an engine
-    from puffer_core.tank.build import connect
-
     text, found = image_lock(connect(), image)
     packages = parse_lock(text, f"the lock of {image}")
     hashes = lock_hashes(text)
@@ -642,12 +522,3 @@ def lock_cmd(image: str, as_json: bool) -> None:
         highlight=False,
         soft_wrap=True,
     )
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m puffer_core.tank.cli``: the ``tank`` group without the rest of ``puffer``."""
-    tank.main(args=argv, prog_name="puffer tank")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,158 @@
+"""The common set proved: its plugins installed together in one joint cell, then constraints-common.txt.
+
+:mod:`puffer_core.matrix.common` chooses the members from the records; here the joint
+cell runs them together. When it fails, the plugins are added one at a time and those
+that break it are left out, with the reason. An unchanged plan (same members, cells and
+core) keeps the last joint cell's verdict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from puffer_core.matrix import common as common_mod
+from puffer_core.matrix.job import REPORTED, Job, requirement_names, run_job
+from puffer_core.matrix.model import DEFAULT_PYTHON
+from puffer_core.matrix.options import Reporter, RunOptions
+from puffer_core.matrix.plan import RUNNER_SCHEMA
+from puffer_core.matrix.processes import Processes
+from puffer_core.matrix.sources import PluginSource
+from puffer_core.matrix.store import ResultStore, atomic_write_text, now
+from puffer_core.matrix.wheels import Wheels
+
+__all__ = ["run_common"]
+
+
+@dataclass
+class _JointCells:
+    """Runs the joint cell (every member plugin installed together) of one common-set plan."""
+
+    options: RunOptions
+    store: ResultStore
+    sources: dict[str, PluginSource]  # the plugins with axes
+    python: str
+    uv: str
+    wheels: Wheels
+    core_hash: str
+    procs: Processes
+    report: Reporter
+
+    def input_hash(self, members: list[common_mod.Choice]) -> str:
+        data = {
+            "runner": RUNNER_SCHEMA,
+            "python": self.python,
+            "core_src": self.core_hash,
+            "members": [(m.plugin, m.cell, self.store.get(m.cell).input_hash, m.pins) for m in members],
+        }
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def job(self, members: list[common_mod.Choice]) -> Job:
+        reqs: dict[str, str] = {}
+        for member in members:
+            for name, version in member.pins.items():
+                reqs.setdefault(canonicalize_name(name), f"{name}=={version}")
+            for extra in member.extras:
+                reqs.setdefault(extra, extra)
+        reported = [n for m in members for n in m.pins] + list(REPORTED)
+        reported += [self.sources[m.plugin].distribution for m in members if self.sources[m.plugin].distribution]
+        reported += [n for m in members for n in requirement_names(m.extras)]
+        return Job(
+            id=f"common-py{self.python}",
+            python=self.python,
+            plugins=[self.sources[m.plugin] for m in members],
+            requirements=list(reqs.values()),
+            reported=reported,
+        )
+
+    def run(self, members: list[common_mod.Choice]) -> dict[str, Any]:
+        self.report("common-start", None, {"members": [m.plugin for m in members]})
+        result = run_job(self.job(members), self.options, self.uv, self.wheels, self.core_hash, self.procs)
+        joint = {
+            "id": f"common-py{self.python}",
+            "python": self.python,
+            "members": [m.plugin for m in members],
+            "outcome": result.outcome,
+            "seconds": result.seconds,
+            "resolved": result.resolved,
+            "error": result.error,
+            "log": result.log,
+            "input_hash": self.input_hash(members),
+            "finished_at": now(),
+        }
+        self.report("common", None, joint)
+        return joint
+
+    def largest_passing(
+        self, members: list[common_mod.Choice], dropped: dict[str, str]
+    ) -> tuple[list[common_mod.Choice], dict[str, Any] | None]:
+        """The members whose joint cell passes, and that cell; those left out go to ``dropped``."""
+        joint = self.run(members)
+        if joint["outcome"] == "pass":
+            return members, joint
+        if len(members) == 1:
+            dropped[members[0].plugin] = f"the joint cell fails ({joint['outcome']}): {joint['error']}"
+            return [], joint
+        # Find who breaks it: add the plugins one at a time, keep those that still pass.
+        kept: list[common_mod.Choice] = []
+        last_pass = None
+        for member in members:
+            trial = self.run([*kept, member])
+            if trial["outcome"] == "pass":
+                kept.append(member)
+                last_pass = trial
+            else:
+                dropped[member.plugin] = f"the joint cell with it fails ({trial['outcome']}): {trial['error']}"
+        return kept, last_pass or joint
+
+
+def run_common(
+    options: RunOptions,
+    store: ResultStore,
+    sources: dict[str, PluginSource],
+    current: dict[str, set[str]],
+    uv: str,
+    wheels: Wheels,
+    core_hash: str,
+    procs: Processes,
+    report: Reporter,
+) -> dict[str, Any]:
+    """Choose the common set from the records, prove it in a joint cell, write constraints-common.txt."""
+    python = DEFAULT_PYTHON
+    with_axes = {name: src for name, src in sources.items() if src.axes is not None}
+    plan = common_mod.choose_common(
+        store.records(),
+        with_axes,
+        builtins=[n for n, s in with_axes.items() if s.builtin],
+        python=python,
+        current=current,
+    )
+    previous = store.data.get("common") or {}
+    dropped = dict(plan.dropped)
+    cells = _JointCells(options, store, with_axes, python, uv, wheels, core_hash, procs, report)
+    plan_hash = cells.input_hash(plan.members) if plan.members else "empty"
+    if previous.get("plan_hash") == plan_hash and not options.force and "members" in previous:
+        atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(previous))
+        return previous  # same members, same cells, same core: the joint cell's verdict stands
+    members, joint = cells.largest_passing(list(plan.members), dropped) if plan.members else ([], None)
+    section = {
+        "python": python,
+        "plan_hash": plan_hash,
+        "members": [
+            {
+                **m.to_json(),
+                "distribution": with_axes[m.plugin].distribution,
+                "package": with_axes[m.plugin].axes.package,
+            }
+            for m in members
+        ],
+        "dropped": dict(sorted(dropped.items())),
+        "joint": joint,
+    }
+    store.update(common=section)
+    atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(section))
+    return section

@@ -1,0 +1,205 @@
+"""Which cells a run must run: the selection checked, each cell's input hash against its record.
+
+A cell whose input hash (cell, plugin source, core source, runner schema) matches its
+record is skipped unless ``--force``; an excluded (known-bad) cell is recorded, not run;
+rows of cells and plugins that are gone are pruned from results.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import subprocess
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from puffer_core.matrix.environment import cell_environment, check_pass_env
+from puffer_core.matrix.job import JobResult
+from puffer_core.matrix.model import Cell, cells_for, select_cells, version_key
+from puffer_core.matrix.options import RunOptions
+from puffer_core.matrix.sources import PluginSource, discover
+from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
+from puffer_core.specs import PYTHON_VERSION_RE
+
+__all__ = ["RUNNER_SCHEMA", "Plan", "cell_input_hash", "cell_record", "plan_cells", "select_plugins", "split_values"]
+
+#: Bump when what a cell does changes in a way that invalidates old results.
+RUNNER_SCHEMA = 2  # 2: cells see an allowlisted environment
+
+
+def split_values(values: Iterable[str]) -> list[str]:
+    """Repeated options and comma lists as one list: ``("a,b", "c")`` → ``["a", "b", "c"]``."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def cell_input_hash(cell: Cell, plugin_hash: str, core_hash: str) -> str:
+    data = {
+        "runner": RUNNER_SCHEMA,
+        "cell": cell.to_json(),
+        "plugin_src": plugin_hash,
+        "core_src": core_hash,
+    }
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def select_plugins(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, PluginSource]]:
+    """Every plugin with compat axes, and the ones this run selects; bad selections refused."""
+    options.plugins = split_values(options.plugins)
+    options.pythons = split_values(options.pythons)
+    options.pass_env = check_pass_env(split_values(options.pass_env))
+    for py in options.pythons:
+        if not PYTHON_VERSION_RE.match(py):
+            raise MatrixError(f"--python {py!r} is not a Python 3 version: write versions like 3.12")
+    sources = discover(options.plugins_dir, include_builtins=options.builtins)
+    unknown = [name for name in options.plugins if name not in sources]
+    if unknown:
+        raise MatrixError(
+            f"no plugin named {', '.join(map(repr, unknown))} declares compat axes; "
+            f"known: {', '.join(sources) or 'none'} (plugins are read from {options.plugins_dir})"
+        )
+    selected = {name: src for name, src in sources.items() if not options.plugins or name in options.plugins}
+    _check_pythons_declared(options.pythons, selected)
+    return sources, selected
+
+
+def _check_pythons_declared(pythons: list[str], selected: dict[str, PluginSource]) -> None:
+    """Refuse a ``--python`` that no selected plugin lists: it would select no cell, silently."""
+    declared = {py for src in selected.values() if src.axes is not None for py in src.axes.python}
+    unknown = [py for py in pythons if py not in declared]
+    if unknown and declared:
+        raise MatrixError(
+            f"--python {', '.join(unknown)}: no selected plugin lists it in its compat axes, so no cell "
+            f"would run; they list {', '.join(sorted(declared, key=version_key))}"
+        )
+
+
+@dataclass
+class Plan:
+    """The cells to run with their input hashes, every plugin's current cell ids, and what was not run."""
+
+    todo: list[tuple[Cell, str, PluginSource]] = field(default_factory=list)
+    current: dict[str, set[str]] = field(default_factory=dict)
+    skipped: int = 0
+    excluded: int = 0
+    outcomes: Counter = field(default_factory=Counter)  # of the cells not run: excluded and unchanged
+    warnings: list[str] = field(default_factory=list)
+
+
+def plan_cells(
+    options: RunOptions,
+    store: ResultStore,
+    sources: dict[str, PluginSource],
+    selected: dict[str, PluginSource],
+    core_hash: str,
+    uv: str,
+) -> Plan:
+    """The run's plan; records excluded cells and prunes rows of cells and plugins that are gone."""
+    plan = Plan()
+    if options.builtins and not options.plugins:
+        # A plugin folder that is gone takes its rows with it (a filtered run cannot tell).
+        for gone in sorted(set(store.data["plugins"]) - set(sources)):
+            store.data["plugins"].pop(gone, None)
+            store.prune(gone, set())
+    for name, source in sources.items():
+        store.data["plugins"][name] = _plugin_meta(source, options)
+        if source.axes is None:
+            if name in selected:
+                plan.warnings.append(f"plugin {name} could not be loaded, so it has no cells: {source.error}")
+            continue
+        all_cells = cells_for(name, source.axes)
+        plan.current[name] = {c.id for c in all_cells}
+        store.prune(name, plan.current[name])
+        if name not in selected:
+            continue
+        plugin_hash = source.tree_hash()
+        for cell in select_cells(all_cells, options.pythons, options.quick):
+            input_hash = cell_input_hash(cell, plugin_hash, core_hash)
+            if _needs_run(cell, input_hash, store, options, uv, plan):
+                plan.todo.append((cell, input_hash, source))
+    return plan
+
+
+def _needs_run(cell: Cell, input_hash: str, store: ResultStore, options: RunOptions, uv: str, plan: Plan) -> bool:
+    """Whether ``cell`` must run; an excluded cell is recorded, an unchanged one counted."""
+    old = store.get(cell.id)
+    if cell.excluded is not None:
+        plan.excluded += 1
+        plan.outcomes["excluded"] += 1
+        if old is None or old.input_hash != input_hash or old.outcome != "excluded" or options.force:
+            store.put(cell_record(cell, input_hash, None, excluded=True))
+        return False
+    unchanged = old is not None and old.input_hash == input_hash and old.outcome != "excluded"
+    if (
+        unchanged
+        and old.outcome == "interpreter-missing"
+        and _interpreter_found(uv, cell.python, tuple(options.pass_env))
+    ):
+        unchanged = False  # the interpreter has appeared since: worth a real try
+    if unchanged and not options.force:
+        plan.skipped += 1
+        plan.outcomes[old.outcome] += 1
+        return False
+    return True
+
+
+@functools.cache
+def _interpreter_found(uv: str, python: str, pass_env: tuple[str, ...] = ()) -> bool:
+    env = cell_environment("install", pass_env)
+    try:
+        proc = subprocess.run([uv, "python", "find", "--", python], capture_output=True, env=env, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def _plugin_meta(source: PluginSource, options: RunOptions) -> dict[str, Any]:
+    """The plugin's row of results.json: where it comes from and its axes."""
+    axes = source.axes
+    meta: dict[str, Any] = {
+        "source": "builtin" if source.builtin else options.shown(source.path),
+        "distribution": source.distribution,
+        "error": source.error,
+    }
+    if axes is not None:
+        meta.update(
+            package=axes.package,
+            versions=list(axes.versions),
+            python=list(axes.python),
+            pins={version: dict(pins) for version, pins in axes.pins.items()},
+            axes={name: list(values) for name, values in axes.axes.items()},
+            extras=list(axes.extras),
+            known_bad=[{"when": dict(bad.when), "reason": bad.reason} for bad in axes.known_bad],
+        )
+    return meta
+
+
+def cell_record(cell: Cell, input_hash: str, result: JobResult | None, excluded: bool = False) -> CellRecord:
+    """The record results.json keeps of ``cell``: its job's result, or its exclusion reason."""
+    data = cell.to_json()
+    record = CellRecord(
+        id=cell.id,
+        plugin=cell.plugin,
+        python=cell.python,
+        package=cell.package,
+        version=cell.version,
+        pins=data["pins"],
+        companions=data["companions"],
+        axes=data["axes"],
+        extras=data["extras"],
+        row=cell.row,
+        outcome="excluded" if excluded else result.outcome,
+        input_hash=input_hash,
+        finished_at=now(),
+    )
+    if excluded:
+        record.error = cell.excluded
+    else:
+        record.seconds = result.seconds
+        record.resolved = result.resolved
+        record.error = result.error
+        record.log = result.log
+        record.envs = result.envs
+    return record
