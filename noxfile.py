@@ -194,7 +194,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """The standard benchmark set, PufferLib 3.0 included; writes bench-results/bench.json and bench.md."""
+    """The standard benchmark set, PufferLib 3.0 included: one dated JSON run in bench-results/ (commit it),
+    then docs/performance.md and README.md's performance table regenerated from every run there.
+
+    `nox -s bench -- DIR` writes the run into DIR instead and regenerates nothing (a scratch run).
+    """
     install_project(session)
     if install_torch(session):
         install_pufferlib(session)
@@ -203,6 +207,8 @@ def bench(session: nox.Session) -> None:
     # Three interleaved rounds of 2 s: this machine's speed swings by tens of percent from
     # minute to minute, and a setting's best round is its figure.
     session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2")
+    if not session.posargs:
+        session.run("python", "-m", "puffer_core.bench.results")
 
 
 @nox.session(python=DEFAULT_PYTHON, reuse_venv=True)
