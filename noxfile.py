@@ -1,4 +1,4 @@
-"""Nox sessions: tests, lint, tests_gym026, tests_torch, bench, compat, tank.
+"""Nox sessions: tests, lint, tests_gym026, tests_torch, docs, bench, compat, tank.
 
 The default sessions (`nox -s lint tests tests_gym026 tests_torch`) are the README's test
 command and what `.ci/run` calls.
@@ -190,6 +190,20 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/, mkdocs.yml) built into site/ with --strict: a link to a missing
+    page or anchor, a page left out of the navigation or an API reference to a missing name fails it.
+
+    Not a default session: the README's test command runs tests/test_docs.py, which checks the links
+    without building. mkdocstrings reads the docstrings from the source, so only the docs extra is
+    installed, not the project.
+    """
+    pyproject = nox.project.load_toml(str(ROOT / "pyproject.toml"))
+    session.install(*pyproject["project"]["optional-dependencies"]["docs"], env=uv_env())
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session(python=DEFAULT_PYTHON)

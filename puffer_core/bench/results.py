@@ -337,10 +337,15 @@ def render_page(runs: list[dict[str, Any]]) -> str:
         "- **lock-step ceiling**: the same processes waiting for each other after every batch, the most that "
         "synchronous (full-batch) stepping can reach.",
         "- **AsyncVectorEnv**: gymnasium's, with shared memory. **PufferLib**: PufferLib 3.0's vectorization "
-        "(the `pufferlib-core` wheel), at its usual settings.",
-        "- The emulation rows time the emulated env's step against the raw env's in one process, interleaved "
-        "(`python -m puffer_core.bench.emulation`); the adapter rows alternate `to_gymnasium` / `to_sb3` with "
-        "the vector env they wrap.",
+        "at its usual settings, from the `pufferlib-core` wheel (`nox -s bench` installs it; the `pufferlib` "
+        "sdist cannot be built offline).",
+        "- **emulated single env**: the emulated env's step time over the raw env's, in one process, "
+        "interleaved (`python -m puffer_core.bench.emulation`): with episode statistics (what the backends "
+        "step), without them, and, for envs with a 1-D Box observation and a Discrete action, the *floor*: a "
+        "loop written out by hand that does only what an emulator with episode statistics must.",
+        "- **adapters**: `to_gymnasium` / `to_sb3` alternating with the vector env they wrap; "
+        "**check_actions**: `send`'s action checks on, alternating with them off; **on_fault='restart'**: "
+        "seconds from a worker's SIGKILL to the next batch.",
         "",
         "Why NetHack scales less than the other workloads on few cores: the NetHack plugin's README "
         '(`plugins/nethack/README.md`, "Why NetHack scales poorly on few cores").',
