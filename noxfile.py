@@ -1,4 +1,4 @@
-"""Nox sessions: tests, quick, lint, tests_gym026, tests_torch, bench, compat, tank.
+"""Nox sessions: tests, quick, lint, tests_gym026, tests_torch, docs, bench, compat, tank.
 
 The default sessions (`nox -s lint tests tests_gym026 tests_torch`) are the README's test
 command and what `.ci/run` calls: everything, slow tests included. `nox -s quick` is the loop
@@ -224,8 +224,26 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=DEFAULT_PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site (docs/, mkdocs.yml) built into site/ with --strict: a link to a missing
+    page or anchor, a page left out of the navigation or an API reference to a missing name fails it.
+
+    Not a default session: the README's test command runs tests/test_docs.py, which checks the links
+    without building. mkdocstrings reads the docstrings from the source, so only the docs extra is
+    installed, not the project.
+    """
+    pyproject = nox.project.load_toml(str(ROOT / "pyproject.toml"))
+    session.install(*pyproject["project"]["optional-dependencies"]["docs"], env=uv_env())
+    session.run("mkdocs", "build", "--strict", *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=DEFAULT_PYTHON)
 def bench(session: nox.Session) -> None:
-    """The standard benchmark set, PufferLib 3.0 included; writes bench-results/bench.json and bench.md."""
+    """The standard benchmark set, PufferLib 3.0 included: one dated JSON run in bench-results/ (commit it),
+    then docs/performance.md and README.md's performance table regenerated from every run there.
+
+    `nox -s bench -- DIR` writes the run into DIR instead and regenerates nothing (a scratch run).
+    """
     install_project(session)
     if install_torch(session):
         install_pufferlib(session)
@@ -234,6 +252,8 @@ def bench(session: nox.Session) -> None:
     # Three interleaved rounds of 2 s: this machine's speed swings by tens of percent from
     # minute to minute, and a setting's best round is its figure.
     session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2")
+    if not session.posargs:
+        session.run("python", "-m", "puffer_core.bench.results")
 
 
 @nox.session(python=DEFAULT_PYTHON, reuse_venv=True)

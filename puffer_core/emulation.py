@@ -184,16 +184,53 @@ class _LayoutMethods:
     env: Any
 
     def unflatten_observation(self, x: Any) -> Any:
-        """Zero-copy nested views of flat observation(s) ``x`` (shape ``(..., N)``)."""
+        """The observation tree the raw env gave, as zero-copy views of flat observation(s).
+
+        Args:
+            x: One flat observation, or a batch of shape ``(..., N)``: leading dims are kept
+                on every leaf.
+
+        Returns:
+            Nested dicts / tuples of numpy views into ``x``, each leaf of its space's dtype.
+
+        Raises:
+            SpaceError: ``x`` does not have this env's flat size, or its last axis is not
+                contiguous (a view could not be taken without a copy).
+        """
         return self.obs_layout.unflatten(x)
 
     def flatten_observation(self, obs: Any) -> np.ndarray:
         return self.obs_layout.flatten(obs)
 
     def flatten_action(self, action: Any) -> Any:
+        """The flat action for a nested action of the raw env.
+
+        Args:
+            action: An action of the raw env's action space, or a batch (leading dims on
+                every leaf).
+
+        Returns:
+            The flat action (an int or int array for a bare Discrete, else an array of
+            ``action_space``'s dtype, leading dims kept).
+
+        Raises:
+            SpaceError: A leaf is missing or has the wrong shape, named by its path.
+        """
         return self.action_layout.flatten(action)
 
     def unflatten_action(self, x: Any) -> Any:
+        """The nested action the raw env expects, from a flat action.
+
+        Args:
+            x: A flat action, or a batch of shape ``(..., N)``. Discrete leaves of a
+                continuous tree are rounded and clipped back into their range.
+
+        Returns:
+            The action tree (leading dims kept), with each leaf's ``start`` restored.
+
+        Raises:
+            SpaceError: ``x`` does not have this env's flat action size.
+        """
         return self.action_layout.unflatten(x)
 
     def render(self) -> Any:
@@ -223,7 +260,20 @@ class _LayoutMethods:
 
 
 class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
-    """A Gymnasium env with a flat 1-D observation (written into ``buf``) and a flat action space."""
+    """A Gymnasium env with a flat 1-D observation (written into ``buf``) and a flat action space.
+
+    ``puffer_core.make`` returns one for every single-agent env. The observation tree lies in
+    one aligned numpy structured dtype (``obs_dtype``); all-discrete actions become one
+    ``MultiDiscrete`` (a bare ``Discrete`` stays), trees with a Box leaf one ``Box``.
+
+    Args:
+        env: A Gymnasium env with any observation and action space tree.
+        buf: The buffers to write into (rows of shared memory in a vector env); default: its own.
+
+    Raises:
+        SpaceError: A leaf cannot be flattened (Text, Sequence, Graph), named by its path, or
+            ``buf`` does not fit the observation space.
+    """
 
     def __init__(self, env: Any, buf: Buffers | None = None):
         self.env = env
@@ -286,6 +336,15 @@ class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
         self._compile()
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Reset the env.
+
+        Args:
+            seed: Passed to the env's ``reset``.
+            options: Passed to the env's ``reset``.
+
+        Returns:
+            ``(observation, info)``: a copy of the flat observation, and the env's info.
+        """
         ob, info = self.env.reset(seed=seed, options=options)
         self._store_obs(ob)
         buf = self.buf
@@ -296,19 +355,23 @@ class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
         return self._obs.copy(), info
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
-        """Step with a flat action; writes obs, reward, terminal and truncation into ``buf`` and
-        returns a copy of the observation.
+        """Step with a flat action; writes obs, reward, terminal and truncation into ``buf``.
 
-        Replaced per instance by a compiled closure doing exactly this (see ``_compile``).
+        Args:
+            action: A flat action (``flatten_action`` of the raw env's action).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)``, the observation a copy;
+            the info is empty except at an episode's end (``episode_return``,
+            ``episode_length`` and the plugin's statistics).
         """
         ob, reward, terminated, truncated, info = self.step_in_place(action)
         return ob.copy(), reward, terminated, truncated, info
 
     def step_in_place(self, action: Any) -> tuple[np.ndarray, Any, Any, Any, dict]:
-        """``step`` returning the buffer row itself (overwritten by the next step), not a copy.
-
-        Replaced per instance by a compiled closure doing exactly this (see ``_compile``).
-        """
+        """``step`` returning the buffer row itself (overwritten by the next step), not a copy:
+        what the vector backends call."""
+        # Replaced per instance by a compiled closure doing exactly this (see ``_compile``), as is ``step``.
         ob, reward, terminated, truncated, info = self.env.step(self._to_env_action(action))
         self._store_obs(ob)
         self.buf.rewards[0] = reward
@@ -324,7 +387,20 @@ class GymnasiumEmulator(_LayoutMethods, gymnasium.Env):
 
 
 class PettingZooEmulator(_LayoutMethods):
-    """A PettingZoo Parallel env (AEC envs are converted) as fixed agent rows with a live mask."""
+    """A PettingZoo Parallel env (AEC envs are converted) as fixed agent rows with a live mask.
+
+    Each of ``possible_agents`` owns a row: observations are ``(num_agents, N)``, rewards,
+    terminals and truncations per row, and ``mask`` says which rows hold a live agent.
+
+    Args:
+        env: A PettingZoo Parallel or AEC env.
+        buf: The buffers to write into (rows of shared memory in a vector env); default: its own.
+
+    Raises:
+        APIUsageError: The env has no ``possible_agents``.
+        SpaceError: The agents' observation or action spaces do not flatten to one layout, or
+            a leaf cannot be flattened.
+    """
 
     def __init__(self, env: Any, buf: Buffers | None = None):
         env = to_parallel(env)
@@ -416,6 +492,16 @@ class PettingZooEmulator(_LayoutMethods):
         return list(self.env.agents)
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """Reset the env; the rows of the agents it reports become live.
+
+        Args:
+            seed: Passed to the env's ``reset``.
+            options: Passed to the env's ``reset``.
+
+        Returns:
+            ``(observations, infos)``: a copy of the ``(num_agents, N)`` observations (dead
+            rows zero) and the non-empty infos by agent.
+        """
         obs, infos = self.env.reset(seed=seed, options=options)
         buf = self.buf
         buf.observations[...] = 0
@@ -432,8 +518,20 @@ class PettingZooEmulator(_LayoutMethods):
         return buf.observations.copy(), {agent: info for agent, info in (infos or {}).items() if info}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        """Step every live agent with its row of ``actions`` (rows of dead slots are ignored);
-        returns copies of the per-slot arrays."""
+        """Step every live agent with its row of ``actions``.
+
+        Args:
+            actions: One flat action row per slot, ``(num_agents, ...)``; rows of dead slots
+                are ignored but must be present.
+
+        Returns:
+            ``(observations, rewards, terminals, truncations, infos)``: copies of the per-slot
+            arrays, and the infos by agent. A row stays live on its agent's last step, then
+            is zeroed and masked.
+
+        Raises:
+            APIUsageError: ``actions`` does not have one row per slot.
+        """
         obs, rewards, terminals, truncations, infos = self.step_in_place(actions)
         return obs.copy(), rewards.copy(), terminals.copy(), truncations.copy(), infos
 

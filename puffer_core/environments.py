@@ -108,7 +108,23 @@ def _kwargs_error(spec: EnvSpec, rejected: list[str], exc: TypeError) -> APIUsag
 
 
 def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> Any:
-    """The env after adaptation and the plugin's wrappers, before postprocess and emulation."""
+    """The env after adaptation and the plugin's wrappers, before postprocess and emulation.
+
+    Args:
+        env_id: A registered id, ``"<plugin>/<name>"`` (``puffer envs`` lists them).
+        plugins: The plugin set to look the id up in (default: the installed plugins).
+        **kwargs: Creator kwargs, on top of the spec's defaults.
+
+    Returns:
+        The raw env, speaking the Gymnasium or the PettingZoo Parallel API.
+
+    Raises:
+        UnknownEnvError: No loaded plugin provides ``env_id`` (the message lists close ids).
+        MissingDependencyError: The env's own package is not installed (the message says
+            what to install).
+        APIUsageError: The creator does not take one of ``kwargs``.
+        PluginError: The id is declared twice, or no adapter converts the created env.
+    """
     plugins = get_plugins() if plugins is None else plugins
     spec = plugins.get_spec(env_id)
     env = _create(spec, kwargs)
@@ -129,7 +145,23 @@ def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> An
 
 
 def make(env_id: str, **kwargs: Any) -> Any:
-    """The emulated env for ``env_id``: a GymnasiumEmulator or PettingZooEmulator."""
+    """The emulated env for ``env_id``: the raw env with episode statistics, flattened.
+
+    Args:
+        env_id: A registered id, ``"<plugin>/<name>"`` (``puffer envs`` lists them).
+        **kwargs: Creator kwargs, on top of the spec's defaults.
+
+    Returns:
+        A ``GymnasiumEmulator`` (one agent) or a ``PettingZooEmulator`` (several).
+
+    Raises:
+        UnknownEnvError: No loaded plugin provides ``env_id``.
+        MissingDependencyError: The env's own package is not installed.
+        APIUsageError: The creator does not take one of ``kwargs``.
+        PluginError: The id is declared twice, or no adapter converts the created env.
+        SpaceError: The observation or action space has a leaf that cannot be flattened
+            (Text, Sequence, Graph), named by its path.
+    """
     env = make_raw(env_id, **kwargs)
     return emulate_with_stats(env, step_info_keys=get_plugins().get_spec(env_id).step_info_keys)
 

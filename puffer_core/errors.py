@@ -26,7 +26,13 @@ class PufferError(Exception):
 
 
 class PluginError(PufferError):
-    """A plugin failed to import, returned a bad hook value, or clashes with another."""
+    """A plugin failed to import, returned a bad hook value, or clashes with another.
+
+    Args:
+        message: One line naming the plugin, what is wrong and the fix.
+        plugin: The plugin at fault.
+        field: The spec field or hook at fault (``"id"``, ``"api"``, …).
+    """
 
     def __init__(self, message: str, plugin: str | None = None, field: str | None = None):
         super().__init__(message)
@@ -35,7 +41,14 @@ class PluginError(PufferError):
 
 
 class WorkerError(PufferError):
-    """A vector worker raised, died or went silent; names the worker, env and cause."""
+    """A vector worker raised, died or went silent; names the worker, env and cause.
+
+    Args:
+        message: One line naming the worker, the env and the cause, with the env's traceback.
+        worker: The worker's index.
+        env_index: The env's index in the vector env.
+        cause: What happened (the env's exception, the signal, the timeout).
+    """
 
     def __init__(
         self,
@@ -53,7 +66,12 @@ class WorkerError(PufferError):
 class EnvCallError(PufferError):
     """A method called on the envs of a vector env (``call``, ``env_method``) raised there.
 
-    The envs stay usable; the message names the env and carries the traceback."""
+    The envs stay usable; the message names the env and carries the traceback.
+
+    Args:
+        message: The env and its exception, with the traceback.
+        env_index: The env whose call raised.
+    """
 
     def __init__(self, message: str, env_index: int | None = None):
         super().__init__(message)

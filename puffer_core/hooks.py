@@ -25,6 +25,12 @@ PROJECT = "puffer"
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+"""The marker a plugin decorates its hook implementations with: ``@puffer_core.hookimpl``.
+
+A pluggy ``HookimplMarker`` for the project ``puffer``; it takes pluggy's options
+(``@hookimpl(tryfirst=True)``, ``hookwrapper``, …). The hooks and what they return: the
+hook reference (``docs/hooks.md``).
+"""
 
 
 @hookspec

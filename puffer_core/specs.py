@@ -80,7 +80,29 @@ def _check_str_tuple(plugin: str, what: str, name: str, value: Any) -> tuple[str
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """One environment a plugin provides; ``creator(**kwargs)`` builds the raw env."""
+    """One environment a plugin provides; ``creator(**kwargs)`` builds the raw env.
+
+    What ``puffer_envs`` returns, one per env. Values are checked once, when the plugin
+    loads: a bad one makes that plugin fail with a ``PluginError`` naming it and the field.
+
+    Args:
+        id: ``"<plugin>/<name>"``, the plugin part lower-case (``nethack/score``).
+        creator: Builds the raw env from ``kwargs`` (merged with the caller's); it imports
+            the environment's package itself, so listings work without it.
+        kwargs: Default creator kwargs.
+        api: What the raw env speaks: ``"gymnasium"``, ``"gym"``, ``"pettingzoo"``,
+            ``"pettingzoo-aec"``, or an adapter plugin's own name.
+        description: One line for ``puffer envs``.
+        requires: What the creator needs, checked before it is called: import names
+            (``"nle"``) or requirements with a version (``"ale-py>=0.9"``).
+        install_hint: What to run when ``requires`` is missing (``pip install nle``).
+        step_info_keys: Info keys kept on resets and ordinary steps; every other info entry
+            waits for the episode's end.
+        render_kwargs: Per render mode (``"rgb_array"``, ``"ansi"``), the creator kwargs that
+            turn it on (default ``{"render_mode": mode}``).
+        render_fps: Frames per second a recording plays at, one frame per step (None: the
+            env's ``metadata["render_fps"]``).
+    """
 
     id: str
     creator: Callable[..., Any]
@@ -149,7 +171,15 @@ class EnvSpec:
 
 @dataclass(frozen=True)
 class BuildStage:
-    """A separate Docker build stage whose results are copied into the env layer."""
+    """A separate Docker build stage whose results are copied into the env layer.
+
+    Args:
+        name: The stage's name (``[a-z0-9_.-]``, starting with a letter).
+        base: Its base image, by digest (a tag is refused when the tank is rendered).
+        run: Shell commands, one RUN line each.
+        artifacts: Absolute paths built in the stage and copied into the environment layer.
+        apt: Debian packages the stage installs first.
+    """
 
     name: str
     base: str
@@ -161,7 +191,15 @@ class BuildStage:
 
 @dataclass(frozen=True)
 class DockerLayer:
-    """What a plugin needs in PufferTank's environment layer."""
+    """What a plugin needs in PufferTank's environment layer (what ``puffer_docker_layer`` returns).
+
+    Args:
+        apt: Debian packages.
+        run: Shell commands, one RUN line each (no newlines, heredocs, FROM or USER).
+        env: Environment variables of the image.
+        pip: Requirements installed with the common constraint set.
+        stages: Separate build stages whose artifacts are copied in.
+    """
 
     apt: tuple[str, ...] = ()
     run: tuple[str, ...] = ()
@@ -251,7 +289,13 @@ def _check_step(plugin: str, what: str, name: str, step: str) -> None:
 
 @dataclass(frozen=True)
 class KnownBad:
-    """A combination known not to work: ``when`` maps a package (or ``python``) to a specifier."""
+    """A combination known not to work, recorded as excluded from the matrix with its reason.
+
+    Args:
+        when: Package name (or ``"python"``) → version specifier; the combination matches
+            when every one does.
+        reason: Why it does not work, shown in the matrix.
+    """
 
     when: Mapping[str, str]
     reason: str
@@ -268,12 +312,17 @@ class KnownBad:
 
 @dataclass(frozen=True)
 class CompatAxes:
-    """The versions the compatibility matrix must try for one plugin.
+    """The versions the compatibility matrix must try for one plugin (what ``puffer_compat_axes`` returns).
 
-    ``package`` is the plugin's environment package (the rows of its table) and
-    ``versions`` its versions. ``pins`` fixes companion packages per version (nle 1.3.0
-    pins gymnasium 1.2.0), ``axes`` adds further packages whose versions multiply the
-    cells, and ``known_bad`` lists combinations recorded as excluded with a reason.
+    Args:
+        package: The plugin's environment package (the rows of its table).
+        versions: The versions of ``package`` to try.
+        python: The Pythons to try.
+        pins: Per version of ``package``, companion packages fixed with it (nle 1.3.0 pins
+            gymnasium 1.2.0).
+        axes: Further packages whose versions multiply the cells.
+        known_bad: Combinations recorded as excluded, with their reason.
+        extras: Requirements installed in every cell (``pettingzoo[butterfly]``).
     """
 
     package: str

@@ -26,28 +26,26 @@ round (``puffer_core.timing.run_rounds``), which makes the comparison robust to 
 machine.
 
 ``run_standard(out_dir)`` runs the standard set (CartPole, and Breakout / NetHack when
-their plugins and packages are installed) and writes ``bench.json`` and ``bench.md``.
+their plugins and packages are installed) and stores it as one dated JSON file
+(``puffer_core.bench.results``, which also renders the pages made from such files).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import json
 import os
 import platform
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 from puffer_core._multiagent import is_multiagent
-from puffer_core.atomic import write_atomically
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
 from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.peers import PUFFERLIB_INSTALL, peer_cases, pufferlib_version
+from puffer_core.bench.results import write_run
 from puffer_core.environments import make_raw, unavailable_reason
 from puffer_core.timing import Progress, Turn, error_summary, run_rounds, time_raw
 from puffer_core.vector.checks import available_cpus
@@ -237,9 +235,10 @@ def format_ratio(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}×"
 
 
-def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = None) -> str:
+def render_markdown(results: dict[str, list[dict]], notes: list[str] | None = None, machine: dict | None = None) -> str:
+    """A Markdown report of ``results`` measured on ``machine`` (default: this one)."""
     lines = ["# Puffer Core vectorization benchmark", ""]
-    meta = _machine()
+    meta = machine or _machine()
     lines.append(
         f"Machine: {meta['cpus']} CPUs, Python {meta['python']}, {meta['platform']}. "
         "Steps/second count agent steps; ratios are over the same run's baseline."
@@ -290,17 +289,15 @@ def run_standard(
     include_training: bool = True,
     include_uneven: bool = True,
 ) -> dict:
-    """Run the standard set; write ``bench.json`` and ``bench.md`` into ``out_dir``.
+    """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.results.write_run``).
 
-    Returns the JSON document. Envs whose plugin or package is missing are listed under
+    Returns the stored document. Envs whose plugin or package is missing are listed under
     ``skipped`` rather than failing the run. ``include_training`` adds the training section
     (``puffer_core.bench.training``) when torch, matplotlib and Stable-Baselines3 import;
     ``include_uneven`` the uneven-cores section (``puffer_core.bench.uneven``: synchronous
     against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
     and at least two rounds.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
     for env_id, num_envs in (envs or STANDARD).items():
@@ -323,21 +320,5 @@ def run_standard(
             notes.append(f"training section skipped: needs {', '.join(missing)} (pip install 'puffer-core[train,sb3]')")
         else:
             training = bench_training.run_training(progress=progress)
-    document = {
-        "machine": _machine(),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "seconds": seconds,
-        "rounds": rounds,
-        "results": results,
-        "uneven": uneven,
-        "training": training,
-        "skipped": notes,
-    }
-    write_atomically(out / "bench.json", (json.dumps(document, indent=2) + "\n").encode())
-    markdown = render_markdown(results, notes)
-    if uneven is not None:
-        markdown += "\n" + bench_uneven.render_markdown(uneven)
-    if training is not None:
-        markdown += "\n" + bench_training.render_markdown(training)
-    write_atomically(out / "bench.md", markdown.encode())
-    return document
+    sections = {"seconds": seconds, "rounds": rounds, "results": results, "uneven": uneven, "training": training}
+    return write_run(out_dir, {**sections, "skipped": notes})

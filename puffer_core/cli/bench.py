@@ -59,8 +59,9 @@ def bench_cmd(
     AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
     says how to install it), plus the emulation overhead of one env. Ratios are
     against the peers of the same run.
-    --standard DIR runs the standard set (what `nox -s bench` runs) and writes
-    DIR/bench.json and DIR/bench.md, with a training section: seconds to solve CartPole
+    --standard DIR runs the standard set (what `nox -s bench` runs) and stores it as
+    DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the docs' tables from
+    such files), with a training section: seconds to solve CartPole
     with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
     steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
     extras). --training runs that section alone.
@@ -110,7 +111,7 @@ def bench_cmd(
         if as_json:
             print_json(results)
         else:
-            console.print(f"wrote {out_dir}/bench.json and {out_dir}/bench.md", highlight=False)
+            console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
         return
     if as_json:
         print_json(rows)

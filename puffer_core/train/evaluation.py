@@ -25,6 +25,8 @@ DEFAULT_MAX_STEPS = 1_000_000
 
 @dataclass
 class EvalResult:
+    """What ``evaluate`` played: the env id and each finished episode's return and length."""
+
     env: str
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
@@ -75,6 +77,10 @@ def evaluate(
             already planned (``puffer_core.recording.plan_recording``).
         env_kwargs: override the saved env kwargs, key by key.
         overwrite: let ``record`` replace an existing file.
+
+    Returns:
+        An ``EvalResult``: the env id, each episode's return and length, ``mean_return`` and
+        ``to_json()``.
 
     Raises:
         UnsafeCheckpointError: the checkpoint would run code on load.

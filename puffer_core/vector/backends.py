@@ -48,26 +48,32 @@ def make(
 ) -> VectorEnv:
     """A vector env of ``num_envs`` copies of ``env``.
 
-    ``env``: a registered env id (each copy is ``puffer_core.make(env, **env_kwargs)``) or a
-    creator called as ``env(**env_kwargs)`` (zero arguments when none are given); a creator's
-    raw Gymnasium / PettingZoo env gets episode statistics and emulation.
+    Args:
+        env: A registered env id (each copy is ``puffer_core.make(env, **env_kwargs)``) or a
+            creator called as ``env(**env_kwargs)`` (zero arguments when none are given); a
+            creator's raw Gymnasium / PettingZoo env gets episode statistics and emulation.
+        num_envs: Environments (the returned env's ``num_envs`` counts agent rows: envs ×
+            agents per env).
+        num_workers: Worker processes (Multiprocessing, Ray); default ``min(num_envs, cpus)``.
+        batch_size: Environments per ``recv`` (default ``num_envs``); fewer returns whichever
+            workers finish first.
+        backend: ``"serial"``, ``"multiprocessing"`` or ``"ray"``.
+        seed: Seeds the first reset (env ``i`` gets ``seed + i``) unless ``reset`` gets its own.
+        autoreset: ``"next_step"``, ``"same_step"`` or ``"disabled"``, as in Gymnasium 1.1+.
+        on_fault: ``"raise"``, or ``"restart"`` (Multiprocessing, Ray): a faulted worker is
+            replaced and its rows come back truncated with an info ``"fault"``.
+        vector_kwargs: Backend settings (``backend_kwargs_of(backend)`` lists the keys each
+            takes; Multiprocessing: ``timeout``, ``startup_timeout``, ``start_method``,
+            ``spin_us``, ``info_buffer_bytes``, ``max_restarts``, ``main_share``; Ray:
+            ``timeout``, ``startup_timeout``, ``actor_options``, ``max_restarts``), and on
+            every backend ``check_actions`` (False leaves only ``send``'s shape check) and
+            ``record`` (a path, ``.mp4``/``.gif`` for pixel envs or ``.cast`` for text envs, or
+            a planned ``Recording``: env 0 records its episodes there, inside the process that
+            steps it).
+        **env_kwargs: The env's creator kwargs.
 
-    ``num_envs`` and ``batch_size`` count environments; the returned env's ``num_envs`` and
-    ``batch_size`` count agent rows. ``num_workers`` defaults to ``min(num_envs, cpus)``,
-    ``batch_size`` to ``num_envs``. ``seed`` seeds the first reset (env ``i`` gets
-    ``seed + i``) unless ``reset`` is given its own. ``autoreset``: "next_step" (default),
-    "same_step" or "disabled", as in Gymnasium 1.1+ (see :mod:`puffer_core.vector.autoreset`).
-    ``on_fault``: "raise" (default) or "restart" (Multiprocessing, Ray: a faulted worker is
-    replaced and its rows come back truncated; see :mod:`puffer_core.vector.faults`).
-    ``vector_kwargs`` go to the backend (``backend_kwargs_of(backend)`` lists the keys each
-    takes; Multiprocessing: ``timeout``, ``startup_timeout``, ``start_method``, ``spin_us``,
-    ``info_buffer_bytes``, ``max_restarts``, ``main_share``; Ray: ``timeout``,
-    ``startup_timeout``, ``actor_options``, ``max_restarts``), except ``check_actions`` (every backend; default
-    True): False skips the dtype and range checks of ``send`` (see
-    :mod:`puffer_core.vector.actions`), leaving only the shape check; and ``record`` (every
-    backend): a path (``.mp4``/``.gif`` for pixel envs, ``.cast`` for text envs) or a
-    :class:`puffer_core.recording.Recording`; env 0 records its episodes there, inside the
-    process that steps it (see :mod:`puffer_core.recording`).
+    Returns:
+        A ``VectorEnv``: ``reset``, ``step``, and ``async_reset`` / ``send`` / ``recv``.
 
     Raises:
         APIUsageError: a count, seed, mode or vector_kwargs value that cannot work (an unknown

@@ -210,7 +210,7 @@ def test_rows_print_as_a_table(rows):
 
 
 @pytest.mark.slow
-def test_run_standard_writes_json_and_markdown(tmp_path):
+def test_run_standard_stores_one_dated_run(tmp_path):
     document = bench.run_standard(
         tmp_path,
         seconds=0.02,
@@ -219,16 +219,16 @@ def test_run_standard_writes_json_and_markdown(tmp_path):
         include_peers=False,
         include_training=False,
     )
-    data = json.loads((tmp_path / "bench.json").read_text())
+    assert [p.name for p in tmp_path.iterdir()] == [f"{document['run']}.json"]
+    data = json.loads((tmp_path / f"{document['run']}.json").read_text())
     assert data == json.loads(json.dumps(document))
-    assert set(data) >= {"machine", "results", "skipped", "seconds", "rounds"}
+    assert set(data) >= {"machine", "versions", "commit", "created", "results", "skipped", "seconds", "rounds"}
     assert list(data["results"]) == ["classic/cartpole"]
     assert any("nope/missing" in note for note in data["skipped"])
-    markdown = (tmp_path / "bench.md").read_text()
+    markdown = bench.render_markdown(data["results"], data["skipped"], machine=data["machine"])
     assert "## classic/cartpole (2 envs)" in markdown
     assert "| configuration | workers | batch | steps/s |" in markdown
     assert "nope/missing" in markdown
-    assert not (tmp_path / "bench.json.tmp").exists()
 
 
 @pytest.mark.slow

@@ -115,12 +115,13 @@ def test_run_standard_adds_the_uneven_section(tmp_path):
         tmp_path, seconds=0.02, rounds=1, envs=only, include_peers=False, include_training=False, include_uneven=True
     )
     assert document["uneven"]["rounds"] == 2  # at least two, even when the env rows run one
-    assert json.loads((tmp_path / "bench.json").read_text())["uneven"] == json.loads(json.dumps(document["uneven"]))
-    assert "## Uneven cores" in (tmp_path / "bench.md").read_text()
+    stored = json.loads((tmp_path / f"{document['run']}.json").read_text())
+    assert stored["uneven"] == json.loads(json.dumps(document["uneven"]))
     skipped = bench.run_standard(
         tmp_path, seconds=0.02, envs=only, include_peers=False, include_training=False, include_uneven=False
     )
-    assert skipped["uneven"] is None and "Uneven" not in (tmp_path / "bench.md").read_text()
+    assert skipped["uneven"] is None
+    assert json.loads((tmp_path / f"{skipped['run']}.json").read_text())["uneven"] is None
 
 
 @pytest.mark.slow

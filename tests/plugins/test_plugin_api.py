@@ -26,6 +26,7 @@ PLUGIN_API_MODULES = {
     "puffer_core.emulation",
     "puffer_core.postprocess",
     "puffer_core.adapters",
+    "puffer_core.bench.plugin_overhead",  # the harness of a plugin's benchmarks/overhead.py
 }
 #: Names ``from puffer_core import …`` may take: the package's own, and its public modules.
 PLUGIN_API_NAMES = set(puffer_core.__all__) | {m.rpartition(".")[2] for m in PLUGIN_API_MODULES}

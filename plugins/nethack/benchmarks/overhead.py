@@ -6,17 +6,15 @@ Both envs have the same observation keys (the plugin's default glyphs, blstats, 
 ``--keys all``: every key but ``internal``, about 150 KB a step) and play
 the same games: the raw env's NetHack is seeded before every reset with the (core, disp)
 pairs the plugin's wrapper draws from the same seed, and both get the same actions, so the
-trajectories are identical (checked). The loops are interleaved in short rounds, timed in
-CPU time of this thread with resets left out (as ``puffer_core.bench.emulation`` does);
-the ratio printed is the median over the repeats of each repeat's median round ratio.
-``--copying`` measures the emulator with the zero-copy binding refused (the copying path).
+trajectories are identical (checked). Timed by ``puffer_core.bench.plugin_overhead``
+(interleaved rounds, CPU time of this thread, resets left out); the ratio printed is the
+median over the repeats of each repeat's median round ratio. ``--copying`` measures the
+emulator with the zero-copy binding refused (the copying path).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import functools
 
 import gymnasium
 import numpy as np
@@ -24,16 +22,11 @@ from puffer_plugin_nethack.envs import resolve_observation_keys
 
 import puffer_core
 from puffer_core import make_raw
+from puffer_core.bench.plugin_overhead import RefuseZeroCopy, overhead_parser, report_repeats, time_against_raw
 from puffer_core.emulation import GymnasiumEmulator
 from puffer_core.postprocess import EpisodeStats
-from puffer_core.testing import interleaved
 
 SEED_HIGH = 2**63 - 1  # as puffer_plugin_nethack.wrappers draws them
-
-
-class Copying(gymnasium.Wrapper):
-    def puffer_bind_observation(self, views):
-        return False
 
 
 def raw_env(seed: int, keys: tuple[str, ...]):
@@ -51,52 +44,28 @@ def raw_env(seed: int, keys: tuple[str, ...]):
     return env, reset
 
 
-def one_repeat(steps: int, rounds: int, seed: int, copying: bool, keys: str) -> tuple[float, float, float]:
-    resolved = resolve_observation_keys(keys)
-    raw, raw_reset = raw_env(seed, resolved)
+def one_repeat(steps: int, rounds: int, copying: bool, keys: str, seed: int) -> dict:
+    raw, raw_reset = raw_env(seed, resolve_observation_keys(keys))
     if copying:
-        emulated = GymnasiumEmulator(EpisodeStats(Copying(make_raw("nethack/score", observation_keys=keys))))
+        emulated = GymnasiumEmulator(EpisodeStats(RefuseZeroCopy(make_raw("nethack/score", observation_keys=keys))))
     else:
         emulated = puffer_core.make("nethack/score", observation_keys=keys)
     assert emulated.zero_copy != copying
-    rng = np.random.default_rng(seed)
-    raw_actions = [int(a) for a in rng.integers(0, raw.action_space.n, min(steps, 10_000))]
-    flat_actions = [np.int64(a) for a in raw_actions]  # numpy values, as a vector env holds them
     raw_reset()
     emulated.reset(seed=seed)
-    # Same games under the same actions: compare a few observations.
+    # Same games under the same actions: compare the first observation.
     ob = emulated.unflatten_observation(emulated.buf.observations[0])
     assert np.array_equal(ob["glyphs"], raw.unwrapped.last_observation[raw.unwrapped._glyph_index])
-    try:
-        result = interleaved(
-            (raw.step, raw_reset, raw_actions), (emulated.step_in_place, emulated.reset, flat_actions), steps, rounds
-        )
-    finally:
-        raw.close()
-        emulated.close()
-    return result["raw_sps"], result["emulated_sps"], result["ratio"]
+    return time_against_raw(raw, emulated, steps, rounds, seed, raw_reset=raw_reset)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = overhead_parser(__doc__.splitlines()[0])
     parser.add_argument("--keys", choices=("lean", "all"), default="lean", help="observation keys")
-    parser.add_argument("--copying", action="store_true", help="refuse the zero-copy binding")
     args = parser.parse_args()
-    results = []
-    for repeat in range(args.repeats):
-        started = time.perf_counter()
-        raw_sps, emu_sps, ratio = one_repeat(args.steps, args.rounds, repeat, args.copying, args.keys)
-        results.append(ratio)
-        print(
-            f"repeat {repeat}: raw {raw_sps:,.0f} SPS, emulated {emu_sps:,.0f} SPS, ratio {ratio:.3f} "
-            f"({time.perf_counter() - started:.0f} s)",
-            flush=True,
-        )
     what = f"{args.keys} keys, {'copying' if args.copying else 'zero copy'}"
-    print(f"nethack/score ({what}) emulated/raw step time: median {statistics.median(results):.3f}")
+    variant = functools.partial(one_repeat, args.steps, args.rounds, args.copying, args.keys)
+    report_repeats({what: variant}, args.repeats, "nethack/score")
 
 
 if __name__ == "__main__":

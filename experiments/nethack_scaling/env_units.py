@@ -1,6 +1,6 @@
 """What async batches could reach for NetHack with a lean protocol: a sketch, in units of one env or of a whole worker.
 
-    python plugins/nethack/benchmarks/env_units.py [--num-envs 8] [--batch-size 4] [--seconds 3] [--rounds 2] [--json]
+    python experiments/nethack_scaling/env_units.py [--num-envs 8] [--batch-size 4] [--seconds 3] [--rounds 2] [--json]
 
 With 1 worker + the main share, batch 4 of 8 envs, Puffer Core's Multiprocessing reaches
 about 1.0× a raw single-game loop, and ``work_bound.py`` shows why: the worker waits for

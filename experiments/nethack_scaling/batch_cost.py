@@ -1,6 +1,6 @@
 """What the main process's work per batch costs NetHack's async batches, and what a 3 : 5 split would win back.
 
-    python plugins/nethack/benchmarks/batch_cost.py [--seconds 3] [--rounds 2] [--work-us 0 5 10 15 20] [--json]
+    python experiments/nethack_scaling/batch_cost.py [--seconds 3] [--rounds 2] [--work-us 0 5 10 15 20] [--json]
 
 8 games in two fixed batches of 4, 1 worker process and the main process, which steps its
 own games while it waits (``env_units.py``'s lean protocol: per-env command and done words,

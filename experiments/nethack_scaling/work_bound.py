@@ -1,6 +1,6 @@
 """The most any vector env can reach for NetHack here, from the CPU work a step costs.
 
-    python plugins/nethack/benchmarks/work_bound.py [--num-envs 8] [--batch-size 4] [--seconds 3] [--rounds 2] [--json]
+    python experiments/nethack_scaling/work_bound.py [--num-envs 8] [--batch-size 4] [--seconds 3] [--rounds 2] [--json]
 
 A vector env's steps cost CPU in two places: the games' own steps, and the main process's
 work per batch (``recv``, the caller's code, ``send``), which no worker can take over. On C

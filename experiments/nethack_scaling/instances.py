@@ -1,6 +1,6 @@
 """Why NetHack scales poorly on few cores: step time against what else shares the core.
 
-    python plugins/nethack/benchmarks/instances.py [--seconds 3] [--json]
+    python experiments/nethack_scaling/instances.py [--seconds 3] [--json]
 
 Measures, on ``nethack/score`` (the plugin's lean keys, random actions, resets included):
 

@@ -1,0 +1,150 @@
+"""puffer_core.bench.results: standard runs stored as dated JSON, and the pages generated from them."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from puffer_core.bench import results
+from puffer_core.bench.results import README_END, README_START
+
+ROOT = Path(__file__).resolve().parents[2]
+DATE_OR_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}\b")
+
+
+def row(kind: str, backend: str, name: str, sps: float | None, num_envs: int = 16) -> dict:
+    return {
+        "kind": kind,
+        "backend": backend,
+        "name": name,
+        "sps": sps,
+        "num_envs": num_envs,
+        "num_workers": 1,
+        "batch_size": num_envs,
+    }
+
+
+def run_document(created: str = "2030-01-02T03:04:05Z", cartpole_best: float = 300_000.0) -> dict:
+    rows = [
+        row("raw", "raw", "raw env loop (1 env)", 250_000.0, num_envs=1),
+        row("puffer", "serial", "Serial", 200_000.0),
+        row("puffer", "multiprocessing", "Multiprocessing w=1+main b=16", cartpole_best),
+        row("puffer", "multiprocessing", "Multiprocessing w=2 b=16", None),  # a failed setting
+        row("ceiling", "independent", "ceiling", 320_000.0),
+        row("ceiling", "independent-lockstep", "lock-step", 280_000.0),
+        row("peer", "gymnasium-async", "gymnasium AsyncVectorEnv", 20_000.0),
+        row("peer", "pufferlib-serial", "PufferLib Serial", 150_000.0),
+        row("peer", "pufferlib-multiprocessing", "PufferLib Multiprocessing w=1 b=16", 120_000.0),
+        row("restart", "multiprocessing", "on_fault='restart'", None),
+    ]
+    return {
+        "schema": results.SCHEMA,
+        "run": created.replace(":", ""),
+        "created": created,
+        "machine": {"cpus": 2, "usable_cpus": 2, "cpu_model": "Test CPU", "python": "3.11.7", "platform": "Linux"},
+        "versions": {"puffer-core": "0.1.0", "pufferlib-core": "3.0.23"},
+        "commit": "0123456789abcdef0123456789abcdef01234567",
+        "seconds": 2.0,
+        "rounds": 3,
+        "results": {"classic/cartpole": rows},
+        "uneven": None,
+        "training": None,
+        "skipped": [],
+    }
+
+
+def test_a_run_is_stored_under_its_utc_time_with_machine_versions_and_commit(tmp_path):
+    first = results.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
+    second = results.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d{6}Z(-\d+)?", first["run"]) and first["created"].endswith("Z")
+    assert first["run"] != second["run"], "a second run within the same second must not replace the first"
+    stored = json.loads((tmp_path / "runs" / f"{first['run']}.json").read_text())
+    assert stored == first
+    assert stored["machine"]["cpus"] >= 1 and stored["machine"]["python"]
+    assert stored["versions"]["puffer-core"] and stored["versions"]["numpy"]
+    if (ROOT / ".git").exists():
+        assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", stored["commit"])
+
+
+def test_runs_load_oldest_first_and_a_file_that_is_not_a_run_is_named(tmp_path):
+    for created in ("2030-01-02T00:00:00Z", "2029-05-06T00:00:00Z"):
+        (tmp_path / f"{created[:10]}.json").write_text(json.dumps(run_document(created)))
+    assert [run["created"] for run in results.load_runs(tmp_path)] == ["2029-05-06T00:00:00Z", "2030-01-02T00:00:00Z"]
+    (tmp_path / "future.json").write_text(json.dumps({**run_document(), "schema": results.SCHEMA + 1}))
+    with pytest.raises(ValueError, match=r"future\.json has schema"):
+        results.load_runs(tmp_path)
+    (tmp_path / "future.json").write_text("{")
+    with pytest.raises(ValueError, match=r"future\.json is not JSON"):
+        results.load_runs(tmp_path)
+
+
+def test_the_summary_takes_each_library_at_its_fastest_setting():
+    best = results.standard_summary(run_document())["classic/cartpole"]
+    assert best["puffer"]["name"] == "Multiprocessing w=1+main b=16"
+    assert best["serial"]["sps"] == 200_000.0 and best["raw"]["sps"] == 250_000.0
+    assert best["pufferlib"]["name"] == "PufferLib Serial"  # its Serial beat its Multiprocessing
+    assert best["async"]["sps"] == 20_000.0
+    assert (best["ceiling"]["sps"], best["lockstep"]["sps"]) == (320_000.0, 280_000.0)
+
+
+def test_the_readme_table_compares_with_the_peers_and_the_ceiling_and_carries_no_date():
+    table = results.render_readme_table(run_document())
+    line = next(line for line in table.splitlines() if line.startswith("| `classic/cartpole`"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells == [
+        "`classic/cartpole`, 16 envs",
+        "300,000 (`Multiprocessing w=1+main b=16`)",
+        "20,000",
+        "150,000",
+        "320,000",
+        "15.00×",
+        "2.00×",
+        "94%",
+    ]
+    assert "PufferLib 3.0" in table and "2 CPUs, Test CPU" in table
+    assert not DATE_OR_TIME.search(table)
+
+
+def test_the_readme_table_replaces_only_the_text_between_its_markers():
+    readme = f"# Title\n\n{README_START}\nold table\n{README_END}\n\nafter\n"
+    assert results.replace_readme_table(readme, "new table\n") == (
+        f"# Title\n\n{README_START}\nnew table\n{README_END}\n\nafter\n"
+    )
+    with pytest.raises(ValueError, match="needs the lines"):
+        results.replace_readme_table("# no markers\n", "table\n")
+
+
+def test_the_page_lists_every_run_newest_first_and_the_newest_in_full():
+    runs = [run_document("2029-05-06T00:00:00Z", 280_000.0), run_document("2030-01-02T00:00:00Z", 300_000.0)]
+    page = results.render_page(runs)
+    assert page.startswith("<!-- generated by `python -m puffer_core.bench.results`")
+    history = [line for line in page.splitlines() if line.startswith(("| 2029", "| 2030"))]
+    assert [line.split("|")[1].strip() for line in history] == ["2030-01-02T00:00:00Z", "2029-05-06T00:00:00Z"]
+    assert "| 300,000 | 1.20× | 1.50× | 15.00× | 2.00× | 94% | 1.28× |" in history[0]
+    assert "## The newest run: 2030-01-02T00:00:00Z" in page
+    assert "### classic/cartpole (16 envs)" in page  # the newest run's full table
+
+
+def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
+    """Fails when a run is added without regenerating, or a generated table is edited by hand."""
+    runs = results.load_runs(ROOT / "bench-results")
+    assert runs, "bench-results/ holds no run"
+    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(runs)
+    readme = (ROOT / "README.md").read_text()
+    assert readme == results.replace_readme_table(readme, results.render_readme_table(runs[-1]))
+
+
+def test_the_command_writes_then_checks(tmp_path, capsys):
+    shutil.copytree(ROOT / "bench-results", tmp_path / "runs")
+    (tmp_path / "README.md").write_text(f"# X\n{README_START}\nstale\n{README_END}\n")
+    paths = ["--results", str(tmp_path / "runs"), "--page", str(tmp_path / "perf.md")]
+    paths += ["--readme", str(tmp_path / "README.md")]
+    assert results.main([*paths, "--check"]) == 1
+    assert "perf.md is out of date" in capsys.readouterr().err
+    assert results.main(paths) == 0
+    assert "stale" not in (tmp_path / "README.md").read_text()
+    assert results.main([*paths, "--check"]) == 0

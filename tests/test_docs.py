@@ -1,0 +1,110 @@
+"""The README and the docs hold together without building the site (`nox -s docs` builds it).
+
+Every relative link resolves (anchors included), the site's navigation lists every page,
+the README stays a short page for users, and no prose page carries a date or clock time:
+run-by-run figures live in bench-results/ and the pages generated from it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+GENERATED = {DOCS / "performance.md"}  # python -m puffer_core.bench.results writes it from bench-results/
+PROSE = sorted(
+    {README, ROOT / "experiments" / "README.md", *DOCS.glob("*.md"), *(ROOT / "plugins").glob("*/README.md")}
+    - GENERATED
+)
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+DATE_OR_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}(:\d{2})?\b")
+MAX_README_LINES = 250
+
+
+def slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc gives a heading (MkDocs' default), as GitHub does for these."""
+    text = re.sub(r"`([^`]*)`", r"\1", heading).strip()
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors of a page: its headings' slugs, and the names its mkdocstrings blocks document."""
+    text = strip_code(page.read_text())
+    found = {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, re.MULTILINE)}
+    return found | set(re.findall(r"^::: (\S+)", page.read_text(), re.MULTILINE))
+
+
+def documents(found: set[str], anchor: str) -> bool:
+    """Whether ``anchor`` is one of ``found``, or a member of a name documented there (``pkg.errors.X``)."""
+    return anchor in found or any(anchor.startswith(f"{name}.") for name in found if name.startswith("puffer_core"))
+
+
+def strip_code(text: str) -> str:
+    """``text`` without fenced code blocks (their ``#`` lines are comments, their brackets code)."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def broken_links(page: Path) -> list[str]:
+    problems = []
+    for target in LINK.findall(strip_code(page.read_text())):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path_part, _, anchor = target.partition("#")
+        dest = (page.parent / path_part).resolve() if path_part else page
+        if not dest.exists():
+            problems.append(f"{page.relative_to(ROOT)}: {target} does not exist")
+        elif page.parent == DOCS and DOCS not in dest.parents and dest != DOCS:
+            problems.append(f"{page.relative_to(ROOT)}: {target} is outside docs/, which the site cannot link to")
+        elif anchor and dest.suffix == ".md" and not documents(anchors(dest), anchor):
+            problems.append(f"{page.relative_to(ROOT)}: {target} names no heading of {dest.relative_to(ROOT)}")
+    return problems
+
+
+@pytest.mark.parametrize("page", [*PROSE, *GENERATED], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_resolves(page):
+    assert broken_links(page) == []
+
+
+def test_the_link_check_catches_a_missing_page_an_anchor_and_a_link_out_of_the_site(tmp_path, monkeypatch):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\n## Some `code` here\n")
+    (docs / "b.md").write_text(
+        "[ok](a.md#some-code-here) [missing](c.md) [anchor](a.md#nope) [out](../x.md)\n```\n[code](skip.md)\n```\n"
+    )
+    (tmp_path / "x.md").write_text("# X\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(__import__(__name__), "DOCS", docs)
+    assert broken_links(docs / "b.md") == [
+        "docs/b.md: c.md does not exist",
+        "docs/b.md: a.md#nope names no heading of docs/a.md",
+        "docs/b.md: ../x.md is outside docs/, which the site cannot link to",
+    ]
+
+
+def test_the_site_navigation_lists_every_page_and_only_pages_that_exist():
+    nav = re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
+
+
+def test_the_readme_is_a_short_page():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines; depth goes to docs/"
+
+
+@pytest.mark.parametrize("page", PROSE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_prose_page_carries_a_date_or_a_clock_time(page):
+    found = [m.group(0) for m in DATE_OR_TIME.finditer(page.read_text())]
+    assert found == [], f"{page.relative_to(ROOT)}: run history belongs in bench-results/, not prose"
+
+
+def test_the_date_check_catches_dates_and_times():
+    assert DATE_OR_TIME.search("measured on 2026-12-01") and DATE_OR_TIME.search("the 23:48 run")
+    assert not DATE_OR_TIME.search("a 3 : 5 split, 16 envs, 1.5× Serial")
