@@ -1,6 +1,6 @@
 """Nox sessions: tests, quick, lint, tests_gym026, tests_torch, docs, bench, compat, tank.
 
-The default sessions (`nox -s lint tests tests_gym026 tests_torch`) are the README's test
+The default sessions (`nox -s lint docs tests tests_gym026 tests_torch`) are the README's test
 command and what `.ci/run` calls: everything, slow tests included. `nox -s quick` is the loop
 to run while editing.
 """
@@ -14,7 +14,7 @@ import pathlib
 import nox
 
 nox.options.default_venv_backend = "uv"
-nox.options.sessions = ["lint", "tests", "tests_gym026", "tests_torch"]
+nox.options.sessions = ["lint", "docs", "tests", "tests_gym026", "tests_torch"]
 nox.options.error_on_missing_interpreters = False
 
 ROOT = pathlib.Path(__file__).parent
@@ -228,9 +228,8 @@ def docs(session: nox.Session) -> None:
     """The documentation site (docs/, mkdocs.yml) built into site/ with --strict: a link to a missing
     page or anchor, a page left out of the navigation or an API reference to a missing name fails it.
 
-    Not a default session: the README's test command runs tests/test_docs.py, which checks the links
-    without building. mkdocstrings reads the docstrings from the source, so only the docs extra is
-    installed, not the project.
+    Part of the README's test command (seconds, and only the package index). mkdocstrings reads the
+    docstrings from the source, so only the docs extra is installed, not the project.
     """
     pyproject = nox.project.load_toml(str(ROOT / "pyproject.toml"))
     session.install(*pyproject["project"]["optional-dependencies"]["docs"], env=uv_env())

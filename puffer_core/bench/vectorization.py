@@ -27,7 +27,7 @@ machine.
 
 ``run_standard(out_dir)`` runs the standard set (CartPole, and Breakout / NetHack when
 their plugins and packages are installed) and stores it as one dated JSON file
-(``puffer_core.bench.results``, which also renders the pages made from such files).
+(``puffer_core.bench.runs``; ``puffer_core.bench.results`` renders the pages made from such files).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.peers import PUFFERLIB_INSTALL, peer_cases, pufferlib_version
-from puffer_core.bench.results import write_run
+from puffer_core.bench.runs import write_run
 from puffer_core.environments import make_raw, unavailable_reason
 from puffer_core.timing import Progress, Turn, error_summary, run_rounds, time_raw
 from puffer_core.vector.checks import available_cpus
@@ -289,7 +289,7 @@ def run_standard(
     include_training: bool = True,
     include_uneven: bool = True,
 ) -> dict:
-    """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.results.write_run``).
+    """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.runs.write_run``).
 
     Returns the stored document. Envs whose plugin or package is missing are listed under
     ``skipped`` rather than failing the run. ``include_training`` adds the training section

@@ -57,11 +57,10 @@ def bench_cmd(
     to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
     action checks (on and off, alternating on one Multiprocessing env), gymnasium's
     AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
-    says how to install it), plus the emulation overhead of one env. Ratios are
-    against the peers of the same run.
-    --standard DIR runs the standard set (what `nox -s bench` runs) and stores it as
-    DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the docs' tables from
-    such files), with a training section: seconds to solve CartPole
+    says how to install it), plus the emulation overhead of one env. Ratios are against the
+    peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
+    and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
+    docs' tables from such files), with a training section: seconds to solve CartPole
     with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
     steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
     extras). --training runs that section alone.

@@ -1,4 +1,4 @@
-"""puffer_core.bench.results: standard runs stored as dated JSON, and the pages generated from them."""
+"""puffer_core.bench.runs and .results: standard runs stored as dated JSON, and the pages generated from them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from puffer_core.bench import results
+from puffer_core.bench import results, runs
 from puffer_core.bench.results import README_END, README_START
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +42,7 @@ def run_document(created: str = "2030-01-02T03:04:05Z", cartpole_best: float = 3
         row("restart", "multiprocessing", "on_fault='restart'", None),
     ]
     return {
-        "schema": results.SCHEMA,
+        "schema": runs.SCHEMA,
         "run": created.replace(":", ""),
         "created": created,
         "machine": {"cpus": 2, "usable_cpus": 2, "cpu_model": "Test CPU", "python": "3.11.7", "platform": "Linux"},
@@ -58,8 +58,8 @@ def run_document(created: str = "2030-01-02T03:04:05Z", cartpole_best: float = 3
 
 
 def test_a_run_is_stored_under_its_utc_time_with_machine_versions_and_commit(tmp_path):
-    first = results.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
-    second = results.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
+    first = runs.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
+    second = runs.write_run(tmp_path / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d{6}Z(-\d+)?", first["run"]) and first["created"].endswith("Z")
     assert first["run"] != second["run"], "a second run within the same second must not replace the first"
     stored = json.loads((tmp_path / "runs" / f"{first['run']}.json").read_text())
@@ -73,13 +73,13 @@ def test_a_run_is_stored_under_its_utc_time_with_machine_versions_and_commit(tmp
 def test_runs_load_oldest_first_and_a_file_that_is_not_a_run_is_named(tmp_path):
     for created in ("2030-01-02T00:00:00Z", "2029-05-06T00:00:00Z"):
         (tmp_path / f"{created[:10]}.json").write_text(json.dumps(run_document(created)))
-    assert [run["created"] for run in results.load_runs(tmp_path)] == ["2029-05-06T00:00:00Z", "2030-01-02T00:00:00Z"]
-    (tmp_path / "future.json").write_text(json.dumps({**run_document(), "schema": results.SCHEMA + 1}))
+    assert [run["created"] for run in runs.load_runs(tmp_path)] == ["2029-05-06T00:00:00Z", "2030-01-02T00:00:00Z"]
+    (tmp_path / "future.json").write_text(json.dumps({**run_document(), "schema": runs.SCHEMA + 1}))
     with pytest.raises(ValueError, match=r"future\.json has schema"):
-        results.load_runs(tmp_path)
+        runs.load_runs(tmp_path)
     (tmp_path / "future.json").write_text("{")
     with pytest.raises(ValueError, match=r"future\.json is not JSON"):
-        results.load_runs(tmp_path)
+        runs.load_runs(tmp_path)
 
 
 def test_the_summary_takes_each_library_at_its_fastest_setting():
@@ -131,11 +131,11 @@ def test_the_page_lists_every_run_newest_first_and_the_newest_in_full():
 
 def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
     """Fails when a run is added without regenerating, or a generated table is edited by hand."""
-    runs = results.load_runs(ROOT / "bench-results")
-    assert runs, "bench-results/ holds no run"
-    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(runs)
+    stored = runs.load_runs(ROOT / "bench-results")
+    assert stored, "bench-results/ holds no run"
+    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored)
     readme = (ROOT / "README.md").read_text()
-    assert readme == results.replace_readme_table(readme, results.render_readme_table(runs[-1]))
+    assert readme == results.replace_readme_table(readme, results.render_readme_table(stored[-1]))
 
 
 def test_the_command_writes_then_checks(tmp_path, capsys):
