@@ -182,7 +182,9 @@ def quick(session: nox.Session) -> None:
     install_project(session, "dev", "record")
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
     ignored = [f"--ignore={path}" for path in TORCH_TESTS if path != "tests/bench"]
-    session.run("python", "-m", "pytest", "-m", QUICK_MARKERS, *ignored, "-q", *args, env=pytest_env())
+    # One pytest worker per core (pytest-xdist, in the dev extra): the suite is many short tests.
+    parallel = ["-n", "auto"]
+    session.run("python", "-m", "pytest", "-m", QUICK_MARKERS, *ignored, *parallel, "-q", *args, env=pytest_env())
 
 
 @nox.session(python=DEFAULT_PYTHON)
