@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata as metadata
 import importlib.util
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 import gymnasium
@@ -20,7 +21,18 @@ from puffer_core.errors import APIUsageError, MissingDependencyError, PluginErro
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.specs import EnvSpec
 
-__all__ = ["emulate_with_stats", "make", "make_raw", "missing_requirements", "unavailable_reason"]
+__all__ = ["emulate_with_stats", "installed_versions", "make", "make_raw", "missing_requirements", "unavailable_reason"]
+
+
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """``{distribution: version}`` of those of ``names`` installed here (the others left out)."""
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
 
 
 def _requirement_met(requirement: str) -> bool:

@@ -13,11 +13,11 @@ import os
 import platform
 import subprocess
 from collections.abc import Iterable
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import write_atomically
+from puffer_core.environments import installed_versions
 
 __all__ = ["SCHEMA", "describe_machine", "load_runs", "package_versions", "source_commit", "write_run"]
 
@@ -62,13 +62,7 @@ def _cpu_model() -> str | None:
 
 def package_versions(names: Iterable[str] = RECORDED_PACKAGES) -> dict[str, str]:
     """``{distribution: version}`` of those of ``names`` installed here."""
-    found = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
+    return installed_versions(names)
 
 
 def source_commit() -> str | None:

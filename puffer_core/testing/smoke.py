@@ -15,8 +15,9 @@ it was an import (``import-failed``) or a run (``smoke-failed``); the conformanc
 (determinism, the peers' own API checkers) judge a plugin's quality, which the matrix
 does not record.
 
-The module itself imports only the standard library at import time, so a plugin or an
-environment package that does not import is reported as JSON. Python imports
+At import time the module imports only the standard library and what ``puffer_core`` has
+loaded already, so a plugin or an environment package that does not import is reported as
+JSON. Python imports
 ``puffer_core`` and ``puffer_core.testing`` before it: when those fail, no report is
 printed, and the matrix records the ImportError the run died of as ``import-failed``.
 """
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import importlib.metadata as metadata
 import json
 import os
 import re
@@ -34,6 +34,9 @@ import sys
 import time
 import traceback
 from typing import Any
+
+# Loaded already: Python imports puffer_core (whose __init__ imports environments) before this module.
+from puffer_core.environments import installed_versions
 
 __all__ = ["main", "smoke"]
 
@@ -45,16 +48,6 @@ def _error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [line for line in text.splitlines() if line.strip()]
     return lines[0][:500] if lines else type(exc).__name__
-
-
-def versions(names: list[str]) -> dict[str, str]:
-    found = {}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
 
 
 class Check:
@@ -259,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "ok": all(r["ok"] for r in reports),
         "plugins": reports,
-        "versions": versions(list(dict.fromkeys(wanted))),
+        "versions": installed_versions(dict.fromkeys(wanted)),
         "python": sys.version.split()[0],
         "seconds": round(time.perf_counter() - start, 3),
     }
