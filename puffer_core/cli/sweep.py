@@ -1,4 +1,4 @@
-"""`puffer sweep`: the command-line side of :mod:`puffer_core.train.sweep`.
+"""`puffer sweep`: the command-line side of :mod:`puffer_core.train.sweeps`.
 
 The specs, settings and env id are checked before optuna or torch is imported, so a typo
 fails in a second; a progress line per trial goes to stderr, the summary to stdout.
@@ -99,7 +99,9 @@ def sweep_cmd(
     except APIUsageError as exc:
         raise click.BadParameter(str(exc).removeprefix("--param "), param_hint="--param") from None
     get_plugins().get_spec(env_id)
-    from puffer_core.train.sweep import sweep
+    from puffer_core.train.sweeps import require_optuna, sweep
+
+    require_optuna()
 
     out = out or _default_out(env_id)
     err_console.print(f"sweep of {env_id} into {out}", highlight=False, markup=False, soft_wrap=True)

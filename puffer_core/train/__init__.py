@@ -42,13 +42,13 @@ _HOMES = {
     "EvalResult": "evaluation",
     "evaluate": "evaluation",
     "Policy": "policy",
-    "SweepInterrupted": "sweep",
-    "SweepResult": "sweep",
+    "SweepInterrupted": "sweeps",
+    "SweepResult": "sweeps",
     "TrainingDiverged": "trainer",
     "TrainingInterrupted": "trainer",
     "UnsafeCheckpointError": "checkpoint",
     "ppo": "trainer",
-    "sweep": "sweep",
+    "sweep": "sweeps",
     "Wandb": "logs",
 }
 

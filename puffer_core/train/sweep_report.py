@@ -119,6 +119,7 @@ def _trials_panel(ax: Any, trials: list, direction: str, label: str) -> None:
             best = value if best is None else pick(best, value)
             line.append((number, best))
         ax.step(*zip(*line), where="post", color="tab:orange", label="best so far")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("trial")
     ax.set_ylabel(label)
     ax.grid(alpha=0.3)
@@ -137,6 +138,9 @@ def _param_panel(ax: Any, trials: list, param: Param, label: str) -> None:
         xs = [trial.params[param.name] for trial in present]
         if param.log:
             ax.set_xscale("log")
+        else:
+            ax.xaxis.get_major_locator().set_params(nbins=4, integer=param.kind == "int")
+        ax.set_xlim(param.low, param.high)  # the whole searched range: where the trials fell in it
     _scatter(ax, xs, present)
     ax.set_xlabel(param.name)
     ax.set_ylabel(label)

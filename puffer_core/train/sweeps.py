@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
-from puffer_core.limits import MAX_STEPS, check_int
+from puffer_core.limits import MAX_SEED, MAX_STEPS, check_int
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import WINDOW, require_matplotlib
 from puffer_core.train.run_lock import RunLock
 from puffer_core.train.sweep_params import Param, check_params
 from puffer_core.train.sweep_report import best_settings, write_best, write_plot
 
-__all__ = ["SweepInterrupted", "SweepResult", "TrialReport", "sweep"]
+__all__ = ["SweepInterrupted", "SweepResult", "TrialReport", "require_optuna", "sweep"]
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "puffer-sweep"
@@ -159,9 +159,10 @@ def sweep(
         SweepInterrupted: Ctrl-C or SIGTERM; the study keeps every finished trial.
     """
     plan = _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, direction, seed, startup_trials)
-    optuna = _require_optuna()
-    from puffer_core.train import trainer  # noqa: F401  (torch: fails here, before any trial, when missing)
+    optuna = require_optuna()
+    import puffer_core.train
 
+    puffer_core.train.ppo  # noqa: B018  (imports torch: a one-line error here, before any trial, without it)
     require_matplotlib()
     plan.out.mkdir(parents=True, exist_ok=True)
     stopped = 0
@@ -197,7 +198,7 @@ def _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, d
     check_int("trials", trials, 1, MAX_TRIALS)
     check_int("steps", steps, 1, MAX_STEPS)
     check_int("jobs", jobs, 1, MAX_JOBS)
-    check_int("seed", seed, 0, 2**32 - 1)
+    check_int("seed", seed, 0, MAX_SEED)
     check_int("startup_trials", startup, 0, MAX_TRIALS)
     if direction not in ("maximize", "minimize"):
         raise APIUsageError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
@@ -223,7 +224,8 @@ def _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, d
     )
 
 
-def _require_optuna() -> Any:
+def require_optuna() -> Any:
+    """The optuna module, quiet; a one-line MissingDependencyError naming the extra without it."""
     try:
         import optuna
     except ImportError:
@@ -335,7 +337,7 @@ def _next_trial(optuna: Any, study: Any, plan: _Plan) -> Any:
 
 def _work(plan: _Plan, on_trial: Callable[[TrialReport], None] | None, worker: int) -> None:
     """Run trials in this process until the study has enough."""
-    optuna = _require_optuna()
+    optuna = require_optuna()
     study = _open_study(optuna, plan, worker=worker)
     while (trial := _next_trial(optuna, study, plan)) is not None:
         report = _run_trial(optuna, study, plan, trial)

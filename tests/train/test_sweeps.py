@@ -1,4 +1,4 @@
-"""`puffer sweep` / `puffer_core.train.sweep`: an Optuna study that resumes where it stopped.
+"""`puffer sweep` / `puffer_core.train.sweep` (sweeps.py): an Optuna study that resumes where it stopped.
 
 The sweep runs as a user runs it (the CLI in a subprocess), is interrupted with SIGINT
 after its first trial, and a re-run finishes the study without repeating a finished trial;
@@ -156,3 +156,20 @@ def test_bad_sweep_input_is_one_line(tmp_path):
     assert not (tmp_path / "s").exists()
     proc = run_puffer(None, "sweep", "classic/cartpol", "--trials", "1", "--steps", "64", "--param", "ent_coef=0:1")
     assert proc.returncode != 0 and "Did you mean: classic/cartpole?" in proc.stderr
+
+
+def test_a_sweep_without_optuna_is_one_line_before_anything_runs(tmp_path):
+    # None in sys.modules is Python's own way to make an import fail: optuna is hidden from
+    # this process only, as if it were not installed.
+    script = "import sys; sys.modules['optuna'] = None; from puffer_core.cli.main import main; main()"
+    out = tmp_path / "sweep"
+    args = ["sweep", "classic/cartpole", "--trials", "1", "--steps", "64", "--param", "ent_coef=0:1", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, env=puffer_env(None), timeout=120
+    )
+    assert (
+        proc.returncode == 1
+        and "puffer sweep needs optuna, which is missing; pip install 'puffer-core[sweep]'" in proc.stderr
+    )
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not out.exists()
