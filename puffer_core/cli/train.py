@@ -29,7 +29,7 @@ from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording
 from puffer_core.train.curve import require_matplotlib
-from puffer_core.train.logs import require_logs
+from puffer_core.train.logs import Wandb, require_logs
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -109,15 +109,12 @@ def train_cmd(
     wandb_group: str | None,
     as_json: bool,
 ) -> None:
-    """Train PPO on ENV_ID; write OUT/policy.pt, OUT/curve.csv, OUT/curve.png and TensorBoard
-    logs (OUT/tensorboard: `tensorboard --logdir OUT`).
+    """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png and OUT/tensorboard.
 
-    --wandb PROJECT sends the same scalars and the settings to Weights & Biases (needs
-    pip install 'puffer-core[wandb]'; WANDB_MODE=offline keeps the run on this machine).
-
-    --record PATH then plays --record-episodes evaluation episodes of the trained policy
-    (greedy, as `puffer eval` does) and records them: MP4/GIF for pixel envs, an asciinema
-    cast for text envs.
+    --wandb PROJECT sends the logs to Weights & Biases too (pip install 'puffer-core[wandb]';
+    WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episodes
+    evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
+    them: MP4/GIF for pixel envs, an asciinema cast for text envs.
 
     Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
     --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
@@ -139,7 +136,6 @@ def train_cmd(
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _check_before_torch(env_id, resume, chosen)
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
-    require_logs(True, wandb)  # a run here always has a directory, so TensorBoard logs
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
@@ -176,14 +172,13 @@ def train_cmd(
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
-    """The W&B destination --wandb names (None without it)."""
-    if project is None:
-        if entity is not None or group is not None:
-            raise click.UsageError("--wandb-entity and --wandb-group go with --wandb PROJECT")
-        return None
-    from puffer_core.train.logs import Wandb  # torch-free
-
-    return Wandb(project, entity=entity, group=group)
+    """The W&B destination --wandb names (None without it); a missing package for it or for
+    the TensorBoard logs every run here writes fails now, before torch is imported."""
+    if project is None and (entity is not None or group is not None):
+        raise click.UsageError("--wandb-entity and --wandb-group go with --wandb PROJECT")
+    wandb = None if project is None else Wandb(project, entity=entity, group=group)
+    require_logs(True, wandb)
+    return wandb
 
 
 def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> None:

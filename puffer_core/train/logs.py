@@ -13,6 +13,7 @@ make per episode): its episodic scalars are the means of the update's episodes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -156,15 +157,21 @@ class _WandbRun:
         import wandb as wandb_module
 
         name = wandb.name or (directory.name if directory is not None else None)
-        self.run = wandb_module.init(
-            project=wandb.project,
-            entity=wandb.entity,
-            group=wandb.group,
-            name=name,
-            dir=str(directory) if directory is not None else None,
-            config={key: _plain(value) for key, value in settings.items()},
-            settings=wandb_module.Settings(console="off"),  # our stdout and stderr stay ours
-        )
+        try:
+            self.run = wandb_module.init(
+                project=wandb.project,
+                entity=wandb.entity,
+                group=wandb.group,
+                name=name,
+                dir=str(directory) if directory is not None else None,
+                config={key: _plain(value) for key, value in settings.items()},
+                settings=wandb_module.Settings(console="off"),  # our stdout and stderr stay ours
+            )
+        except Exception as exc:  # not logged in, no network, a bad entity: wandb's own message
+            raise APIUsageError(
+                f"the W&B run in project {wandb.project!r} did not start: {exc}; log in with `wandb login`, "
+                "or set WANDB_MODE=offline to keep it on this machine"
+            ) from None
         self.run.define_metric("global_step")
         self.run.define_metric("*", step_metric="global_step")
 
@@ -227,13 +234,12 @@ class RunLogs:
 
     def close(self) -> None:
         """Write what is buffered and close every sink (each, even if another fails)."""
-        try:
+        with contextlib.ExitStack() as closing:
+            for sink in self.sinks:
+                closing.callback(sink.close)
             if self._episodes:  # those of a run stopped between two updates
                 self._write({}, self._episodes[-1][0])
-        finally:
-            sinks, self.sinks = self.sinks, []
-            for sink in sinks:
-                sink.close()
+        self.sinks = []
 
 
 def open_logs(directory: Path | None, wandb: Wandb | None, settings: dict[str, Any], start_step: int) -> RunLogs:
