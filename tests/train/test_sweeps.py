@@ -173,3 +173,23 @@ def test_a_sweep_without_optuna_is_one_line_before_anything_runs(tmp_path):
     )
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_the_median_pruner_stops_a_trial_whose_curve_falls_behind(tmp_path):
+    # The study exists before the sweep with two trials queued, so which settings come first
+    # is known: one that learns CartPole, then one that cannot (a learning rate of 1e-7).
+    study = optuna.create_study(
+        study_name="puffer-sweep", storage=f"sqlite:///{tmp_path / 'study.db'}", direction="maximize"
+    )
+    study.enqueue_trial({"learning_rate": 0.01})
+    study.enqueue_trial({"learning_rate": 1e-7})
+    reports = []
+    train.sweep(
+        "classic/cartpole", trials=2, steps=8192, params=["learning_rate=1e-7:1e-2:log"], out=tmp_path,
+        settings={"num_envs": 8}, startup_trials=1, on_trial=reports.append,
+    )  # fmt: skip
+    assert [(r.params["learning_rate"], r.outcome) for r in reports] == [(0.01, "complete"), (1e-7, "pruned")]
+    assert 8192 // 4 <= reports[1].step < 8192  # stopped after the pruner's warm-up, before the end
+    trials = load_study(tmp_path).trials
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
+    assert not (tmp_path / "trials" / "0001" / "policy.pt").exists()  # a pruned trial saves nothing
