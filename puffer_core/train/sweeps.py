@@ -304,8 +304,11 @@ class _Score:
     def __init__(self, metric: str):
         self.metric = metric
         self.values: collections.deque[float] = collections.deque(maxlen=WINDOW)
+        self.keys: set[str] = set()  # what the episodes carried: named when the metric is missing
 
     def episode(self, step: int, info: dict[str, Any]) -> None:
+        if not self.keys:
+            self.keys.update(key for key, value in info.items() if isinstance(value, (int, float)))
         value = info.get(self.metric)
         if isinstance(value, (int, float)) and math.isfinite(value):
             self.values.append(float(value))
@@ -384,6 +387,10 @@ def _run_trial(optuna: Any, study: Any, plan: _Plan, trial: Any) -> TrialReport:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise
     value = score.value()
+    if value is None and score.keys:  # episodes ended, none with the metric: every trial would miss it
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        carried = ", ".join(sorted(score.keys - {"env_id", "agent"}))
+        raise APIUsageError(f"no episode of {plan.env} reports {plan.metric!r}; give --metric one of: {carried}")
     if state == optuna.trial.TrialState.COMPLETE and value is None:
         state, outcome = optuna.trial.TrialState.FAIL, "no episode"
     trial.set_user_attr("outcome", outcome)

@@ -193,3 +193,9 @@ def test_the_median_pruner_stops_a_trial_whose_curve_falls_behind(tmp_path):
     trials = load_study(tmp_path).trials
     assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
     assert not (tmp_path / "trials" / "0001" / "policy.pt").exists()  # a pruned trial saves nothing
+
+
+def test_a_metric_no_episode_reports_is_one_error_naming_those_they_do(tmp_path):
+    with pytest.raises(APIUsageError, match="reports 'scor'; give --metric one of: episode_length, episode_return"):
+        train.sweep("classic/probe_1", trials=3, steps=256, params=["ent_coef=0:1"], out=tmp_path, metric="scor")
+    assert [t.state.name for t in load_study(tmp_path).trials] == ["FAIL"]  # stopped at the first trial
