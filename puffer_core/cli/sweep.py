@@ -91,6 +91,7 @@ def sweep_cmd(
     OUT/best.json holds the best settings and the `puffer train` command that uses them;
     OUT/sweep.png plots the search. Needs the sweep extra: pip install 'puffer-core[sweep]'.
     """
+    from puffer_core.train.config import PPOConfig
     from puffer_core.train.sweep_params import check_params
 
     fixed = parse_pairs(settings, "--set")
@@ -98,6 +99,9 @@ def sweep_cmd(
         check_params(params, fixed)
     except APIUsageError as exc:
         raise click.BadParameter(str(exc).removeprefix("--param "), param_hint="--param") from None
+    if "steps" in fixed:
+        raise click.BadParameter("every trial trains --steps steps; give them there", param_hint="--set steps")
+    PPOConfig().replace(steps=steps, **fixed).validate()
     get_plugins().get_spec(env_id)
     from puffer_core.train.sweeps import require_optuna, sweep
 

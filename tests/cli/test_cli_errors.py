@@ -133,6 +133,8 @@ CASES = [
     case("sweep classic/cartpole --trials 1 --steps 64 --param nope=0:1", "PPO has no setting 'nope'"),
     case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=1:0", "low 1.0 is not below high 0.0"),
     case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --out {file}", "is a file"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --set gamma=2", "gamma must be a number"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --set steps=9", "give them there"),
     # eval
     case("eval", "Missing argument 'DIR'"),
     case("eval {missing}", "does not exist: give the --out directory of a `puffer train` run"),
