@@ -159,7 +159,7 @@ def tests(session: nox.Session) -> None:
     if install_torch(session):
         if install_pufferlib(session):
             env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
-        install_torch_extras(session, "sb3", "train")
+        install_torch_extras(session, "sb3", "train", "wandb", "sweep")
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
     if not session.posargs and session.python != TEST_PYTHONS[-1]:
@@ -210,7 +210,7 @@ def tests_torch(session: nox.Session) -> None:
     env = pytest_env(PYTHONFAULTHANDLER="1", PUFFER_REQUIRE_TORCH="1")
     if install_pufferlib(session):
         env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
-    install_torch_extras(session, "sb3", "train")
+    install_torch_extras(session, "sb3", "train", "wandb", "sweep")
     session.run("python", "-m", "pytest", *(session.posargs or TORCH_TESTS), env=env)
 
 

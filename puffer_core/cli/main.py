@@ -26,6 +26,7 @@ from puffer_core.cli.options import (
 )
 from puffer_core.cli.output import console, print_json, require_known_env
 from puffer_core.cli.scaffold import scaffold_plugin
+from puffer_core.cli.sweep import sweep_cmd
 from puffer_core.cli.tables import print_table
 from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
@@ -316,6 +317,7 @@ cli.add_command(matrix)
 cli.add_command(tank)
 cli.add_command(train_cmd)
 cli.add_command(eval_cmd)
+cli.add_command(sweep_cmd)
 
 
 def main() -> None:

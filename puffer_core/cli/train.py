@@ -29,6 +29,7 @@ from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.recording import plan_recording
 from puffer_core.train.curve import require_matplotlib
+from puffer_core.train.logs import Wandb, require_logs
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -84,6 +85,9 @@ def _progress(total: int, label: str) -> Any:
 @env_kwargs_option
 @record_option("After training, record evaluation episodes of the policy (.mp4, .gif or .cast).")
 @click.option("--record-episodes", default=1, show_default=True, type=EPISODES, help="Episodes --record plays.")
+@click.option("--wandb", "wandb_project", metavar="PROJECT", help="Send the logs to this W&B project too.")
+@click.option("--wandb-entity", metavar="ENTITY", help="The W&B entity (user or team) of --wandb.")
+@click.option("--wandb-group", metavar="GROUP", help="The W&B group of --wandb's run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
 def train_cmd(
     env_id: str | None,
@@ -100,13 +104,17 @@ def train_cmd(
     record_path: str | None,
     overwrite: bool,
     record_episodes: int,
+    wandb_project: str | None,
+    wandb_entity: str | None,
+    wandb_group: str | None,
     as_json: bool,
 ) -> None:
-    """Train PPO on ENV_ID; write OUT/policy.pt, OUT/curve.csv and OUT/curve.png.
+    """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png and OUT/tensorboard.
 
-    --record PATH then plays --record-episodes evaluation episodes of the trained policy
-    (greedy, as `puffer eval` does) and records them: MP4/GIF for pixel envs, an asciinema
-    cast for text envs.
+    --wandb PROJECT sends the logs to Weights & Biases too (pip install 'puffer-core[wandb]';
+    WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episodes
+    evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
+    them: MP4/GIF for pixel envs, an asciinema cast for text envs.
 
     Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
     --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
@@ -127,6 +135,7 @@ def train_cmd(
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _check_before_torch(env_id, resume, chosen)
+    wandb = _wandb(wandb_project, wandb_entity, wandb_group)
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
@@ -143,7 +152,7 @@ def train_cmd(
     total = chosen.get("steps") or train.PPOConfig().steps
     started = time.perf_counter()
     if as_json:
-        curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, **chosen)
+        curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, wandb=wandb, **chosen)
     else:
         with _progress(total, env_id or str(resume)) as bar:
             task = bar.add_task("train", total=total, sps="–", mean_return="–")
@@ -152,12 +161,24 @@ def train_cmd(
                 mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
                 bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
 
-            curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, **chosen)
+            curve = train.ppo(
+                env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, wandb=wandb, **chosen
+            )
     recorded = None
     if record_path is not None:
         recorded = train.evaluate(out or resume, record_episodes, record=recording, overwrite=overwrite).to_json()
         recorded["record"] = record_path
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
+
+
+def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
+    """The W&B destination --wandb names (None without it); a missing package for it or for
+    the TensorBoard logs every run here writes fails now, before torch is imported."""
+    if project is None and (entity is not None or group is not None):
+        raise click.UsageError("--wandb-entity and --wandb-group go with --wandb PROJECT")
+    wandb = None if project is None else Wandb(project, entity=entity, group=group)
+    require_logs(True, wandb)
+    return wandb
 
 
 def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> None:
@@ -200,7 +221,7 @@ def _report_training(
         "episodes": len(curve.episodes),
         "mean_return": curve.mean_return(),
         "out": str(out),
-        "files": [str(Path(out) / name) for name in ("policy.pt", "curve.csv", "curve.png")],
+        "files": [str(Path(out) / name) for name in ("policy.pt", "curve.csv", "curve.png", "tensorboard")],
     }
     if recorded is not None:
         summary["recorded"] = recorded
@@ -210,7 +231,7 @@ def _report_training(
     mean = "no episode finished" if summary["mean_return"] is None else f"mean return {summary['mean_return']:.2f}"
     click.echo(
         f"{summary['steps']:,} steps in {seconds:.1f} s, {summary['episodes']:,} episodes, {mean} "
-        f"(last 20); wrote {out}/policy.pt, curve.csv, curve.png"
+        f"(last 20); wrote {out}/policy.pt, curve.csv, curve.png, tensorboard/"
     )
     if recorded is not None:
         click.echo(

@@ -4,7 +4,8 @@ Needs the ``train`` extra (``pip install 'puffer-core[train]'``: torch and matpl
 ``import puffer_core`` never imports this package.
 
 ``ppo(env, steps, out=DIR, **settings)`` trains and returns the ``Curve``;
-``evaluate(DIR, episodes)`` plays a saved policy. See :mod:`puffer_core.train.trainer`.
+``evaluate(DIR, episodes)`` plays a saved policy; ``sweep(env, trials=…, params=…, out=…)``
+searches PPO's settings with Optuna. See :mod:`puffer_core.train.trainer`.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ __all__ = [
     "EvalResult",
     "PPOConfig",
     "Policy",
+    "SweepInterrupted",
+    "SweepResult",
     "TrainingDiverged",
     "TrainingInterrupted",
     "UnsafeCheckpointError",
+    "Wandb",
     "evaluate",
     "load",
     "ppo",
+    "sweep",
 ]
 
 #: public name → the module that defines it; imported on first use, so that importing this
@@ -37,10 +42,14 @@ _HOMES = {
     "EvalResult": "evaluation",
     "evaluate": "evaluation",
     "Policy": "policy",
+    "SweepInterrupted": "sweeps",
+    "SweepResult": "sweeps",
     "TrainingDiverged": "trainer",
     "TrainingInterrupted": "trainer",
     "UnsafeCheckpointError": "checkpoint",
     "ppo": "trainer",
+    "sweep": "sweeps",
+    "Wandb": "logs",
 }
 
 

@@ -21,10 +21,13 @@ LOCK_NAME = ".puffer-train.lock"
 
 
 class RunLock:
-    """``with RunLock(directory):`` holds the directory for this process, or raises APIUsageError."""
+    """``with RunLock(directory):`` holds the directory for this process, or raises APIUsageError.
+    ``name`` and ``holder`` (what the refusal calls the other process) serve other commands
+    (``puffer sweep`` holds its directory the same way)."""
 
-    def __init__(self, directory: str | Path):
-        self.path = Path(directory) / LOCK_NAME
+    def __init__(self, directory: str | Path, name: str = LOCK_NAME, holder: str = "puffer train run"):
+        self.path = Path(directory) / name
+        self.holder = holder
         self._fd: int | None = None
 
     def acquire(self) -> RunLock:
@@ -33,10 +36,10 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
                 os.close(fd)
                 raise APIUsageError(
-                    f"{self.path.parent} is in use by another puffer train run (pid {holder}); wait for it to end, "
+                    f"{self.path.parent} is in use by another {self.holder} (pid {pid}); wait for it to end, "
                     "or give another --out directory"
                 ) from None
             if self._still_named(fd):

@@ -31,6 +31,7 @@ from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
+from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.train.run_lock import RunLock
@@ -58,6 +59,8 @@ class TrainingDiverged(PufferError):
 
 
 UpdateReport = Callable[[dict[str, Any]], None]
+#: called with the step and the info of every finished episode
+EpisodeReport = Callable[[int, dict[str, Any]], None]
 
 
 def pick_device(device: str | None) -> torch.device:
@@ -123,6 +126,7 @@ class Trainer:
         self.policy = Policy(layout, envs.single_action_space, config.hidden_size).to(device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5, foreach=True)
         self.curve = Curve()
+        self.on_episode: EpisodeReport | None = None
         self.step = 0
         self.seconds = 0.0
         space = envs.single_action_space
@@ -212,6 +216,8 @@ class Trainer:
             for info in infos:
                 if "episode_return" in info:
                     self.curve.episodes.append((self.step, float(info["episode_return"]), int(info["episode_length"])))
+                    if self.on_episode is not None:
+                        self.on_episode(self.step, info)
                 if "fault" in info:  # the env crashed (on_fault="restart"): this step taught nothing
                     r.valid[t, info["env_id"]] = False
             if self.stop:
@@ -372,6 +378,8 @@ def ppo(
     resume: str | Path | None = None,
     env_kwargs: dict[str, Any] | None = None,
     on_update: UpdateReport | None = None,
+    on_episode: EpisodeReport | None = None,
+    wandb: str | Wandb | None = None,
     **settings: Any,
 ) -> Curve:
     """Train PPO on ``env`` and return the learning curve.
@@ -379,11 +387,16 @@ def ppo(
     Args:
         env: an env id or a zero-argument creator (None with ``resume``: the run's own env).
         steps: environment steps in the whole run (a ``PPOConfig`` field, like ``settings``).
-        out: a directory for ``policy.pt``, ``curve.csv`` and ``curve.png``; held for the run.
+        out: a directory for ``policy.pt``, ``curve.csv``, ``curve.png`` and the TensorBoard
+            logs (``tensorboard/``); held for the run.
         resume: a run's directory to continue: its env, env kwargs and settings, with
             ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
         env_kwargs: the env's creator kwargs.
-        on_update: called after every update with the curve's new row.
+        on_update: called after every update with the curve's new row (an exception it
+            raises ends the run, saving nothing).
+        on_episode: called with the step and the info of every finished episode.
+        wandb: a W&B project name, or ``Wandb(project, entity=…, group=…)``: the run's
+            scalars and settings go there too (``pip install 'puffer-core[wandb]'``).
         **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …).
 
     Returns:
@@ -392,6 +405,8 @@ def ppo(
     Raises:
         APIUsageError: a bad setting (one line naming it), a directory another run holds or
             that holds another run, a checkpoint that does not fit.
+        MissingDependencyError: matplotlib or tensorboard (with ``out``), or wandb (with
+            ``wandb``), is not installed; raised before anything is built.
         UnsafeCheckpointError: ``resume``'s checkpoint would run code on load.
         TrainingDiverged: a loss, gradient or weight became NaN or infinite (nothing saved:
             the last finite checkpoint stays).
@@ -413,8 +428,10 @@ def ppo(
     _check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
     env_kwargs = dict(env_kwargs or {})
     device = pick_device(config.device)
+    wandb = Wandb.of(wandb)
     if out is not None:
         require_matplotlib()
+    require_logs(out is not None, wandb)
     directory = _prepare_out(out)
     with contextlib.ExitStack() as held:
         if directory is not None:
@@ -422,7 +439,8 @@ def ppo(
             if saved is None or Path(out).resolve() != Path(resume).resolve():
                 _check_fresh(directory)
         try:
-            trainer, stop = _train(env, env_kwargs, config, device, saved, directory, on_update)
+            reports = (on_update, on_episode, wandb)
+            trainer, stop = _train(env, env_kwargs, config, device, saved, directory, reports)
         except TrainingDiverged as exc:
             raise TrainingDiverged(f"{exc}{_diverged_advice(directory)}", exc.step) from None
     if stop:
@@ -448,10 +466,12 @@ def _train(
     device: torch.device,
     saved: checkpoints.Checkpoint | None,
     directory: Path | None,
-    on_update: UpdateReport | None,
+    reports: tuple[UpdateReport | None, EpisodeReport | None, Wandb | None],
 ) -> tuple[Trainer, _StopRequests]:
     """Build the envs and the trainer, train, and save at the end or on a stop request (never
-    after an exception: a crash or a divergence leaves the last good checkpoint in place)."""
+    after an exception: a crash or a divergence leaves the last good checkpoint in place).
+    The logs are written whatever happens."""
+    on_update, on_episode, wandb = reports
     torch.manual_seed(config.seed)
     stop = _StopRequests()
     envs = vector.make(
@@ -471,14 +491,18 @@ def _train(
             _check_spaces(saved, envs)
             trainer.restore(saved)
         title = f"{env_name(env)}: PPO, seed {config.seed}"
+        settings = {"env": env_name(env), **config.to_dict(), **{f"env_kwargs.{k}": v for k, v in env_kwargs.items()}}
+        with contextlib.closing(open_logs(directory, wandb, settings, trainer.step)) as logs:
+            trainer.on_episode = chain(logs.episode, on_episode)
 
-        def save() -> None:
-            if directory is not None:
-                checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
-                trainer.curve.write(directory, title)
+            def save() -> None:
+                logs.flush()
+                if directory is not None:
+                    checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
+                    trainer.curve.write(directory, title)
 
-        trainer.train(on_update, save)
-        save()
+            trainer.train(chain(logs.update, on_update), save)
+            save()
     return trainer, stop
 
 

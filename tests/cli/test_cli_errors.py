@@ -124,6 +124,17 @@ CASES = [
         # the env is built by the trainer, so where torch is missing that is what is said
         "classic/cartpole does not take kwarg foo" if HAS_TORCH else "puffer train needs torch",
     ),
+    case("train classic/cartpole --wandb-group g", "--wandb-entity and --wandb-group go with --wandb PROJECT"),
+    # sweep: every spec, setting and env id is checked before optuna or torch is imported
+    case("sweep", "Missing argument 'ENV_ID' (see `puffer sweep --help`)"),
+    case("sweep classic/cartpole --steps 64 --param ent_coef=0:1", "Missing option '--trials'"),
+    case("sweep classic/cartpole --trials 0 --steps 64 --param ent_coef=0:1", "'--trials': 0 is out of range"),
+    case("sweep classic/cartpol --trials 1 --steps 64 --param ent_coef=0:1", "Did you mean: classic/cartpole?"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param nope=0:1", "PPO has no setting 'nope'"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=1:0", "low 1.0 is not below high 0.0"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --out {file}", "is a file"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --set gamma=2", "gamma must be a number"),
+    case("sweep classic/cartpole --trials 1 --steps 64 --param ent_coef=0:1 --set steps=9", "give them there"),
     # eval
     case("eval", "Missing argument 'DIR'"),
     case("eval {missing}", "does not exist: give the --out directory of a `puffer train` run"),

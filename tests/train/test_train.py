@@ -102,7 +102,7 @@ def test_cartpole_is_solved_and_the_saved_policy_plays_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     assert summary["mean_return"] >= 475, summary
-    assert sorted(os.listdir(out)) == ["curve.csv", "curve.png", "policy.pt"]
+    assert sorted(os.listdir(out)) == ["curve.csv", "curve.png", "policy.pt", "tensorboard"]
     proc = run_puffer(None, "eval", str(out), "--episodes", "10", "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
     played = json.loads(proc.stdout)

@@ -1,0 +1,271 @@
+"""The logs a researcher reads: TensorBoard event files under ``OUT/tensorboard/`` and, when
+asked, a Weights & Biases run, both with CleanRL's scalar names.
+
+Per finished episode, at the step it ended: ``charts/episodic_return`` and
+``charts/episodic_length``. Per update: ``charts/SPS``, ``charts/learning_rate`` and the
+``losses/…`` of the update, and ``env/KEY``: the mean over the update's finished episodes
+of every other number their episode-end infos carry (NetHack's score, depth, gold…). The
+settings go in once per run, as TensorBoard hyperparameters (and a text table) and as the
+W&B config. Episodes are buffered and written at the next update, the files flushed at every
+checkpoint and at the end. W&B gets one point per update (a log call there costs too much to
+make per episode): its episodic scalars are the means of the update's episodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from puffer_core.errors import APIUsageError, MissingDependencyError
+from puffer_core.vector.random_run import NOT_STATISTICS
+
+__all__ = ["SCALARS", "RunLogs", "Wandb", "chain", "open_logs", "require_logs"]
+
+#: curve row column → the scalar's name (CleanRL's)
+SCALARS = {
+    "steps_per_second": "charts/SPS",
+    "learning_rate": "charts/learning_rate",
+    "policy_loss": "losses/policy_loss",
+    "value_loss": "losses/value_loss",
+    "entropy": "losses/entropy",
+    "approx_kl": "losses/approx_kl",
+    "clip_fraction": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
+}
+#: Info keys that are not an env's own episode statistic.
+NOT_ENV_STATS = NOT_STATISTICS | {"episode_return", "episode_length", "fault"}
+TENSORBOARD_DIR = "tensorboard"
+EPISODIC_RETURN, EPISODIC_LENGTH = "charts/episodic_return", "charts/episodic_length"
+
+
+@dataclass(frozen=True)
+class Wandb:
+    """Where ``ppo(..., wandb=…)`` sends its logs: a Weights & Biases project.
+
+    Args:
+        project: The W&B project.
+        entity: The W&B entity (user or team); None: the account's default.
+        group: A W&B group to file the run under (e.g. one per sweep or experiment).
+        name: The run's name; None: the run directory's name, else W&B's own.
+    """
+
+    project: str
+    entity: str | None = None
+    group: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> Wandb | None:
+        """``value`` as a ``Wandb``: None, a project name, or a ``Wandb``."""
+        if value is None or isinstance(value, Wandb):
+            return value
+        if isinstance(value, str) and value.strip():
+            return cls(value)
+        raise APIUsageError(f"wandb must be a W&B project name or puffer_core.train.Wandb(...), got {value!r}")
+
+
+def require_logs(tensorboard: bool, wandb: Wandb | None) -> None:
+    """Fail before training, not after, when a log cannot be written: TensorBoard's package
+    for a run with a directory (``tensorboard``), wandb for a run that asks for it."""
+    if tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise MissingDependencyError(
+            "puffer train writes TensorBoard logs with the tensorboard package, which is missing; "
+            "pip install 'puffer-core[train]'"
+        )
+    if wandb is not None and importlib.util.find_spec("wandb") is None:
+        raise MissingDependencyError(
+            f"sending the run to W&B project {wandb.project!r} needs wandb, which is missing; "
+            "pip install 'puffer-core[wandb]' (or leave out --wandb)"
+        )
+
+
+def _plain(value: Any) -> Any:
+    """A hyperparameter TensorBoard and W&B both take: a number, a bool or a string."""
+    return value if isinstance(value, (bool, int, float, str)) else str(value)
+
+
+class _TensorBoard:
+    """An event file of its own in ``directory`` (a resumed run adds one beside the first).
+
+    Written in this thread, without SummaryWriter's writer thread and queue: handing each
+    event to a thread costs more than writing it, and a process without extra threads can
+    still fork (the Multiprocessing backend's worker restarts).
+    """
+
+    def __init__(self, directory: Path, start_step: int):
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        self._event, self._summary, self._value = Event, Summary, Summary.Value
+        directory.mkdir(parents=True, exist_ok=True)
+        # TensorBoard reads every file with "tfevents" in its name, in name order.
+        name = f"events.out.tfevents.{time.time_ns():020d}.{socket.gethostname()}.{os.getpid()}"
+        self._records = RecordWriter(open(directory / name, "xb"))  # closed by close()
+        self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if start_step:
+            # TensorBoard then drops what an earlier file logged after the step this resumed
+            # run restarts from (written after its last checkpoint, whose state was lost).
+            self._write(
+                Event(wall_time=time.time(), step=start_step + 1, session_log=SessionLog(status=SessionLog.START))
+            )
+
+    def _write(self, event: Any) -> None:
+        self._records.write(event.SerializeToString())
+
+    def hyperparameters(self, settings: dict[str, Any], step: int) -> None:
+        from torch.utils.tensorboard.summary import hparams, text
+
+        table = "\n".join(f"|{key}|{value}|" for key, value in settings.items())
+        summaries = [text("hyperparameters", f"|setting|value|\n|-|-|\n{table}")]
+        summaries += hparams({key: _plain(value) for key, value in settings.items()}, {"charts/episodic_return": 0.0})
+        for summary in summaries:
+            self._write(self._event(wall_time=time.time(), step=step, summary=summary))
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        """One event holding every value of the step."""
+        summary = self._summary(value=[self._value(tag=tag, simple_value=value) for tag, value in values.items()])
+        self._write(self._event(wall_time=time.time(), step=step, summary=summary))
+
+    def update(self, episodes: list[tuple[int, float, float]], values: dict[str, float], step: int) -> None:
+        """Each episode at the step it ended, then the update's values."""
+        for ended, episode_return, length in episodes:
+            self.scalars({EPISODIC_RETURN: episode_return, EPISODIC_LENGTH: length}, ended)
+        if values:
+            self.scalars(values, step)
+
+    def flush(self) -> None:
+        self._records.flush()
+
+    def close(self) -> None:
+        self._records.close()
+
+
+class _WandbRun:
+    """A W&B run whose charts use the environment step (``global_step``) as their x axis."""
+
+    def __init__(self, wandb: Wandb, directory: Path | None, settings: dict[str, Any]):
+        import wandb as wandb_module
+
+        name = wandb.name or (directory.name if directory is not None else None)
+        try:
+            self.run = wandb_module.init(
+                project=wandb.project,
+                entity=wandb.entity,
+                group=wandb.group,
+                name=name,
+                dir=str(directory) if directory is not None else None,
+                config={key: _plain(value) for key, value in settings.items()},
+                settings=wandb_module.Settings(console="off"),  # our stdout and stderr stay ours
+            )
+        except Exception as exc:  # not logged in, no network, a bad entity: wandb's own message
+            raise APIUsageError(
+                f"the W&B run in project {wandb.project!r} did not start: {exc}; log in with `wandb login`, "
+                "or set WANDB_MODE=offline to keep it on this machine"
+            ) from None
+        self.run.define_metric("global_step")
+        self.run.define_metric("*", step_metric="global_step")
+
+    def hyperparameters(self, settings: dict[str, Any], step: int) -> None:
+        pass  # the config, given at init
+
+    def update(self, episodes: list[tuple[int, float, float]], values: dict[str, float], step: int) -> None:
+        """One point per update: a log call costs too much to make per episode, so the
+        episodic scalars are the means of the update's episodes."""
+        if episodes:
+            values = {
+                EPISODIC_RETURN: math.fsum(e[1] for e in episodes) / len(episodes),
+                EPISODIC_LENGTH: math.fsum(e[2] for e in episodes) / len(episodes),
+                **values,
+            }
+        if values:
+            self.run.log({**values, "global_step": step})
+
+    def flush(self) -> None:
+        pass  # wandb's service writes as it goes
+
+    def close(self) -> None:
+        self.run.finish()
+
+
+class RunLogs:
+    """Where a run's numbers go besides curve.csv; the trainer calls ``episode`` at every
+    episode end, ``update`` after every update, ``flush`` at every checkpoint."""
+
+    def __init__(self, sinks: list[Any]):
+        self.sinks = sinks
+        self._episodes: list[tuple[int, float, float]] = []
+        self._stats: dict[str, list[float]] = defaultdict(list)
+
+    def episode(self, step: int, info: dict[str, Any]) -> None:
+        if not self.sinks:
+            return
+        self._episodes.append((step, info["episode_return"], info["episode_length"]))
+        for key, value in info.items():
+            if key not in NOT_ENV_STATS and isinstance(value, (int, float)):
+                self._stats[key].append(value)
+
+    def update(self, row: dict[str, Any]) -> None:
+        if not self.sinks:
+            return
+        values = {name: row[column] for column, name in SCALARS.items() if row.get(column) is not None}
+        self._write(values, row["step"])
+
+    def _write(self, values: dict[str, float], step: int) -> None:
+        """The buffered episodes and the env's statistics, with ``values``, to every sink."""
+        values.update({f"env/{key}": math.fsum(seen) / len(seen) for key, seen in self._stats.items() if seen})
+        episodes, self._episodes = self._episodes, []
+        self._stats.clear()
+        for sink in self.sinks:
+            sink.update(episodes, values, step)
+
+    def flush(self) -> None:
+        for sink in self.sinks:
+            sink.flush()
+
+    def close(self) -> None:
+        """Write what is buffered and close every sink (each, even if another fails)."""
+        with contextlib.ExitStack() as closing:
+            for sink in self.sinks:
+                closing.callback(sink.close)
+            if self._episodes:  # those of a run stopped between two updates
+                self._write({}, self._episodes[-1][0])
+        self.sinks = []
+
+
+def open_logs(directory: Path | None, wandb: Wandb | None, settings: dict[str, Any], start_step: int) -> RunLogs:
+    """The logs of a run: TensorBoard under ``directory/tensorboard`` (when there is a
+    directory), W&B when ``wandb`` names a project; ``settings`` are its hyperparameters."""
+    sinks: list[Any] = []
+    try:
+        if directory is not None:
+            sinks.append(_TensorBoard(directory / TENSORBOARD_DIR, start_step))
+        if wandb is not None:
+            sinks.append(_WandbRun(wandb, directory, settings))
+        for sink in sinks:
+            sink.hyperparameters(settings, start_step)
+    except BaseException:
+        RunLogs(sinks).close()
+        raise
+    return RunLogs(sinks)
+
+
+def chain(logged: Callable[..., None], report: Callable[..., None] | None) -> Callable[..., None]:
+    """The logs' hook, then the caller's (if any): what the trainer calls."""
+    if report is None:
+        return logged
+
+    def call(*args: Any) -> None:
+        logged(*args)
+        report(*args)
+
+    return call
