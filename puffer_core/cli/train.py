@@ -112,9 +112,10 @@ def train_cmd(
     --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
     --kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
     saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
-    OUT` plays the policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
-    gae_lambda, num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef,
-    vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
+    OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
+    (next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
+    num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef, vf_coef,
+    max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
     Needs the train extra: pip install 'puffer-core[train]'.
     """
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}

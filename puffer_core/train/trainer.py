@@ -30,9 +30,9 @@ from gymnasium import spaces
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.collect import Collector
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
-from puffer_core.train.collect import Collector
 from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.train.run_lock import RunLock
@@ -169,7 +169,7 @@ class Trainer:
 
     # ---------------------------------------------------------------- the loop
     def train(self, on_update: UpdateReport | None, save: Callable[[], None] | None) -> None:
-        envs, config = self.envs, self.config
+        config = self.config
         self.collector.start(config.seed + self.step)  # a resumed run plays new episodes
         last_save = time.perf_counter()
         while self.step < config.steps and not self.stop:
@@ -206,7 +206,8 @@ class Trainer:
             for info in infos:
                 ended = info.get("final_info", info)  # same-step autoreset: the ended episode's info
                 if "episode_return" in ended:
-                    self.curve.episodes.append((self.step, float(ended["episode_return"]), int(ended["episode_length"])))
+                    episode = (self.step, float(ended["episode_return"]), int(ended["episode_length"]))
+                    self.curve.episodes.append(episode)
             if collector.full:
                 break
             collector.act()
@@ -402,7 +403,7 @@ def ppo(
             ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
         env_kwargs: the env's creator kwargs.
         on_update: called after every update with the curve's new row.
-        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …).
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``batch_size``, ``policy``, ``seed``, …).
 
     Returns:
         The ``Curve``: one row per update and every finished episode.

@@ -26,9 +26,7 @@ class Run:
 
     def __init__(self, env_id, steps, num_envs=2, batch_size=None, autoreset="next_step", kind="lstm", **kwargs):
         torch.manual_seed(0)
-        self.envs = vector.make(
-            env_id, num_envs=num_envs, batch_size=batch_size, autoreset=autoreset, seed=0, **kwargs
-        )
+        self.envs = vector.make(env_id, num_envs=num_envs, batch_size=batch_size, autoreset=autoreset, seed=0, **kwargs)
         space = self.envs.single_observation_space
         self.policy = Policy(self.envs.driver_env.obs_layout, self.envs.single_action_space, HIDDEN, kind)
         state = None if kind == "mlp" else (2, HIDDEN)

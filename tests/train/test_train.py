@@ -95,7 +95,8 @@ def values_through_episodes(policy, env, expected) -> tuple[np.ndarray, np.ndarr
 def half_batches(backend: str) -> dict:
     """Settings for batches of half the envs: on Multiprocessing each of 2 workers holds one
     batch, so which worker's batch comes next varies from step to step."""
-    return {"backend": backend, "batch_size": 16} if backend == "serial" else {"backend": backend, "num_workers": 2, "batch_size": 16}
+    workers = {"num_workers": 2} if backend == "multiprocessing" else {}
+    return {"backend": backend, "batch_size": 16, **workers}
 
 
 @pytest.mark.parametrize(
