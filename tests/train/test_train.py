@@ -163,6 +163,13 @@ def test_the_memory_probe_needs_the_lstm(env_id, settings, policy):
         assert 0.35 <= correct <= 0.65, correct
 
 
+@pytest.mark.ray
+def test_the_memory_probe_learns_on_ray_with_half_batches(local_ray):
+    settings = {"policy": "lstm", "hidden_size": 16, "num_envs": 32, "seed": 1, **half_batches("ray")}
+    curve = train.ppo("classic/probe_memory", 20_000, **settings, num_workers=2)
+    assert share_correct(curve) >= 0.95
+
+
 def test_training_goes_on_through_crashes_and_leaves_them_out(tmp_path):
     curve = train.ppo(
         CrashingProbe, 16_384, out=tmp_path, gamma=GAMMA, backend="multiprocessing", num_workers=2, on_fault="restart"
