@@ -50,13 +50,15 @@ def zero_where(state: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
 
 
 class Memory(nn.Module):
-    """An LSTM over each row's steps (CleanRL's initialisation: orthogonal weights, zero biases)."""
+    """An LSTM over each row's steps, one ``nn.LSTMCell`` step at a time (a replay zeroes rows
+    between steps, and per-step cells replay a rollout faster than ``nn.LSTM`` called step by
+    step); CleanRL's initialisation: orthogonal weights, zero biases."""
 
     def __init__(self, inputs: int, hidden: int):
         super().__init__()
         self.hidden = hidden
-        self.lstm = nn.LSTM(inputs, hidden)
-        for name, parameter in self.lstm.named_parameters():
+        self.cell = nn.LSTMCell(inputs, hidden)
+        for name, parameter in self.cell.named_parameters():
             if name.startswith("bias"):
                 nn.init.constant_(parameter, 0.0)
             else:
@@ -67,15 +69,16 @@ class Memory(nn.Module):
 
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of rows ``x [rows, inputs]`` from ``state``: (outputs [rows, hidden], the new state)."""
-        h, c = state[:, 0].unsqueeze(0).contiguous(), state[:, 1].unsqueeze(0).contiguous()
-        out, (h, c) = self.lstm(x.unsqueeze(0), (h, c))
-        return out[0], torch.stack((h[0], c[0]), dim=1)
+        h, c = self.cell(x, (state[:, 0], state[:, 1]))
+        return h, torch.stack((h, c), dim=1)
 
     def unroll(self, x: torch.Tensor, state: torch.Tensor, resets: torch.Tensor) -> torch.Tensor:
         """Outputs ``[steps, rows, hidden]`` for inputs ``x [steps, rows, inputs]`` from ``state``,
         zeroing a row's state before every step where ``resets [steps, rows]`` says so."""
+        h, c = state[:, 0], state[:, 1]
         outputs = []
         for t in range(x.shape[0]):
-            out, state = self.step(x[t], zero_where(state, resets[t]))
-            outputs.append(out)
+            keep = (~resets[t]).to(h.dtype)[:, None]
+            h, c = self.cell(x[t], (h * keep, c * keep))
+            outputs.append(h)
         return torch.stack(outputs)

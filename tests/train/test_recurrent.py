@@ -64,7 +64,7 @@ def test_unroll_replays_the_steps_and_zeroes_where_told():
 
 def test_initialisation_is_cleanrls():
     memory = Memory(7, 6)
-    for name, parameter in memory.lstm.named_parameters():
+    for name, parameter in memory.cell.named_parameters():
         if name.startswith("bias"):
             assert not parameter.any(), name
         else:  # orthogonal: the rows of each weight matrix are orthonormal (4 gates of 6 rows, fewer columns)
