@@ -205,7 +205,7 @@ def tests_torch(session: nox.Session) -> None:
     """The torch tests and the bench's PufferLib 3.0 rows, on the Python the local CPU torch wheel
     is for (3.11; PufferLib ships wheels for 3.11 and 3.12 only). Without a local wheel torch
     comes from the package index: a large download, but the session passes anywhere."""
-    install_project(session, "dev", "record")
+    install_project(session, "dev", "record", "ray")  # ray: the trainer learns on every backend
     install_torch(session, from_index=True)
     env = pytest_env(PYTHONFAULTHANDLER="1", PUFFER_REQUIRE_TORCH="1")
     if install_pufferlib(session):

@@ -120,9 +120,10 @@ def train_cmd(
     --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
     --kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
     saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
-    OUT` plays the policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
-    gae_lambda, num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef,
-    vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
+    OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
+    (next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
+    num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef, vf_coef,
+    max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
     Needs the train extra: pip install 'puffer-core[train]'.
     """
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
@@ -141,12 +142,7 @@ def train_cmd(
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
     train = _import_train()
     if resume is not None:
-        saved = train.load(resume)
-        if env_id is not None and env_id != saved.env:
-            message = f"the run to resume was trained on {saved.env}, not {env_id}; drop ENV_ID or pick its run"
-            raise APIUsageError(message)
-        source = _checkpoint_file(resume, "--resume")
-        _announce("resuming", saved.env, {**saved.env_kwargs, **(env_kwargs or {})}, source)
+        _announce_resume(train, resume, env_id, env_kwargs)
     if resume is None and out is None:
         out = _default_out(env_id)
     total = chosen.get("steps") or train.PPOConfig().steps
@@ -169,6 +165,15 @@ def train_cmd(
         recorded = train.evaluate(out or resume, record_episodes, record=recording, overwrite=overwrite).to_json()
         recorded["record"] = record_path
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
+
+
+def _announce_resume(train: Any, resume: Path, env_id: str | None, env_kwargs: dict[str, Any] | None) -> None:
+    saved = train.load(resume)
+    if env_id is not None and env_id != saved.env:
+        message = f"the run to resume was trained on {saved.env}, not {env_id}; drop ENV_ID or pick its run"
+        raise APIUsageError(message)
+    source = _checkpoint_file(resume, "--resume")
+    _announce("resuming", saved.env, {**saved.env_kwargs, **(env_kwargs or {})}, source)
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:

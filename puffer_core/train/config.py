@@ -27,7 +27,9 @@ class PPOConfig:
     steps: int = 200_000  # environment steps (agent rows × vector steps) in the whole run
     num_envs: int = 32
     num_workers: int | None = None
+    batch_size: int | None = None  # envs per recv (vector.make's batch_size); None: num_envs
     backend: str = "serial"
+    autoreset: str = "next_step"  # or "same_step" (the vector env's mode; both train the same)
     on_fault: str = "raise"  # "restart": a crashed env's worker is replaced and training goes on
     seed: int = 0
     device: str | None = None  # None: cuda when available, else cpu
@@ -45,6 +47,7 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = None
+    policy: str = "mlp"  # or "lstm": an LSTM of hidden_size units after the observation encoder
     hidden_size: int = 64
     # None: one thread for MLP policies (they run fastest so, and the other cores step envs),
     # every core for CNN policies (convolutions gain ~1.5× from a second core here).
@@ -58,6 +61,11 @@ class PPOConfig:
             if value is None and name in _OPTIONAL:
                 continue
             check(name, value)
+        if self.batch_size is not None and self.batch_size > self.num_envs:
+            raise APIUsageError(
+                f"batch_size {self.batch_size} is more than num_envs {self.num_envs}; use a batch_size ≤ "
+                f"{self.num_envs} (envs per batch, like num_envs counts envs) or leave it unset for full batches"
+            )
         return self
 
     @classmethod
@@ -92,6 +100,9 @@ class PPOConfig:
 MAX_HIDDEN = 16_384
 BACKENDS = ("serial", "multiprocessing", "mp", "ray")
 ON_FAULT = ("raise", "restart")
+POLICIES = ("mlp", "lstm")
+#: the vector env's autoreset modes the trainer handles ("disabled" would leave ended envs unreset)
+AUTORESET = ("next_step", "same_step")
 
 
 def _int(low: int, high: int) -> Callable[[str, Any], Any]:
@@ -121,13 +132,15 @@ def _device(name: str, value: Any) -> None:
 
 
 #: Settings that may be None (each meaning a default chosen at run time).
-_OPTIONAL = {"num_workers", "device", "target_kl", "torch_threads"}
+_OPTIONAL = {"num_workers", "batch_size", "device", "target_kl", "torch_threads"}
 #: One check per PPOConfig field (a test fails when a field has none).
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "steps": _int(1, MAX_STEPS),
     "num_envs": _int(1, MAX_ENVS),
     "num_workers": _int(1, MAX_WORKERS),
+    "batch_size": _int(1, MAX_ENVS),
     "backend": _one_of(BACKENDS),
+    "autoreset": _one_of(AUTORESET),
     "on_fault": _one_of(ON_FAULT),
     "seed": _int(0, MAX_SEED),
     "device": _device,
@@ -145,6 +158,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "vf_coef": _number(0, 100),
     "max_grad_norm": _number(0, 1e6, low_open=True),
     "target_kl": _number(0, 100, low_open=True),
+    "policy": _one_of(POLICIES),
     "hidden_size": _int(1, MAX_HIDDEN),
     "torch_threads": _int(1, 1_024),
     "checkpoint_seconds": _number(0, MAX_SECONDS),

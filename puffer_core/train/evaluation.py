@@ -15,6 +15,7 @@ from puffer_core.limits import MAX_EPISODES, check_int
 from puffer_core.recording import Recording, plan_recording
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.policy import Policy
+from puffer_core.train.recurrent import step_flags, zero_where
 from puffer_core.train.trainer import pick_device, spaces_of
 
 __all__ = ["EvalResult", "evaluate"]
@@ -100,25 +101,37 @@ def evaluate(
     with envs:
         if spaces_of(envs) != saved.spaces:
             raise APIUsageError(f"{saved.env} no longer has the spaces the policy was trained on ({saved.spaces})")
-        policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size)
+        policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
         policy.load_state_dict(saved.policy)
         policy.to(pick_device(device)).eval()
         return _play(envs, policy, episodes, greedy, max_steps, saved.env)
 
 
 def _play(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int, name: str) -> EvalResult:
+    """Play until ``episodes`` episodes ended; a recurrent policy's state is carried from step to
+    step and starts afresh where the trainer's would (``step_flags``)."""
     result = EvalResult(name)
     device = next(policy.parameters()).device
-    obs, _ = envs.reset()
+    rows = envs.num_envs
+    state = policy.initial_state(rows, device)
+    prev_ended = torch.zeros(rows, dtype=torch.bool, device=device)
+    prev_valid = torch.zeros(rows, dtype=torch.bool, device=device)
+    low, high = getattr(envs.single_action_space, "low", None), getattr(envs.single_action_space, "high", None)
+    envs.async_reset()
+    obs, _, _, _, _, _, masks = envs.recv()
     for _ in range(max_steps):
+        valid, reset = step_flags(envs.autoreset_mode, torch.from_numpy(masks).to(device), prev_ended, prev_valid)
         with torch.no_grad():
-            distribution, _ = policy(torch.from_numpy(obs).to(device))
+            distribution, _, state = policy.act(
+                torch.from_numpy(obs).to(device), None if state is None else zero_where(state, reset)
+            )
             action = distribution.mode() if greedy else distribution.sample()
         actions = action.cpu().numpy()
-        low, high = getattr(envs.single_action_space, "low", None), getattr(envs.single_action_space, "high", None)
         if low is not None and np.issubdtype(actions.dtype, np.floating):
             actions = np.clip(actions, low, high)
-        obs, _, _, _, infos = envs.step(actions)
+        envs.send(actions)
+        obs, _, terminals, truncations, infos, _, masks = envs.recv()
+        prev_ended, prev_valid = torch.from_numpy(terminals | truncations).to(device), valid
         for info in infos:
             if "episode_return" in info:
                 result.returns.append(float(info["episode_return"]))

@@ -8,6 +8,8 @@ image-like uint8 leaves (3-D, both sides ≥ 32), ``symlog`` for other integer l
 glyph ids and bottom-line stats span many orders), and float Box leaves as they are.
 Actions: a categorical per Discrete / MultiDiscrete dimension, a diagonal Gaussian with a
 learned, state-independent log-std for Box actions (CleanRL's ppo_continuous_action).
+``Policy(..., kind="lstm")`` reads the heads from an LSTM after the encoder (see
+:mod:`puffer_core.train.recurrent`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from gymnasium import spaces
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from puffer_core.errors import SpaceError
+from puffer_core.errors import APIUsageError, SpaceError
 from puffer_core.torch_helpers import unflatten
+from puffer_core.train.recurrent import Memory
 
 __all__ = ["ActionDistribution", "Encoder", "Policy"]
 
@@ -199,20 +202,34 @@ def _action_head(action_space: spaces.Space) -> tuple[str, list[int], int]:
 
 class Policy(nn.Module):
     """Actor and critic over an ``Encoder``: two tanh MLPs (CleanRL's), or one ReLU trunk
-    after a CNN for pictures (CleanRL's Atari agent)."""
+    after a CNN for pictures (CleanRL's Atari agent); ``kind="lstm"`` puts an LSTM of
+    ``hidden_size`` units (``puffer_core.train.recurrent.Memory``) after the encoder (and the
+    trunk) and reads both heads from its output (CleanRL's ppo_atari_lstm).
 
-    def __init__(self, layout: Any, action_space: spaces.Space, hidden_size: int = 64):
+    A recurrent policy carries a state per row: ``act(flat, state)`` returns the next one,
+    ``initial_state(rows)`` is the zero state (None for ``"mlp"``); ``forward(flat)`` acts
+    from the zero state, as on an episode's first step.
+    """
+
+    def __init__(self, layout: Any, action_space: spaces.Space, hidden_size: int = 64, kind: str = "mlp"):
         super().__init__()
+        if kind not in ("mlp", "lstm"):
+            raise APIUsageError(f"policy must be 'mlp' or 'lstm', got {kind!r}")
+        self.kind = kind
         self.encoder = Encoder(layout)
         self.action_kind, self.nvec, outputs = _action_head(action_space)
         features = self.encoder.size
+        self.memory: Memory | None = None
         if self.encoder.has_image:
             self.trunk = nn.Sequential(_layer(nn.Linear(features, 512)), nn.ReLU())
             self.actor_body, self.critic_body, width = nn.Identity(), nn.Identity(), 512
         else:
             self.trunk = nn.Identity()
-            self.actor_body = self._mlp(features, hidden_size)
-            self.critic_body = self._mlp(features, hidden_size)
+            self.actor_body = self._mlp(features, hidden_size) if kind == "mlp" else nn.Identity()
+            self.critic_body = self._mlp(features, hidden_size) if kind == "mlp" else nn.Identity()
+            width = hidden_size if kind == "mlp" else features
+        if kind == "lstm":
+            self.memory = Memory(width, hidden_size)
             width = hidden_size
         self.actor = _layer(nn.Linear(width, outputs), std=0.01)
         self.critic = _layer(nn.Linear(width, 1), std=1.0)
@@ -222,12 +239,52 @@ class Policy(nn.Module):
     def _mlp(inputs: int, hidden: int) -> nn.Module:
         return nn.Sequential(_layer(nn.Linear(inputs, hidden)), nn.Tanh(), _layer(nn.Linear(hidden, hidden)), nn.Tanh())
 
-    def value(self, flat: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.critic_body(self.trunk(self.encoder(flat)))).squeeze(1)
+    @property
+    def recurrent(self) -> bool:
+        return self.memory is not None
 
-    def forward(self, flat: torch.Tensor) -> tuple[ActionDistribution, torch.Tensor]:
-        """(action distribution, value) for a batch of flat observation rows."""
+    def initial_state(self, rows: int, device: torch.device | str | None = None) -> torch.Tensor | None:
+        """The zero state of ``rows`` rows, ``[rows, 2, hidden_size]`` (None for an MLP policy)."""
+        if self.memory is None:
+            return None
+        return self.memory.initial_state(rows, device if device is not None else self.critic.weight.device)
+
+    def _features(self, flat: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         hidden = self.trunk(self.encoder(flat))
+        if self.memory is None:
+            return hidden, None
+        if state is None:
+            state = self.initial_state(len(flat), flat.device)
+        return self.memory.step(hidden, state)
+
+    def heads(self, hidden: torch.Tensor) -> tuple[ActionDistribution, torch.Tensor]:
+        """(action distribution, value) from the features the heads read."""
         params = self.actor(self.actor_body(hidden))
         value = self.critic(self.critic_body(hidden)).squeeze(1)
         return ActionDistribution(self.action_kind, params, self.nvec, self.log_std), value
+
+    def act(
+        self, flat: torch.Tensor, state: torch.Tensor | None = None
+    ) -> tuple[ActionDistribution, torch.Tensor, torch.Tensor | None]:
+        """(action distribution, value, next state) for flat observation rows and their state
+        (None: the zero state; ignored by an MLP policy, whose next state is None)."""
+        hidden, state = self._features(flat, state)
+        distribution, value = self.heads(hidden)
+        return distribution, value, state
+
+    def value(self, flat: torch.Tensor, state: torch.Tensor | None = None) -> torch.Tensor:
+        hidden, _ = self._features(flat, state)
+        return self.critic(self.critic_body(hidden)).squeeze(1)
+
+    def unroll(self, obs: torch.Tensor, state: torch.Tensor, resets: torch.Tensor) -> torch.Tensor:
+        """The heads' features ``[steps, rows, hidden]`` of a recurrent policy over ``obs [steps,
+        rows, ...]`` from ``state``, zeroing a row's state where ``resets [steps, rows]`` is True."""
+        steps, rows = obs.shape[:2]
+        features = self.trunk(self.encoder(obs.reshape(steps * rows, *obs.shape[2:])))
+        return self.memory.unroll(features.reshape(steps, rows, -1), state, resets)
+
+    def forward(self, flat: torch.Tensor) -> tuple[ActionDistribution, torch.Tensor]:
+        """(action distribution, value) for a batch of flat observation rows (a recurrent
+        policy: from the zero state, as on an episode's first step)."""
+        distribution, value, _ = self.act(flat)
+        return distribution, value

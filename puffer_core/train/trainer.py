@@ -1,8 +1,9 @@
 """PPO through ``puffer_core.vector``, in the CleanRL tradition: one readable loop.
 
-``ppo(env, steps=…, out=…)`` builds the vector env, a ``Policy`` for its flat spaces and an
-Adam optimizer, then alternates rollouts (``Rollout``: next-step autoreset handled, agent
-masks respected) and clipped-surrogate updates, keeping a ``Curve``. With ``out`` it keeps
+``ppo(env, steps=…, out=…)`` builds the vector env, a ``Policy`` for its flat spaces (an MLP,
+or ``policy="lstm"``) and an Adam optimizer, then alternates rollouts (``Collector`` fills a
+``Rollout``: full or async batches, next-step or same-step autoreset, agent masks, one
+recurrent state per row) and clipped-surrogate updates, keeping a ``Curve``. With ``out`` it keeps
 ``policy.pt``, ``curve.csv`` and ``curve.png`` there, refreshed every
 ``checkpoint_seconds`` and at the end, and holds the directory for the run (a second run
 into it is refused). Ctrl-C or SIGTERM stops it at the next step and leaves a loadable
@@ -29,10 +30,11 @@ from gymnasium import spaces
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.collect import Collector
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
-from puffer_core.train.policy import Policy
+from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.train.run_lock import RunLock
 from puffer_core.vector.checks import available_cpus
@@ -123,7 +125,7 @@ class Trainer:
         layout = getattr(envs.driver_env, "obs_layout", None)
         if layout is None:
             raise APIUsageError(f"{env_name(envs)}: the trainer needs an emulated env (one with an obs_layout)")
-        self.policy = Policy(layout, envs.single_action_space, config.hidden_size).to(device)
+        self.policy = Policy(layout, envs.single_action_space, config.hidden_size, config.policy).to(device)
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.learning_rate, eps=1e-5, foreach=True)
         self.curve = Curve()
         self.on_episode: EpisodeReport | None = None
@@ -135,15 +137,18 @@ class Trainer:
         self._action_high = space.high if box else None
         observed = envs.single_observation_space
         _check_rollout_fits(config, envs.num_envs, observed.dtype.itemsize * int(np.prod(observed.shape)))
+        state = self.policy.initial_state(1, device)
         self.rollout = Rollout(
             config.rollout_steps,
             envs.num_envs,
-            envs.single_observation_space.shape,
-            envs.single_observation_space.dtype,
+            observed.shape,
+            observed.dtype,
             () if isinstance(space, spaces.Discrete) else space.shape,
             torch.float32 if box else torch.int64,
             device,
+            state_shape=None if state is None else tuple(state.shape[1:]),
         )
+        self.collector = Collector(envs, self.policy, self.rollout, config.autoreset, device, self._env_actions)
 
     # ---------------------------------------------------------------- state
     def restore(self, saved: checkpoints.Checkpoint) -> None:
@@ -168,14 +173,12 @@ class Trainer:
 
     # ---------------------------------------------------------------- the loop
     def train(self, on_update: UpdateReport | None, save: Callable[[], None] | None) -> None:
-        envs, config = self.envs, self.config
-        envs.async_reset(config.seed + self.step)  # a resumed run plays new episodes
-        obs, _, _, _, _, _, masks = envs.recv()
-        state = (obs, masks, torch.zeros(envs.num_envs, dtype=torch.bool, device=self.device))
+        config = self.config
+        self.collector.start(config.seed + self.step)  # a resumed run plays new episodes
         last_save = time.perf_counter()
         while self.step < config.steps and not self.stop:
             started = time.perf_counter()
-            state = self.collect(state)
+            self.collect()
             if self.stop:
                 break
             stats = self.update()
@@ -185,7 +188,7 @@ class Trainer:
             row = self.curve.add_row(
                 step=self.step,
                 seconds=round(self.seconds, 3),
-                steps_per_second=round(self.rollout.steps * envs.num_envs / elapsed, 1),
+                steps_per_second=round(self.rollout.complete / elapsed, 1),
                 learning_rate=self.optimizer.param_groups[0]["lr"],
                 **stats,
             )
@@ -195,35 +198,25 @@ class Trainer:
                 save()
                 last_save = time.perf_counter()
 
-    def collect(self, state: tuple) -> tuple:
-        """Fill the rollout with ``rollout_steps`` vector steps; returns the state to go on from."""
-        obs, masks, ended = state
-        r, envs, policy, device = self.rollout, self.envs, self.policy, self.device
-        for t in range(r.steps):
-            r.obs[t].copy_(torch.from_numpy(obs))  # copied before send: obs is the backend's buffer
-            r.valid[t] = torch.from_numpy(masks).to(device) & ~ended
-            with torch.no_grad():
-                distribution, value = policy(r.obs[t])
-                action = distribution.sample()
-            r.actions[t], r.logprobs[t], r.values[t] = action, distribution.log_prob(action), value
-            envs.send(self._env_actions(action))
-            obs, rewards, terminals, truncations, infos, _, masks = envs.recv()
-            r.rewards[t] = torch.from_numpy(rewards).to(device)
-            r.terminals[t] = torch.from_numpy(terminals).to(device)
-            ended = torch.from_numpy(terminals | truncations).to(device)
-            r.ended[t] = ended
-            self.step += envs.num_envs
+    def collect(self) -> None:
+        """Fill the rollout until a row has ``rollout_steps`` steps (see :mod:`puffer_core.train.collect`)."""
+        collector = self.collector
+        self.rollout.begin()
+        collector.act()
+        while not self.stop:
+            batch = self.envs.recv()
+            self.step += collector.record(batch)
+            infos = batch[4]
             for info in infos:
-                if "episode_return" in info:
-                    self.curve.episodes.append((self.step, float(info["episode_return"]), int(info["episode_length"])))
+                ended = info.get("final_info", info)  # same-step autoreset: the ended episode's info
+                if "episode_return" in ended:
+                    episode = (self.step, float(ended["episode_return"]), int(ended["episode_length"]))
+                    self.curve.episodes.append(episode)
                     if self.on_episode is not None:
-                        self.on_episode(self.step, info)
-                if "fault" in info:  # the env crashed (on_fault="restart"): this step taught nothing
-                    r.valid[t, info["env_id"]] = False
-            if self.stop:
+                        self.on_episode(self.step, ended)
+            if collector.full:
                 break
-        self.next_obs = obs
-        return obs, masks, ended
+            collector.act()
 
     def _env_actions(self, action: torch.Tensor) -> np.ndarray:
         actions = action.cpu().numpy()
@@ -232,29 +225,31 @@ class Trainer:
         return actions
 
     def update(self) -> dict[str, float]:
-        """One PPO update on the rollout (valid steps only); returns its statistics."""
-        config, r, policy = self.config, self.rollout, self.policy
+        """One PPO update on the rollout (steps that count only); returns its statistics."""
+        config, r = self.config, self.rollout
         if config.anneal_lr:
             fraction = max(0.0, 1.0 - self.step / config.steps)
             self.optimizer.param_groups[0]["lr"] = config.learning_rate * max(fraction, 0.02)
-        with torch.no_grad():
-            next_value = policy.value(torch.from_numpy(self.next_obs).to(self.device))
-        adv, returns = advantages(r, next_value, config.gamma, config.gae_lambda)
-        keep = r.valid.reshape(-1).nonzero().squeeze(1)
-        batch = {
-            "obs": r.obs.reshape(-1, *r.obs.shape[2:])[keep],
-            "actions": r.actions.reshape(-1, *r.actions.shape[2:])[keep],
-            "logprobs": r.logprobs.reshape(-1)[keep],
-            "advantages": adv.reshape(-1)[keep],
-            "returns": returns.reshape(-1)[keep],
-            "values": r.values.reshape(-1)[keep],
+        self.collector.bootstrap()
+        adv, returns = advantages(r, config.gamma, config.gae_lambda)
+        data = {
+            "obs": r.obs,
+            "actions": r.actions,
+            "logprobs": r.logprobs,
+            "advantages": adv,
+            "returns": returns,
+            "values": r.values[:-1],
         }
-        return self._optimise(batch)
+        return self._optimise(data, r.counted())
 
-    def _optimise(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _optimise(self, data: dict[str, torch.Tensor], keep: torch.Tensor) -> dict[str, float]:
+        """Epochs of minibatches: of steps (MLP), or of whole rows replayed from their stored
+        state (recurrent, CleanRL's ppo_atari_lstm)."""
         config = self.config
-        size = len(batch["obs"])
-        if size == 0:
+        recurrent = self.policy.recurrent
+        flat = None if recurrent else {key: value[keep] for key, value in data.items()}
+        size = self.rollout.rows if recurrent else int(keep.sum())
+        if not bool(keep.any()):
             return {}
         minibatch = max(1, size // config.num_minibatches)
         totals: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [], "approx_kl": []}
@@ -262,9 +257,11 @@ class Trainer:
         for _ in range(config.update_epochs):
             order = torch.randperm(size, device=self.device)
             for start in range(0, size, minibatch):
-                losses, clip_fraction = self._minibatch(
-                    {k: v[order[start : start + minibatch]] for k, v in batch.items()}
-                )
+                chosen = order[start : start + minibatch]
+                mb = self._row_minibatch(data, keep, chosen) if recurrent else self._step_minibatch(flat, chosen)
+                if mb is None:
+                    continue
+                losses, clip_fraction = self._minibatch(*mb)
                 for key, value in losses.items():
                     totals[key].append(value)
                 clipped.append(clip_fraction)
@@ -272,15 +269,35 @@ class Trainer:
                     break
             if self.stop or (config.target_kl is not None and totals["approx_kl"][-1] > config.target_kl):
                 break
-        values, returns = batch["values"].cpu().numpy(), batch["returns"].cpu().numpy()
+        values, returns = data["values"][keep].cpu().numpy(), data["returns"][keep].cpu().numpy()
         variance = np.var(returns)
         explained = float("nan") if variance == 0 else float(1 - np.var(returns - values) / variance)
         stats = {key: float(np.mean(items)) for key, items in totals.items()}
         return {**stats, "clip_fraction": float(np.mean(clipped)), "explained_variance": explained}
 
-    def _minibatch(self, mb: dict[str, torch.Tensor]) -> tuple[dict[str, float], float]:
-        config = self.config
+    def _step_minibatch(self, flat: dict[str, torch.Tensor], chosen: torch.Tensor) -> tuple:
+        mb = {key: value[chosen] for key, value in flat.items()}
         distribution, value = self.policy(mb["obs"])
+        return mb, distribution, value
+
+    def _row_minibatch(self, data: dict[str, torch.Tensor], keep: torch.Tensor, rows: torch.Tensor) -> tuple | None:
+        """Rows ``rows`` replayed over their steps from their stored first state and reset flags."""
+        r = self.rollout
+        steps = int(r.lengths[rows].max())
+        if steps == 0:
+            return None
+        mask = keep[:steps, rows]
+        if not bool(mask.any()):
+            return None
+        hidden = self.policy.unroll(r.obs[:steps, rows], r.states[0, rows], r.resets[:steps, rows])
+        distribution, value = self.policy.heads(hidden[mask])
+        mb = {key: tensor[:steps, rows][mask] for key, tensor in data.items() if key != "obs"}
+        return mb, distribution, value
+
+    def _minibatch(
+        self, mb: dict[str, torch.Tensor], distribution: ActionDistribution, value: torch.Tensor
+    ) -> tuple[dict[str, float], float]:
+        config = self.config
         logratio = distribution.log_prob(mb["actions"]) - mb["logprobs"]
         ratio = logratio.exp()
         with torch.no_grad():
@@ -357,7 +374,9 @@ def _check_fresh(directory: Path | None) -> None:
 def _check_rollout_fits(config: PPOConfig, rows: int, observation_bytes: int) -> None:
     """Refuse a rollout buffer larger than this machine's memory before allocating it (and,
     with a lower bound on the observation, before building the envs)."""
-    needed = config.rollout_steps * rows * (observation_bytes + 64)  # + actions, values, flags
+    state_bytes = 2 * config.hidden_size * 4 if config.policy == "lstm" else 0  # (h, c) as float32
+    row_bytes = observation_bytes + 64 + state_bytes  # + actions, values, flags
+    needed = config.rollout_steps * rows * row_bytes
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -365,7 +384,7 @@ def _check_rollout_fits(config: PPOConfig, rows: int, observation_bytes: int) ->
     if needed > memory:
         raise APIUsageError(
             f"the rollout needs {needed / 2**30:,.1f} GiB ({config.rollout_steps:,} steps × {rows:,} rows × "
-            f"{observation_bytes + 64:,} bytes) and this machine has {memory / 2**30:,.1f} GiB; lower rollout_steps "
+            f"{row_bytes:,} bytes) and this machine has {memory / 2**30:,.1f} GiB; lower rollout_steps "
             "or num_envs"
         )
 
@@ -397,7 +416,7 @@ def ppo(
         on_episode: called with the step and the info of every finished episode.
         wandb: a W&B project name, or ``Wandb(project, entity=…, group=…)``: the run's
             scalars and settings go there too (``pip install 'puffer-core[wandb]'``).
-        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …).
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``batch_size``, ``policy``, ``seed``, …).
 
     Returns:
         The ``Curve``: one row per update and every finished episode.
@@ -478,7 +497,9 @@ def _train(
         env,
         num_envs=config.num_envs,
         num_workers=config.num_workers,
+        batch_size=config.batch_size,
         backend=config.backend,
+        autoreset=config.autoreset,
         seed=config.seed,
         on_fault=config.on_fault,
         **env_kwargs,

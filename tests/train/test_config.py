@@ -40,6 +40,10 @@ def test_no_setting_takes_nan_inf_or_the_wrong_type(name, bad):
         ({"on_fault": "ignore"}, "on_fault must be one of 'raise', 'restart', got 'ignore'"),
         ({"anneal_lr": 1}, "anneal_lr must be true or false, got 1"),
         ({"device": ""}, "device must be 'cpu', 'cuda' or 'cuda:N', got ''"),
+        ({"policy": "gru"}, "policy must be one of 'mlp', 'lstm', got 'gru'"),
+        ({"autoreset": "disabled"}, "autoreset must be one of 'next_step', 'same_step', got 'disabled'"),
+        ({"batch_size": 40}, "batch_size 40 is more than num_envs 32; use a batch_size ≤ 32"),
+        ({"batch_size": 0}, "batch_size must be ≥ 1"),
     ],
 )
 def test_absurd_values_are_named(change, message):
@@ -49,7 +53,7 @@ def test_absurd_values_are_named(change, message):
 
 
 def test_optional_settings_take_none():
-    PPOConfig(num_workers=None, device=None, target_kl=None, torch_threads=None).validate()
+    PPOConfig(num_workers=None, batch_size=None, device=None, target_kl=None, torch_threads=None).validate()
 
 
 def test_saved_settings_with_unknown_keys_are_refused():

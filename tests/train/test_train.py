@@ -66,6 +66,110 @@ def test_probes_reach_their_expected_values_and_actions(tmp_path, env_id, backen
         np.testing.assert_array_equal(distribution.mode().numpy(), expected.best_actions, err_msg=f"{env_id}: actions")
 
 
+# ------------------------------------------------------------------ recurrent policies, async batches
+
+#: The probes' canonical observations as episodes play them, by row of the expectation table:
+#: a recurrent policy's value of an observation depends on what came before it in the episode.
+EPISODES = {
+    "classic/probe_3": [[0, 1]],
+    "classic/probe_5": [[0], [1]],
+    "classic/probe_3_2agents": [[0, 1], [2]],
+    "classic/probe_1": [[0]],
+    "classic/probe_4_2agents": [[0], [1]],
+}
+
+
+def values_through_episodes(policy, env, expected) -> tuple[np.ndarray, np.ndarray]:
+    """(values, greedy actions) of the table's rows, each row's state carried from its episode's start."""
+    flat = torch.from_numpy(expected.flat_observations(env))
+    values, actions = np.zeros(len(flat)), np.zeros(len(flat), np.int64)
+    for episode in EPISODES[expected.env_id]:
+        state = policy.initial_state(1)
+        for row in episode:
+            with torch.no_grad():
+                distribution, value, state = policy.act(flat[row : row + 1], state)
+            values[row], actions[row] = float(value[0]), int(distribution.mode()[0])
+    return values, actions
+
+
+def half_batches(backend: str) -> dict:
+    """Settings for batches of half the envs: on Multiprocessing each of 2 workers holds one
+    batch, so which worker's batch comes next varies from step to step."""
+    workers = {"num_workers": 2} if backend == "multiprocessing" else {}
+    return {"backend": backend, "batch_size": 16, **workers}
+
+
+@pytest.mark.parametrize(
+    ("env_id", "settings"),
+    [
+        ("classic/probe_3", {"policy": "lstm"}),
+        ("classic/probe_5", {"policy": "lstm"}),
+        ("classic/probe_3_2agents", {"policy": "lstm", **half_batches("multiprocessing")}),
+        ("classic/probe_3", {"policy": "lstm", "autoreset": "same_step"}),
+        ("classic/probe_1", half_batches("serial")),
+        ("classic/probe_4_2agents", half_batches("multiprocessing")),
+        ("classic/probe_3", {"autoreset": "same_step"}),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "-".join(f"{k}={v}" for k, v in value.items()),
+)
+def test_probes_reach_their_values_with_lstm_async_batches_and_same_step_autoreset(tmp_path, env_id, settings):
+    steps = 32_768 if env_id.endswith("_2agents") else 16_384
+    curve = train.ppo(env_id, steps, out=tmp_path, gamma=GAMMA, seed=1, num_envs=32, **settings)
+    assert curve.rows[-1]["step"] >= steps
+    saved = train.load(tmp_path)
+    import puffer_core
+
+    env = puffer_core.make(env_id)
+    policy = train.Policy(env.obs_layout, env.action_space, saved.config["hidden_size"], saved.config["policy"])
+    policy.load_state_dict(saved.policy)
+    expected = probe_expectations(env_id, GAMMA)
+    values, actions = values_through_episodes(policy, env, expected)
+    np.testing.assert_allclose(values, expected.values, atol=0.1, err_msg=f"{env_id}: V")
+    if expected.best_actions is not None:
+        np.testing.assert_array_equal(actions, expected.best_actions, err_msg=f"{env_id}: actions")
+
+
+MEMORY_RUNS = [
+    ("classic/probe_memory", {"backend": "serial"}),
+    ("classic/probe_memory", half_batches("serial")),
+    ("classic/probe_memory", {"backend": "multiprocessing", "num_workers": 2}),
+    ("classic/probe_memory", half_batches("multiprocessing")),
+    ("classic/probe_memory", {"backend": "serial", "autoreset": "same_step"}),
+    ("classic/probe_memory_2agents", {"backend": "serial"}),
+    ("classic/probe_memory_2agents", half_batches("multiprocessing")),
+]
+
+
+def share_correct(curve, episodes: int = 200) -> float:
+    """The share of the last ``episodes`` training episodes that answered the cue right (return > 0)."""
+    returns = np.array([episode_return for _, episode_return, _ in curve.episodes[-episodes:]])
+    assert len(returns) == episodes
+    return float((returns > 0).mean())
+
+
+@pytest.mark.parametrize("policy", ["lstm", "mlp"])
+@pytest.mark.parametrize(
+    ("env_id", "settings"),
+    MEMORY_RUNS,
+    ids=lambda value: value if isinstance(value, str) else "-".join(f"{k}={v}" for k, v in value.items()),
+)
+def test_the_memory_probe_needs_the_lstm(env_id, settings, policy):
+    steps = 40_000 if env_id.endswith("_2agents") else 20_000
+    curve = train.ppo(env_id, steps, policy=policy, hidden_size=16, num_envs=32, seed=1, **settings)
+    correct = share_correct(curve)
+    if policy == "lstm":
+        assert correct >= 0.95, correct
+    else:  # without memory the query is a coin toss, whatever the policy does
+        assert 0.35 <= correct <= 0.65, correct
+
+
+@pytest.mark.ray
+def test_the_memory_probe_learns_on_ray_with_half_batches(local_ray):
+    settings = {"policy": "lstm", "hidden_size": 16, "num_envs": 32, "seed": 1, **half_batches("ray")}
+    curve = train.ppo("classic/probe_memory", 20_000, **settings, num_workers=2)
+    assert share_correct(curve) >= 0.95
+
+
 def test_training_goes_on_through_crashes_and_leaves_them_out(tmp_path):
     curve = train.ppo(
         CrashingProbe, 16_384, out=tmp_path, gamma=GAMMA, backend="multiprocessing", num_workers=2, on_fault="restart"
@@ -185,6 +289,10 @@ def test_bad_input_is_one_line(tmp_path, site):
         ((*probe, "--set", "norm_adv=maybe"), "norm_adv must be true or false, got 'maybe'"),
         ((*probe, "--set", "checkpoint_seconds=-1"), "checkpoint_seconds must be a number in [0, 604800], got -1"),
         ((*probe, "--set", "backend=threads"), "backend must be one of"),
+        ((*probe, "--set", "policy=gru"), "policy must be one of 'mlp', 'lstm', got 'gru'"),
+        ((*probe, "--set", "autoreset=disabled"), "autoreset must be one of 'next_step', 'same_step'"),
+        ((*probe, "--set", "batch_size=40"), "batch_size 40 is more than num_envs 32"),
+        ((*probe, "--set", "batch_size=5", "--set", "num_envs=8"), "batch_size 5 must divide num_envs 8"),
         (("train", "texty/nan_rewards", "--steps", "4096", "--out", str(tmp_path / "nan")), "diverged at step"),
         (("train",), "give an ENV_ID"),
         (("eval", str(tmp_path / "nothing")), "does not exist"),

@@ -25,6 +25,18 @@ PROBES = {
     "probe_dict": ("ProbeDictEnv", "probe: nested Dict/Tuple observation, Dict action", "gymnasium"),
     "probe_mixed": ("ProbeMixedActionEnv", "probe: mixed discrete + continuous Tuple action", "gymnasium"),
     "probe_multiagent": ("ProbeMultiAgentEnv", "probe: 3 agents that leave one by one (Parallel API)", "pettingzoo"),
+    "probe_memory": (
+        "MemoryProbeEnv",
+        "memory probe: 2 actions, obs [cue, query]: a cue -1 or +1, blank_steps blank obs (default 4), then the "
+        "query: reward +1 for action = (cue > 0) else -1 (V = 1 with memory, chance without: needs policy=lstm)",
+        "gymnasium",
+    ),
+    "probe_memory_2agents": (
+        "MemoryProbeTwoAgentEnv",
+        "memory probe for 2 agents, each with its own cue; agent_1 has one blank step fewer, its row then masked "
+        "(Parallel API)",
+        "pettingzoo",
+    ),
 }
 
 #: Andy Jones' RL debugging probes (puffer_core.plugins.builtin.probes.DebugProbeEnv): number -> what it tests

@@ -2,7 +2,8 @@
 
 ``ProbeDictEnv``, ``ProbeMixedActionEnv`` and ``ProbeMultiAgentEnv`` have awkward spaces;
 ``DebugProbeEnv`` and its ``Dict`` and two-agent variants are Andy Jones' five RL debugging
-probes, with their expected values and actions as data (``probe_expectations``). Each env
+probes, with their expected values and actions as data (``probe_expectations``);
+``MemoryProbeEnv`` and its two-agent variant (in ``memory_probe``) need a recurrent policy. Each env
 is deterministic given its seed and cheap enough to step a million times.
 """
 
@@ -18,6 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core.errors import APIUsageError
+from puffer_core.plugins.builtin.memory_probe import MemoryProbeEnv, MemoryProbeTwoAgentEnv
 
 __all__ = [
     "PROBE_TASKS",
@@ -25,6 +27,8 @@ __all__ = [
     "DebugProbeDictEnv",
     "DebugProbeEnv",
     "DebugProbeTwoAgentEnv",
+    "MemoryProbeEnv",
+    "MemoryProbeTwoAgentEnv",
     "ProbeCase",
     "ProbeDictEnv",
     "ProbeExpectations",
