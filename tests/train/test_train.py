@@ -20,12 +20,13 @@ import time
 
 import numpy as np
 import pytest
+from crashing_probe import CrashingProbe
 from optional import require
 from plugin_site import puffer_env, run_puffer, run_puffer_many, write_plugin
 
 from puffer_core.emulation import emulate
 from puffer_core.errors import APIUsageError, SpaceError, UnknownEnvError
-from puffer_core.plugins.builtin.probes import DebugProbeEnv, probe_expectations
+from puffer_core.plugins.builtin.probes import probe_expectations
 from puffer_core.postprocess import EpisodeStats
 from puffer_core.testing import played_frames
 
@@ -181,20 +182,6 @@ def test_training_goes_on_through_crashes_and_leaves_them_out(tmp_path):
     with torch.no_grad():
         _, value = policy(torch.from_numpy(env.flatten_observation(np.zeros(1, np.float32))[None]))
     assert abs(float(value[0]) - 1.0) < 0.1  # the crashed steps (reward 0, truncated) did not drag V below 1
-
-
-class CrashingProbe(DebugProbeEnv):
-    """Probe 1 (V = 1) whose process dies on every third step (os._exit): a third of all steps crash."""
-
-    def __init__(self):
-        super().__init__(1)
-        self.steps = 0
-
-    def step(self, action):
-        self.steps += 1
-        if self.steps % 3 == 0:
-            os._exit(7)
-        return super().step(action)
 
 
 @pytest.mark.slow
