@@ -114,8 +114,10 @@ def train_cmd(
     saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
     OUT` plays the policy. PPO settings for --set: rollout_steps, learning_rate, anneal_lr, gamma,
     gae_lambda, num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef,
-    vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
-    Needs the train extra: pip install 'puffer-core[train]'.
+    vf_coef, max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds,
+    reward_scale, reward_clip, max_seconds. An env's plugin may declare training defaults
+    (settings and kwargs that make its envs learn); they are printed, and --set / --kwarg
+    override them. Needs the train extra: pip install 'puffer-core[train]'.
     """
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(seed=seed, device=device)
@@ -127,6 +129,7 @@ def train_cmd(
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _check_before_torch(env_id, resume, chosen)
+    total = _announce_defaults(env_id, chosen) if resume is None else None
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
@@ -140,7 +143,7 @@ def train_cmd(
         _announce("resuming", saved.env, {**saved.env_kwargs, **(env_kwargs or {})}, source)
     if resume is None and out is None:
         out = _default_out(env_id)
-    total = chosen.get("steps") or train.PPOConfig().steps
+    total = total or chosen.get("steps") or train.PPOConfig().steps
     started = time.perf_counter()
     if as_json:
         curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, **chosen)
@@ -165,6 +168,17 @@ def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> Non
     shown = ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) or "no kwargs"
     line = f"{doing} {env} with {shown} (from {source}; --kwarg K=V overrides)"
     err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _announce_defaults(env_id: str, chosen: dict[str, Any]) -> int:
+    """Say which training defaults the env's plugin sets (before torch loads); the run's steps."""
+    from puffer_core.train.defaults import train_defaults  # torch-free
+
+    defaults = train_defaults(env_id)
+    config = defaults.config(chosen)
+    if defaults:
+        err_console.print(defaults.describe(), highlight=False, markup=False, soft_wrap=True)
+    return config.steps
 
 
 def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:

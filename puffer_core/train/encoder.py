@@ -38,7 +38,7 @@ MAX_CATEGORIES = 65_536
 #: Features per category id, and channels of the grid CNN: small, so it runs on a CPU.
 EMBEDDING_SIZE = 16
 #: The grid CNN halves its grid (stride 2) until at most this many cells are left.
-GRID_CELLS = 128
+GRID_CELLS = 32
 
 
 def layer(module: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:

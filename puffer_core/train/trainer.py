@@ -31,6 +31,7 @@ from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
+from puffer_core.train.defaults import train_defaults
 from puffer_core.train.policy import Policy
 from puffer_core.train.rollout import Rollout, advantages
 from puffer_core.train.run_lock import RunLock
@@ -169,7 +170,7 @@ class Trainer:
         obs, _, _, _, _, _, masks = envs.recv()
         state = (obs, masks, torch.zeros(envs.num_envs, dtype=torch.bool, device=self.device))
         last_save = time.perf_counter()
-        while self.step < config.steps and not self.stop:
+        while self.step < config.steps and not self.stop and not self.out_of_time():
             started = time.perf_counter()
             state = self.collect(state)
             if self.stop:
@@ -204,7 +205,7 @@ class Trainer:
             r.actions[t], r.logprobs[t], r.values[t] = action, distribution.log_prob(action), value
             envs.send(self._env_actions(action))
             obs, rewards, terminals, truncations, infos, _, masks = envs.recv()
-            r.rewards[t] = torch.from_numpy(rewards).to(device)
+            r.rewards[t] = self.learner_rewards(torch.from_numpy(rewards).to(device))
             r.terminals[t] = torch.from_numpy(terminals).to(device)
             ended = torch.from_numpy(terminals | truncations).to(device)
             r.ended[t] = ended
@@ -219,6 +220,25 @@ class Trainer:
         self.next_obs = obs
         return obs, masks, ended
 
+    def learner_rewards(self, rewards: torch.Tensor) -> torch.Tensor:
+        """The env's rewards scaled and clipped as ``reward_scale`` and ``reward_clip`` say."""
+        config = self.config
+        if config.reward_scale != 1.0:
+            rewards = rewards * config.reward_scale
+        if config.reward_clip is not None:
+            rewards = rewards.clamp(-config.reward_clip, config.reward_clip)
+        return rewards
+
+    def progress(self) -> float:
+        """How much of the run is done (0 to 1): of its steps, or of ``max_seconds`` if further."""
+        done = self.step / self.config.steps
+        if self.config.max_seconds is not None:
+            done = max(done, self.seconds / self.config.max_seconds)
+        return done
+
+    def out_of_time(self) -> bool:
+        return self.config.max_seconds is not None and self.seconds >= self.config.max_seconds
+
     def _env_actions(self, action: torch.Tensor) -> np.ndarray:
         actions = action.cpu().numpy()
         if self._action_low is not None:  # the Gaussian's samples may leave the Box
@@ -229,7 +249,7 @@ class Trainer:
         """One PPO update on the rollout (valid steps only); returns its statistics."""
         config, r, policy = self.config, self.rollout, self.policy
         if config.anneal_lr:
-            fraction = max(0.0, 1.0 - self.step / config.steps)
+            fraction = max(0.0, 1.0 - self.progress())
             self.optimizer.param_groups[0]["lr"] = config.learning_rate * max(fraction, 0.02)
         with torch.no_grad():
             next_value = policy.value(torch.from_numpy(self.next_obs).to(self.device))
@@ -382,9 +402,10 @@ def ppo(
         out: a directory for ``policy.pt``, ``curve.csv`` and ``curve.png``; held for the run.
         resume: a run's directory to continue: its env, env kwargs and settings, with
             ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
-        env_kwargs: the env's creator kwargs.
+        env_kwargs: the env's creator kwargs (on top of its plugin's ``train_kwargs``).
         on_update: called after every update with the curve's new row.
-        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …).
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``seed``, ``gamma``, …), on
+            top of the env's ``train_defaults`` (its plugin's ``EnvSpec``).
 
     Returns:
         The ``Curve``: one row per update and every finished episode.
@@ -408,7 +429,8 @@ def ppo(
     else:
         if env is None:
             raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
-        config = PPOConfig().replace(**settings)
+        defaults = train_defaults(env)  # the env family's settings, under the caller's
+        config, env_kwargs = defaults.config(settings), defaults.kwargs(env_kwargs)
     config.validate()
     _check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
     env_kwargs = dict(env_kwargs or {})
