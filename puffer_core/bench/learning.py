@@ -109,6 +109,7 @@ def learning_run(
     minutes: float = DEFAULT_MINUTES,
     *,
     settings: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
     random_episodes: int = RANDOM_EPISODES,
     keep: str | Path | None = None,
     record_steps: int = 1000,
@@ -120,6 +121,7 @@ def learning_run(
         env_id: The env to learn.
         minutes: Training time (the trainer's ``max_seconds``), at most ``MAX_MINUTES``.
         settings: PPO settings on top of the env's training defaults (default ``LEARNING_SETTINGS``).
+        env_kwargs: Creator kwargs on top of the env's ``train_kwargs`` (the random policy's too).
         random_episodes: Episodes of the random policy to average.
         keep: A folder to keep the curve plot and a recording of the trained policy in.
         record_steps: The recorded episode's step limit.
@@ -146,7 +148,7 @@ def learning_run(
             if progress is not None:
                 progress(f"learning {env_id}: step {row['step']:,}, mean return {row['mean_return']}", 0, 2)
 
-        curve = ppo(env_id, out=run_dir, on_update=report, **chosen)
+        curve = ppo(env_id, out=run_dir, env_kwargs=env_kwargs, on_update=report, **chosen)
         saved = load(run_dir)
         files = _keep_files(run_dir, Path(keep), env_id, record_steps) if keep is not None else None
     if progress is not None:
