@@ -45,7 +45,7 @@ class TrainDefaults:
             raise APIUsageError(
                 f"plugin '{self.plugin}': the train_defaults of {self.env} do not fit this puffer-core: {exc}"
             ) from None
-        return base.replace(**settings)
+        return base.replace(**settings).validate()
 
     def kwargs(self, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """These creator kwargs with ``env_kwargs`` (the user's) on top."""
