@@ -33,15 +33,35 @@ def test_the_crop_is_the_window_centred_on_the_agent(size):
         x, y = (int(v) for v in obs["blstats"][:2])
         crop = obs["glyphs_crop"]
         assert env.observation_space.contains(obs)
-        assert chr(obs["chars"][y, x]) == "@"  # the agent's own cell ...
-        assert crop[size // 2, size // 2] == obs["glyphs"][y, x]  # ... is the crop's centre
-        np.testing.assert_array_equal(crop, expected_crop(obs["glyphs"], x, y, size))
+        assert chr(obs["chars"][y, x]) == "@"  # the agent's own cell is the crop's centre
+        expected = expected_crop(obs["glyphs"], x, y, size)
+        expected[size // 2, size // 2] = crop[size // 2, size // 2]  # what it stands on (tested below)
+        np.testing.assert_array_equal(crop, expected)
         edges += y < size // 2 or y > 20 - size // 2 or x < size // 2 or x > 78 - size // 2
         obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
         if terminated or truncated:
             obs, _ = env.reset()
     assert edges  # cells beyond the map came into the window: the padding was checked too
     assert blank_glyph() == nethack.GLYPH_CMAP_OFF
+    env.close()
+
+
+def test_the_centre_shows_the_stairs_the_agent_stands_on():
+    env = make_raw("nethack/score", observation_keys=("glyphs_crop", "internal"), max_episode_steps=2000)
+    stairs_down = nethack.GLYPH_CMAP_OFF + 24  # S_dnstair
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    on_stairs = shown = 0
+    for _ in range(30_000):
+        # nle's internal[4]: the agent is on the stairs down (hidden state: for this test only)
+        on_stairs += bool(obs["internal"][4])
+        if obs["glyphs_crop"][4, 4] == stairs_down:
+            shown += 1
+            assert obs["internal"][4], "the centre showed stairs the agent was not on"
+        obs, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            obs, _ = env.reset()
+    assert shown > 0 and shown >= on_stairs // 2  # seen most times (unknown only when it arrived by them)
     env.close()
 
 
@@ -63,7 +83,8 @@ def test_emulated_envs_write_the_crop_without_a_copy():
         inner = inner.env
     assert np.shares_memory(inner._crop, env.buf.observations)
     x, y = (int(v) for v in nested["blstats"][:2])
-    assert nested["glyphs_crop"][4, 4] != nethack.GLYPH_CMAP_OFF and x > 0 and y > 0
+    assert nested["glyphs_crop"][4, 4] == nethack.GLYPH_CMAP_OFF  # after a reset: unknown
+    assert (nested["glyphs_crop"] != nethack.GLYPH_CMAP_OFF).any() and x > 0 and y > 0
     env.close()
 
 
