@@ -98,38 +98,22 @@ def bench_cmd(
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
-    if out_dir is None:
-        require_known_env(env_id)  # every row would fail alike, each with the same error
-    with _progress_callback("bench", hidden=as_json) as progress:
-        if out_dir is not None:
-            results = bench.run_standard(
-                out_dir,
-                seconds=seconds,
-                rounds=rounds,
-                progress=progress,
-                include_peers=not no_peers,
-                include_training=not no_training,
-                include_uneven=not no_uneven,
-                learning_minutes=minutes,
-                keep=keep,
-            )
-        else:
-            rows = bench.run_bench(
-                env_id,
-                num_envs=num_envs,
-                seconds=seconds,
-                include_peers=not no_peers,
-                progress=progress,
-                rounds=rounds,
-                include_ray=include_ray,
-                include_adapters=not no_adapters,
-            )
     if out_dir is not None:
-        if as_json:
-            print_json(results)
-        else:
-            console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
+        sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
+        _bench_standard(out_dir, seconds, rounds, as_json, learning_minutes=minutes, keep=keep, **sections)
         return
+    require_known_env(env_id)  # every row would fail alike, each with the same error
+    with _progress_callback("bench", hidden=as_json) as progress:
+        rows = bench.run_bench(
+            env_id,
+            num_envs=num_envs,
+            seconds=seconds,
+            include_peers=not no_peers,
+            progress=progress,
+            rounds=rounds,
+            include_ray=include_ray,
+            include_adapters=not no_adapters,
+        )
     if as_json:
         print_json(rows)
     else:
@@ -202,6 +186,19 @@ def _progress_callback(description: str, hidden: bool) -> Iterator[Callable[[str
     with Progress(console=err_console, transient=True, disable=hidden or not err_console.is_terminal) as bar:
         task = bar.add_task(description, total=None)
         yield lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+
+
+def _bench_standard(out_dir: str, seconds: float, rounds: int, as_json: bool, **options: Any) -> None:
+    """The standard set (``puffer_core.bench.vectorization.run_standard``) into ``out_dir``."""
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import vectorization as bench
+
+    with _progress_callback("bench", hidden=as_json) as progress:
+        results = bench.run_standard(out_dir, seconds=seconds, rounds=rounds, progress=progress, **options)
+    if as_json:
+        print_json(results)
+    else:
+        console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
 
 
 def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
