@@ -208,6 +208,17 @@ def render_markdown(row: dict[str, Any]) -> str:
         "",
         f"Trained over random: {ratio} (target {row['target_ratio']:g}×: {verdict}).",
     ]
-    if "files" in row:
-        lines += ["", "![learning curve](assets/learning/curve.png)"]
+    curve, recording = (_page_link(row.get("files", {}).get(key)) for key in ("curve", "recording"))
+    if curve:
+        lines += ["", f"![The learning curve of this run]({curve})"]
+    if recording:
+        lines += ["", f"The trained agent playing one game: [{Path(recording).name}]({recording}) (asciinema)."]
     return "\n".join(lines) + "\n"
+
+
+def _page_link(path: str | None) -> str | None:
+    """``path`` relative to the docs site (a file the bench kept under ``docs/``), else None."""
+    if not path:
+        return None
+    parts = Path(path).parts
+    return "/".join(parts[1:]) if len(parts) > 1 and parts[0] == "docs" else None
