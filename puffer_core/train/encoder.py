@@ -29,7 +29,7 @@ from torch import nn
 from puffer_core.errors import SpaceError
 from puffer_core.torch_helpers import unflatten
 
-__all__ = ["EMBEDDING_SIZE", "GRID_CELLS", "MAX_CATEGORIES", "MAX_ONE_HOT", "Encoder", "layer"]
+__all__ = ["EMBEDDING_SIZE", "GRID_CELLS", "MAX_CATEGORIES", "MAX_ONE_HOT", "Encoder", "categories", "layer"]
 
 #: MultiDiscrete leaves with more categories than this in all are read as numbers instead of one-hots.
 MAX_ONE_HOT = 4096
@@ -52,7 +52,7 @@ def _symlog(x: torch.Tensor) -> torch.Tensor:
     return torch.sign(x) * torch.log1p(torch.abs(x))
 
 
-def space_at(space: spaces.Space, path: tuple) -> spaces.Space:
+def _space_at(space: spaces.Space, path: tuple) -> spaces.Space:
     for key in path:
         space = space[key]
     return space
@@ -180,12 +180,10 @@ class Encoder(nn.Module):
     def __init__(self, layout: Any):
         super().__init__()
         self.obs_dtype = layout.dtype
-        self.leaves = nn.ModuleList(_Leaf(path, space_at(layout.original_space, path)) for path, _ in layout.leaves)
+        self.leaves = nn.ModuleList(_Leaf(path, _space_at(layout.original_space, path)) for path, _ in layout.leaves)
         self.single = layout.single_leaf
         self.size = sum(leaf.size for leaf in self.leaves)
         self.has_image = any(leaf.kind == "image" for leaf in self.leaves)
-        #: any convolution at all (pictures or grids of categories): worth more than one torch thread
-        self.has_conv = self.has_image or any(getattr(leaf, "grid", False) for leaf in self.leaves)
 
     def forward(self, flat: torch.Tensor) -> torch.Tensor:
         if self.single:

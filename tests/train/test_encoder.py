@@ -76,7 +76,7 @@ def test_a_grid_of_ids_gets_an_embedding_and_a_cnn_and_counters_stay_numbers():
     }
     assert leaves["map"].embedding.num_embeddings == 5977 and leaves["map"].grid and leaves["crop"].grid
     assert not leaves["items"].grid and leaves["items"].size == 3 * EMBEDDING_SIZE
-    assert leaves["stats"].size == 27 and encoder.has_conv and not encoder.has_image
+    assert leaves["stats"].size == 27 and not encoder.has_image  # grids keep the MLP trunk
     rows = np.stack([env.flatten_observation(space.sample()) for _ in range(5)])
     features = encoder(torch.from_numpy(rows))
     assert features.shape == (5, encoder.size) and encoder.size == sum(leaf.size for leaf in encoder.leaves)
