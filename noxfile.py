@@ -252,7 +252,10 @@ def bench(session: nox.Session) -> None:
     out = session.posargs[0] if session.posargs else "bench-results"
     # Three interleaved rounds of 2 s: this machine's speed swings by tens of percent from
     # minute to minute, and a setting's best round is its figure.
-    session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2")
+    # The learning row: 30 minutes of PPO on NetHack; its curve and recording go to the docs
+    # (only in a standard run: a scratch run keeps nothing).
+    learning = ["--minutes", "30"] + ([] if session.posargs else ["--keep", "docs/assets/learning"])
+    session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2", *learning)
     if not session.posargs:
         session.run("python", "-m", "puffer_core.bench.results")
 

@@ -102,6 +102,11 @@ class EnvSpec:
             turn it on (default ``{"render_mode": mode}``).
         render_fps: Frames per second a recording plays at, one frame per step (None: the
             env's ``metadata["render_fps"]``).
+        train_defaults: PPO settings (``puffer_core.train.PPOConfig`` fields) under which
+            ``puffer train`` learns this env, like CleanRL's Atari settings; the user's
+            settings override them.
+        train_kwargs: Creator kwargs ``puffer train`` builds the env with, under the user's
+            (e.g. the observation keys a policy learns best from).
     """
 
     id: str
@@ -124,6 +129,11 @@ class EnvSpec:
     #: Frames per second a recording plays at, one frame per step (None: the env's
     #: ``metadata["render_fps"]``); e.g. 15 for Atari's 60 Hz screen with a frameskip of 4.
     render_fps: float | None = None
+    #: PPO settings that make ``puffer train`` learn this env (checked against PPOConfig when
+    #: a training starts); ``--set`` overrides each.
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: Creator kwargs for training (under the user's ``--kwarg``); kept in the checkpoint.
+    train_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def plugin(self) -> str:
@@ -167,6 +177,13 @@ class EnvSpec:
             raise _fail(plugin, what, "render_fps", f"must be None or a number in (0, {MAX_FPS:g}], got {fps!r}")
         if not isinstance(self.install_hint, str):
             raise _fail(plugin, what, "install_hint", "must be a string")
+        for name in ("train_defaults", "train_kwargs"):
+            value = getattr(self, name)
+            if not isinstance(value, Mapping) or not all(isinstance(key, str) and key for key in value):
+                raise _fail(plugin, what, name, f"must map setting names (str) to values, got {value!r}")
+        for key, value in self.train_defaults.items():
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                raise _fail(plugin, what, "train_defaults", f"holds {key}={value!r}; give numbers, flags or strings")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,9 @@ def creator():
         (EnvSpec("p/name", creator, kwargs=[1, 2]), "kwargs"),
         (EnvSpec("p/name", creator, api=""), "api"),
         (EnvSpec("p/name", creator, requires="nle"), "requires"),
+        (EnvSpec("p/name", creator, train_defaults=[("num_envs", 8)]), "train_defaults"),
+        (EnvSpec("p/name", creator, train_defaults={"num_envs": [8]}), "train_defaults"),
+        (EnvSpec("p/name", creator, train_kwargs={1: "x"}), "train_kwargs"),
     ],
 )
 def test_env_spec_errors_name_plugin_and_field(spec, field):

@@ -288,6 +288,8 @@ def run_standard(
     include_peers: bool = True,
     include_training: bool = True,
     include_uneven: bool = True,
+    learning_minutes: float | None = None,
+    keep: str | None = None,
 ) -> dict:
     """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.runs.write_run``).
 
@@ -296,7 +298,8 @@ def run_standard(
     (``puffer_core.bench.training``) when torch, matplotlib and Stable-Baselines3 import;
     ``include_uneven`` the uneven-cores section (``puffer_core.bench.uneven``: synchronous
     against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
-    and at least two rounds.
+    and at least two rounds. ``learning_minutes`` adds the training section's learning row
+    (NetHack, ``puffer_core.bench.learning``), its curve plot and recording kept in ``keep``.
     """
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
@@ -319,6 +322,6 @@ def run_standard(
         if missing:
             notes.append(f"training section skipped: needs {', '.join(missing)} (pip install 'puffer-core[train,sb3]')")
         else:
-            training = bench_training.run_training(progress=progress)
+            training = bench_training.run_training(progress=progress, learning_minutes=learning_minutes, keep=keep)
     sections = {"seconds": seconds, "rounds": rounds, "results": results, "uneven": uneven, "training": training}
     return write_run(out_dir, {**sections, "skipped": notes})

@@ -35,6 +35,16 @@ __all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "uneven
 @click.option("--uneven", "uneven_only", is_flag=True, help="Only the uneven-cores section (see below).")
 @click.option("--no-uneven", is_flag=True, help="--standard without the uneven-cores section.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
+@click.option(
+    "--minutes",
+    type=click.FloatRange(0, 30, min_open=True),
+    help="With --training or --standard: add the learning row (NetHack) with this training time.",
+)
+@click.option(
+    "--keep",
+    type=click.Path(file_okay=False),
+    help="With --minutes: keep the learning row's curve plot and recording in DIR.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
     env_id: str | None,
@@ -49,6 +59,8 @@ def bench_cmd(
     uneven_only: bool,
     no_uneven: bool,
     out_dir: str | None,
+    minutes: float | None,
+    keep: str | None,
     as_json: bool,
 ) -> None:
     """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
@@ -63,7 +75,9 @@ def bench_cmd(
     docs' tables from such files), with a training section: seconds to solve CartPole
     with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
     steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
-    extras). --training runs that section alone.
+    extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
+    on nethack/score for M minutes (at most 30) against a random policy in the same run
+    (--keep DIR keeps its curve plot and a recording of the trained agent).
     --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
     step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
     full batches) and asynchronously (recv/send, half the envs per batch), one worker per
@@ -72,8 +86,10 @@ def bench_cmd(
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import vectorization as bench
 
+    if keep is not None and minutes is None:
+        raise click.UsageError("--keep keeps the learning row's files: give --minutes too")
     if training_only:
-        _bench_training(as_json)
+        _bench_training(as_json, minutes, keep)
         return
     if uneven_only:
         if env_id is not None or out_dir is not None:
@@ -82,36 +98,22 @@ def bench_cmd(
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
-    if out_dir is None:
-        require_known_env(env_id)  # every row would fail alike, each with the same error
-    with _progress_callback("bench", hidden=as_json) as progress:
-        if out_dir is not None:
-            results = bench.run_standard(
-                out_dir,
-                seconds=seconds,
-                rounds=rounds,
-                progress=progress,
-                include_peers=not no_peers,
-                include_training=not no_training,
-                include_uneven=not no_uneven,
-            )
-        else:
-            rows = bench.run_bench(
-                env_id,
-                num_envs=num_envs,
-                seconds=seconds,
-                include_peers=not no_peers,
-                progress=progress,
-                rounds=rounds,
-                include_ray=include_ray,
-                include_adapters=not no_adapters,
-            )
     if out_dir is not None:
-        if as_json:
-            print_json(results)
-        else:
-            console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
+        sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
+        _bench_standard(out_dir, seconds, rounds, as_json, learning_minutes=minutes, keep=keep, **sections)
         return
+    require_known_env(env_id)  # every row would fail alike, each with the same error
+    with _progress_callback("bench", hidden=as_json) as progress:
+        rows = bench.run_bench(
+            env_id,
+            num_envs=num_envs,
+            seconds=seconds,
+            include_peers=not no_peers,
+            progress=progress,
+            rounds=rounds,
+            include_ray=include_ray,
+            include_adapters=not no_adapters,
+        )
     if as_json:
         print_json(rows)
     else:
@@ -186,6 +188,19 @@ def _progress_callback(description: str, hidden: bool) -> Iterator[Callable[[str
         yield lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
 
 
+def _bench_standard(out_dir: str, seconds: float, rounds: int, as_json: bool, **options: Any) -> None:
+    """The standard set (``puffer_core.bench.vectorization.run_standard``) into ``out_dir``."""
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import vectorization as bench
+
+    with _progress_callback("bench", hidden=as_json) as progress:
+        results = bench.run_standard(out_dir, seconds=seconds, rounds=rounds, progress=progress, **options)
+    if as_json:
+        print_json(results)
+    else:
+        console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
+
+
 def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import uneven as bench_uneven
@@ -198,7 +213,7 @@ def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
         print_table(console, uneven_table(result))
 
 
-def _bench_training(as_json: bool) -> None:
+def _bench_training(as_json: bool, minutes: float | None, keep: str | None) -> None:
     from rich.progress import Progress
 
     # deferred: loads only for this command (puffer's start-up stays light)
@@ -207,7 +222,9 @@ def _bench_training(as_json: bool) -> None:
     with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
         task = bar.add_task("training", total=None)
         document = bench_training.run_training(
-            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total),
+            learning_minutes=minutes,
+            keep=keep,
         )
     if as_json:
         print_json(document)

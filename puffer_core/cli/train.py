@@ -63,7 +63,28 @@ def _progress(total: int, label: str) -> Any:
     )
 
 
-@click.command("train")
+TRAIN_HELP = """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png and OUT/tensorboard.
+
+--wandb PROJECT sends the logs to Weights & Biases too (pip install 'puffer-core[wandb]';
+WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episodes
+evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
+them: MP4/GIF for pixel envs, an asciinema cast for text envs.
+
+Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
+--resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
+--kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
+saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
+OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
+(next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
+num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef, vf_coef,
+max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds, reward_scale,
+reward_clip, max_seconds. An env's plugin may declare training defaults (settings and
+kwargs that make its envs learn); they are printed, and --set / --kwarg override them.
+Needs the train extra: pip install 'puffer-core[train]'.
+"""
+
+
+@click.command("train", help=TRAIN_HELP)
 @click.argument("env_id", required=False)
 @click.option("--steps", type=STEPS, help="Environment steps in the whole run.  [default: 200000]")
 @click.option("--num-envs", type=NUM_ENVS, help="Envs to step at once.  [default: 32]")
@@ -109,23 +130,6 @@ def train_cmd(
     wandb_group: str | None,
     as_json: bool,
 ) -> None:
-    """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png and OUT/tensorboard.
-
-    --wandb PROJECT sends the logs to Weights & Biases too (pip install 'puffer-core[wandb]';
-    WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episodes
-    evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
-    them: MP4/GIF for pixel envs, an asciinema cast for text envs.
-
-    Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
-    --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
-    --kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
-    saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
-    OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
-    (next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
-    num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef, vf_coef,
-    max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds.
-    Needs the train extra: pip install 'puffer-core[train]'.
-    """
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(seed=seed, device=device)
     chosen = {key: value for key, value in options.items() if value is not None}
@@ -137,6 +141,7 @@ def train_cmd(
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     _check_before_torch(env_id, resume, chosen)
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
+    total = _announce_defaults(env_id, chosen) if resume is None else None
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
@@ -145,7 +150,7 @@ def train_cmd(
         _announce_resume(train, resume, env_id, env_kwargs)
     if resume is None and out is None:
         out = _default_out(env_id)
-    total = chosen.get("steps") or train.PPOConfig().steps
+    total = total or chosen.get("steps") or train.PPOConfig().steps
     started = time.perf_counter()
     if as_json:
         curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, wandb=wandb, **chosen)
@@ -191,6 +196,17 @@ def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> Non
     shown = ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) or "no kwargs"
     line = f"{doing} {env} with {shown} (from {source}; --kwarg K=V overrides)"
     err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _announce_defaults(env_id: str, chosen: dict[str, Any]) -> int:
+    """Say which training defaults the env's plugin sets (before torch loads); the run's steps."""
+    from puffer_core.train.defaults import train_defaults  # torch-free
+
+    defaults = train_defaults(env_id)
+    config = defaults.config(chosen)
+    if defaults:
+        err_console.print(defaults.describe(), highlight=False, markup=False, soft_wrap=True)
+    return config.steps
 
 
 def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:

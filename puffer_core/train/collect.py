@@ -42,10 +42,12 @@ class Collector:
         autoreset: str,
         device: torch.device,
         to_env_actions: Callable[[torch.Tensor], np.ndarray],
+        learner_rewards: Callable[[torch.Tensor], torch.Tensor] = lambda rewards: rewards,
     ):
         self.envs, self.policy, self.rollout, self.device = envs, policy, rollout, device
         self.autoreset = autoreset
         self.to_env_actions = to_env_actions
+        self.learner_rewards = learner_rewards  # what the learner sees of the env's rewards (scaled, clipped)
         rows = envs.num_envs
         self.all_rows = torch.arange(rows, device=device)
         self.prev_ended = torch.zeros(rows, dtype=torch.bool, device=device)
@@ -100,7 +102,7 @@ class Collector:
         flight = r.counts[rows] > r.lengths[rows]
         done, at = rows[flight], r.lengths[rows][flight]
         ended = self._tensor(terminals | truncations)[flight]
-        r.rewards[at, done] = self._tensor(rewards)[flight]
+        r.rewards[at, done] = self.learner_rewards(self._tensor(rewards)[flight])
         r.terminals[at, done] = self._tensor(terminals)[flight]
         r.ended[at, done] = ended
         self.prev_ended[done] = ended

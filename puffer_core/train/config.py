@@ -53,6 +53,13 @@ class PPOConfig:
     # every core for CNN policies (convolutions gain ~1.5× from a second core here).
     torch_threads: int | None = None
     checkpoint_seconds: float = 30.0  # how often policy.pt is refreshed during a run
+    # Rewards as the learner sees them: multiplied by reward_scale, then clipped to
+    # ±reward_clip (None: not clipped). Episode returns in the curve stay the env's own.
+    reward_scale: float = 1.0
+    reward_clip: float | None = None
+    # Stop after this many seconds of training (None: run all the steps); the learning
+    # rate then anneals over whichever of steps and max_seconds runs out first.
+    max_seconds: float | None = None
 
     def validate(self) -> PPOConfig:
         """Check every setting's type and range; the first bad one is a one-line APIUsageError."""
@@ -132,7 +139,7 @@ def _device(name: str, value: Any) -> None:
 
 
 #: Settings that may be None (each meaning a default chosen at run time).
-_OPTIONAL = {"num_workers", "batch_size", "device", "target_kl", "torch_threads"}
+_OPTIONAL = {"num_workers", "batch_size", "device", "target_kl", "torch_threads", "reward_clip", "max_seconds"}
 #: One check per PPOConfig field (a test fails when a field has none).
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "steps": _int(1, MAX_STEPS),
@@ -162,4 +169,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "hidden_size": _int(1, MAX_HIDDEN),
     "torch_threads": _int(1, 1_024),
     "checkpoint_seconds": _number(0, MAX_SECONDS),
+    "reward_scale": _number(0, 1e6, low_open=True),
+    "reward_clip": _number(0, 1e9, low_open=True),
+    "max_seconds": _number(0, MAX_SECONDS, low_open=True),
 }

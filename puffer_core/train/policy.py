@@ -1,11 +1,8 @@
 """The actor-critic network: reads flat observations, acts in the flat action space.
 
-Observations arrive as the emulator lays them out (one flat buffer per row). The encoder
-views each leaf of the original observation space through
-``puffer_core.torch_helpers.unflatten`` (no copy) and turns it into features: a one-hot for
-Discrete and MultiDiscrete leaves, 0/1 for MultiBinary, a small CNN (Nature DQN's) for
-image-like uint8 leaves (3-D, both sides ≥ 32), ``symlog`` for other integer leaves (NetHack's
-glyph ids and bottom-line stats span many orders), and float Box leaves as they are.
+Observations arrive as the emulator lays them out (one flat buffer per row); the ``Encoder``
+(:mod:`puffer_core.train.encoder`) turns each leaf into features: one-hots, embeddings of
+category ids (with a small CNN over grids of them), a Nature CNN for pictures, numbers.
 Actions: a categorical per Discrete / MultiDiscrete dimension, a diagonal Gaussian with a
 learned, state-independent log-std for Box actions (CleanRL's ppo_continuous_action).
 ``Policy(..., kind="lstm")`` reads the heads from an LSTM after the encoder (see
@@ -14,7 +11,6 @@ learned, state-independent log-std for Box actions (CleanRL's ppo_continuous_act
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -24,128 +20,16 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from puffer_core.errors import APIUsageError, SpaceError
-from puffer_core.torch_helpers import unflatten
+from puffer_core.train.encoder import Encoder
+from puffer_core.train.encoder import layer as _layer
 from puffer_core.train.recurrent import Memory
 
 __all__ = ["ActionDistribution", "Encoder", "Policy"]
-
-#: MultiDiscrete leaves with more categories than this in all are read as numbers instead of one-hots.
-MAX_ONE_HOT = 4096
 
 # torch.distributions checks every argument of every distribution it builds; the policy
 # builds one per forward pass from its own finite outputs, so the checks only cost time
 # (a third of a CartPole training step).
 torch.distributions.Distribution.set_default_validate_args(False)
-
-
-def _layer(layer: nn.Module, std: float = math.sqrt(2), bias: float = 0.0) -> nn.Module:
-    """CleanRL's initialisation: orthogonal weights, constant bias."""
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias)
-    return layer
-
-
-def _symlog(x: torch.Tensor) -> torch.Tensor:
-    return torch.sign(x) * torch.log1p(torch.abs(x))
-
-
-def _space_at(space: spaces.Space, path: tuple) -> spaces.Space:
-    for key in path:
-        space = space[key]
-    return space
-
-
-def _is_image(space: spaces.Space) -> bool:
-    return (
-        isinstance(space, spaces.Box)
-        and len(space.shape) == 3
-        and space.dtype == np.uint8
-        and sorted(space.shape)[1] >= 32  # the two larger dims are the picture's sides
-    )
-
-
-class _Leaf(nn.Module):
-    """Features of one observation leaf."""
-
-    def __init__(self, path: tuple, space: spaces.Space):
-        super().__init__()
-        self.path = path
-        self.shape = tuple(space.shape)
-        self.kind, self.size = "float", int(np.prod(space.shape, dtype=np.int64))
-        self.scale = 1.0
-        if isinstance(space, spaces.Discrete):
-            self.kind, self.n, self.start, self.size = "discrete", int(space.n), int(space.start), int(space.n)
-        elif isinstance(space, spaces.MultiDiscrete) and int(space.nvec.sum()) <= MAX_ONE_HOT:
-            nvec = space.nvec.reshape(-1).astype(np.int64)
-            self.kind, self.size = "multidiscrete", int(nvec.sum())
-            self.register_buffer("offsets", torch.as_tensor(np.concatenate([[0], np.cumsum(nvec)[:-1]])))
-            self.register_buffer("starts", torch.as_tensor(space.start.reshape(-1).astype(np.int64)))
-        elif _is_image(space):
-            self.kind = "image"
-            self.channels_last = space.shape[-1] < space.shape[0]
-            channels = space.shape[-1] if self.channels_last else space.shape[0]
-            self.cnn = nn.Sequential(
-                _layer(nn.Conv2d(channels, 32, 8, stride=4)),
-                nn.ReLU(),
-                _layer(nn.Conv2d(32, 64, 4, stride=2)),
-                nn.ReLU(),
-                _layer(nn.Conv2d(64, 64, 3, stride=1)),
-                nn.ReLU(),
-                nn.Flatten(),
-            )
-            with torch.no_grad():
-                sample = torch.zeros(1, channels, *self._picture_shape(space.shape))
-                self.size = int(self.cnn(sample).shape[1])
-        elif isinstance(space, spaces.MultiDiscrete) or (
-            isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.integer)
-        ):
-            self.kind = "integer"
-        elif not isinstance(space, (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)):
-            raise SpaceError(f"the trainer cannot read observation leaf {path} of space {space}")
-
-    def _picture_shape(self, shape: tuple) -> tuple:
-        return shape[:2] if self.channels_last else shape[1:]
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch = x.shape[0]
-        if self.kind == "discrete":
-            index = (x.reshape(batch).long() - self.start).clamp(0, self.n - 1)
-            return nn.functional.one_hot(index, self.n).float()
-        if self.kind == "multidiscrete":
-            index = (x.reshape(batch, -1).long() - self.starts).clamp(min=0) + self.offsets
-            out = torch.zeros(batch, self.size, device=x.device)
-            return out.scatter_(1, index.clamp(max=self.size - 1), 1.0)
-        if self.kind == "image":
-            pictures = x.reshape(batch, *self.shape)  # a bare image arrives as flat rows
-            pictures = pictures.permute(0, 3, 1, 2) if self.channels_last else pictures
-            return self.cnn(pictures.float() / 255.0)
-        if self.kind == "integer":
-            return _symlog(x.reshape(batch, -1).float())
-        return x.reshape(batch, -1).float()
-
-
-class Encoder(nn.Module):
-    """Flat observation rows → one feature vector per row (see the module docstring)."""
-
-    def __init__(self, layout: Any):
-        super().__init__()
-        self.obs_dtype = layout.dtype
-        self.leaves = nn.ModuleList(_Leaf(path, _space_at(layout.original_space, path)) for path, _ in layout.leaves)
-        self.single = layout.single_leaf
-        self.size = sum(leaf.size for leaf in self.leaves)
-        self.has_image = any(leaf.kind == "image" for leaf in self.leaves)
-
-    def forward(self, flat: torch.Tensor) -> torch.Tensor:
-        if self.single:
-            return self.leaves[0](flat)
-        tree = unflatten(flat, self.obs_dtype)
-        parts = []
-        for leaf in self.leaves:
-            value = tree
-            for key in leaf.path:
-                value = value[key]
-            parts.append(leaf(value))
-        return torch.cat(parts, dim=1)
 
 
 class ActionDistribution:

@@ -33,6 +33,7 @@ from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.collect import Collector
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
+from puffer_core.train.defaults import train_defaults
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
 from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
@@ -148,7 +149,9 @@ class Trainer:
             device,
             state_shape=None if state is None else tuple(state.shape[1:]),
         )
-        self.collector = Collector(envs, self.policy, self.rollout, config.autoreset, device, self._env_actions)
+        self.collector = Collector(
+            envs, self.policy, self.rollout, config.autoreset, device, self._env_actions, self.learner_rewards
+        )
 
     # ---------------------------------------------------------------- state
     def restore(self, saved: checkpoints.Checkpoint) -> None:
@@ -176,7 +179,7 @@ class Trainer:
         config = self.config
         self.collector.start(config.seed + self.step)  # a resumed run plays new episodes
         last_save = time.perf_counter()
-        while self.step < config.steps and not self.stop:
+        while self.step < config.steps and not self.stop and not self.out_of_time():
             started = time.perf_counter()
             self.collect()
             if self.stop:
@@ -218,6 +221,25 @@ class Trainer:
                 break
             collector.act()
 
+    def learner_rewards(self, rewards: torch.Tensor) -> torch.Tensor:
+        """The env's rewards scaled and clipped as ``reward_scale`` and ``reward_clip`` say."""
+        config = self.config
+        if config.reward_scale != 1.0:
+            rewards = rewards * config.reward_scale
+        if config.reward_clip is not None:
+            rewards = rewards.clamp(-config.reward_clip, config.reward_clip)
+        return rewards
+
+    def progress(self) -> float:
+        """How much of the run is done (0 to 1): of its steps, or of ``max_seconds`` if further."""
+        done = self.step / self.config.steps
+        if self.config.max_seconds is not None:
+            done = max(done, self.seconds / self.config.max_seconds)
+        return done
+
+    def out_of_time(self) -> bool:
+        return self.config.max_seconds is not None and self.seconds >= self.config.max_seconds
+
     def _env_actions(self, action: torch.Tensor) -> np.ndarray:
         actions = action.cpu().numpy()
         if self._action_low is not None:  # the Gaussian's samples may leave the Box
@@ -228,7 +250,7 @@ class Trainer:
         """One PPO update on the rollout (steps that count only); returns its statistics."""
         config, r = self.config, self.rollout
         if config.anneal_lr:
-            fraction = max(0.0, 1.0 - self.step / config.steps)
+            fraction = max(0.0, 1.0 - self.progress())
             self.optimizer.param_groups[0]["lr"] = config.learning_rate * max(fraction, 0.02)
         self.collector.bootstrap()
         adv, returns = advantages(r, config.gamma, config.gae_lambda)
@@ -410,13 +432,14 @@ def ppo(
             logs (``tensorboard/``); held for the run.
         resume: a run's directory to continue: its env, env kwargs and settings, with
             ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
-        env_kwargs: the env's creator kwargs.
+        env_kwargs: the env's creator kwargs (on top of its plugin's ``train_kwargs``).
         on_update: called after every update with the curve's new row (an exception it
             raises ends the run, saving nothing).
         on_episode: called with the step and the info of every finished episode.
         wandb: a W&B project name, or ``Wandb(project, entity=…, group=…)``: the run's
             scalars and settings go there too (``pip install 'puffer-core[wandb]'``).
-        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``batch_size``, ``policy``, ``seed``, …).
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``batch_size``, ``policy``, ``seed``, …),
+            on top of the env's ``train_defaults`` (its plugin's ``EnvSpec``).
 
     Returns:
         The ``Curve``: one row per update and every finished episode.
@@ -442,7 +465,8 @@ def ppo(
     else:
         if env is None:
             raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
-        config = PPOConfig().replace(**settings)
+        defaults = train_defaults(env)  # the env family's settings, under the caller's
+        config, env_kwargs = defaults.config(settings), defaults.kwargs(env_kwargs)
     config.validate()
     _check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
     env_kwargs = dict(env_kwargs or {})

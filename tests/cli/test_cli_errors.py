@@ -86,6 +86,8 @@ CASES = [
     case("bench --standard {file}", "is a file"),
     case("bench classic/cartpole --uneven", "--uneven measures its own test env: give it without ENV_ID or --standard"),
     case("bench --uneven --standard {empty}", "--uneven measures its own test env"),
+    case("bench --training --keep {empty}", "--keep keeps the learning row's files: give --minutes too"),
+    case("bench --training --minutes 31", "'--minutes': 31.0 is not in the range 0<x<=30"),
     # autotune: fails before measuring anything (a kwarg the env refuses: at the first build)
     case("autotune", "Missing argument 'ENV_ID' (see `puffer autotune --help`)"),
     case("autotune classic/cartpol", "unknown environment 'classic/cartpol'. Did you mean: classic/cartpole?"),

@@ -24,9 +24,25 @@ from puffer_plugin_nethack.envs import (
 
 __version__ = "0.1.0"
 
+#: What `puffer train nethack/...` starts from (docs/training.md, "NetHack", says why):
+#: many envs on two workers, short rollouts, a wider MLP, score deltas scaled down.
+TRAIN_DEFAULTS = {
+    "backend": "multiprocessing",
+    "num_workers": 2,
+    "num_envs": 64,
+    "rollout_steps": 64,
+    "learning_rate": 1e-3,
+    "ent_coef": 0.01,
+    "hidden_size": 128,
+    "reward_scale": 0.1,
+    "reward_clip": 10.0,
+}
+#: The policy learns from the glyphs around the agent and the bottom-line stats.
+TRAIN_KWARGS = {"observation_keys": ("glyphs_crop", "blstats")}
+
 PLUGIN = "nethack"
 
-__all__ = ["PLUGIN", "__version__", "env_specs"]
+__all__ = ["PLUGIN", "TRAIN_DEFAULTS", "TRAIN_KWARGS", "__version__", "env_specs"]
 
 
 def env_specs() -> list[EnvSpec]:
@@ -43,6 +59,8 @@ def env_specs() -> list[EnvSpec]:
             install_hint="pip install nle",
             # One frame per step: 10 a second reads like a fast player (nle says 42).
             render_fps=10.0,
+            train_defaults=TRAIN_DEFAULTS,
+            train_kwargs=TRAIN_KWARGS,
         )
         for task, (_module, _cls, description) in TASKS.items()
     ]

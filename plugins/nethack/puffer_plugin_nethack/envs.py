@@ -16,6 +16,8 @@ from packaging.version import InvalidVersion, Version
 
 __all__ = [
     "ALL",
+    "CROP_KEY",
+    "CROP_SIZE",
     "DEFAULT_OBSERVATION_KEYS",
     "NLE_DEFAULT",
     "TASKS",
@@ -52,6 +54,11 @@ TASKS: dict[str, tuple[str, str, str]] = {
 #: the top-line text. The rest (chars/colors duplicate glyphs; tty_* the terminal;
 #: screen_descriptions alone is 130 KB) is one kwarg away.
 DEFAULT_OBSERVATION_KEYS: tuple[str, ...] = ("glyphs", "blstats", "message")
+
+#: The plugin's own observation key: the glyphs around the agent (``puffer_plugin_nethack.crop``),
+#: ``CROP_SIZE`` x ``CROP_SIZE`` unless the ``crop_size`` kwarg says otherwise.
+CROP_KEY = "glyphs_crop"
+CROP_SIZE = 9
 
 #: ``observation_keys="all"``: every observation NLE offers except ``internal``, which
 #: NLE itself warns exposes hidden game state (ask for it by name if you need it).
@@ -127,11 +134,11 @@ def resolve_observation_keys(observation_keys: Any) -> tuple[str, ...] | None:
             f"observation_keys must be a tuple of key names, 'lean', 'all' or 'nle', not {observation_keys!r}"
         )
     keys = tuple(observation_keys)
-    unknown = [key for key in keys if key not in known]
+    unknown = [key for key in keys if key not in known and key != CROP_KEY]
     if unknown:
         raise ValueError(
             f"unknown NLE observation key(s) {', '.join(map(repr, unknown))}; "
-            f"this nle offers: {', '.join(known)} (or pass 'lean', 'all' or 'nle')"
+            f"this nle offers: {', '.join(known)}, and the plugin {CROP_KEY} (or pass 'lean', 'all' or 'nle')"
         )
     if not keys:
         raise ValueError("observation_keys is empty; give at least one key, or 'lean', 'all' or 'nle'")
@@ -188,18 +195,49 @@ def _with_seed_clock(cls: type, kwargs: dict[str, Any]) -> None:
         kwargs["fix_moon_phase"] = True
 
 
-def make_nethack(task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, **kwargs: Any) -> Any:
-    """Build the raw nle env for ``task``; every other kwarg goes to the nle constructor."""
+def _nle_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """What nle must observe for ``keys``: the crop is cut from ``glyphs`` at ``blstats``' position."""
+    wanted = [key for key in keys if key != CROP_KEY]
+    if CROP_KEY in keys:
+        wanted += [key for key in ("glyphs", "blstats") if key not in wanted]
+    return tuple(wanted)
+
+
+def _with_crop(env: Any, keys: tuple[str, ...] | None, crop_size: int) -> Any:
+    if keys is None or CROP_KEY not in keys:
+        return env
+    from puffer_plugin_nethack.crop import GlyphCrop
+
+    return GlyphCrop(env, keys, crop_size)
+
+
+def _check_crop(keys: tuple[str, ...] | None, crop_size: Any) -> None:
+    if keys is None or CROP_KEY not in keys:
+        return
+    if api_for_version(installed_nle_version()) != "gymnasium":
+        raise ValueError(f"observation key {CROP_KEY!r} needs nle >= 1.0 (this nle speaks gym); pip install 'nle>=1'")
+    if isinstance(crop_size, bool) or not isinstance(crop_size, int) or crop_size < 1 or crop_size % 2 == 0:
+        raise ValueError(f"crop_size must be an odd number ≥ 1 (the agent in the middle), got {crop_size!r}")
+
+
+def make_nethack(
+    task: str, observation_keys: Any = DEFAULT_OBSERVATION_KEYS, crop_size: int = CROP_SIZE, **kwargs: Any
+) -> Any:
+    """Build the raw nle env for ``task``; every other kwarg goes to the nle constructor.
+
+    ``crop_size`` is the side of the ``glyphs_crop`` observation key (when asked for).
+    """
     cls = _task_class(task)
     keys = resolve_observation_keys(observation_keys)
+    _check_crop(keys, crop_size)
     if keys is not None:
-        kwargs["observation_keys"] = keys
+        kwargs["observation_keys"] = _nle_keys(keys)
     # nle >= 1.0 renders in "human" mode unless told otherwise, from tty_* keys the lean
     # default leaves out, so its render() fails; no render mode is Gymnasium's default.
     if "render_mode" not in kwargs and _accepts(cls, "render_mode"):
         kwargs["render_mode"] = None
     if kwargs.get("render_mode") == "ansi" and api_for_version(installed_nle_version()) == "gymnasium":
-        return _colour_terminal(cls, keys, kwargs)
+        return _with_crop(_colour_terminal(cls, keys and _nle_keys(keys), kwargs), keys, crop_size)
     _check_render_keys(kwargs.get("render_mode"), keys)
     _with_seed_clock(cls, kwargs)
-    return cls(**kwargs)
+    return _with_crop(cls(**kwargs), keys, crop_size)

@@ -184,7 +184,12 @@ class NetHackWrapper(gymnasium.Wrapper):
     # -- zero copy ---------------------------------------------------------------------
 
     def puffer_bind_observation(self, views: Any) -> bool:
-        """Puffer Core's emulator hook: NetHack writes its observations straight into ``views``."""
+        """Puffer Core's emulator hook: NetHack writes its observations straight into ``views``
+        (through the layer inside that adds a key of its own, ``glyphs_crop``, when there is one)."""
+        from puffer_core.emulation import offer_observation_buffer
+
+        if offer_observation_buffer(self.env, views):
+            return True
         return bind_nle_buffers(self.nle, views)
 
     # -- stepping ----------------------------------------------------------------------

@@ -1,0 +1,224 @@
+"""Learning benchmark: PPO on a hard env for a fixed time, against a random policy in the same run.
+
+``learning_run(minutes=30)`` trains ``puffer_core.train.ppo`` on ``LEARNING_ENV`` with the env
+family's training defaults (its plugin's ``EnvSpec.train_defaults`` and ``train_kwargs``) and
+``LEARNING_SETTINGS`` on top, for ``minutes`` of training, then plays uniformly random actions
+on the same env with the same kwargs for at least ``RANDOM_EPISODES`` episodes. The row holds
+both means, their ratio against ``TARGET_RATIO`` (the trained agent's last ``WINDOW`` episodes
+against the random policy's), the training's steps/second and its curve. With ``keep`` it also
+keeps the curve plot (``curve.png``) and a recording of the trained policy (``<env>.cast``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from puffer_core import vector
+from puffer_core.random_actions import random_actions
+
+__all__ = [
+    "LEARNING_ENV",
+    "LEARNING_SETTINGS",
+    "RANDOM_EPISODES",
+    "TARGET_RATIO",
+    "WINDOW",
+    "learning_run",
+    "random_baseline",
+    "render_markdown",
+]
+
+#: The env the standard run trains on; docs/training.md ("NetHack") says why this task.
+LEARNING_ENV = "nethack/score"
+#: The standard run's settings on top of the env family's defaults: the one place to change
+#: the policy (``"policy": "lstm"``) or anything else the benchmark trains with.
+LEARNING_SETTINGS: dict[str, Any] = {}
+#: The standard run's training time, and the most a run may take.
+DEFAULT_MINUTES = 30.0
+MAX_MINUTES = 30.0
+#: The trained agent's mean over its last WINDOW episodes must reach TARGET_RATIO x the random policy's.
+TARGET_RATIO = 3.0
+WINDOW = 100
+RANDOM_EPISODES = 200
+#: The curve kept in the run's JSON: at most this many points.
+CURVE_POINTS = 120
+
+Progress = Callable[[str, int, int], None]
+
+
+def random_baseline(
+    env_id: str, episodes: int = RANDOM_EPISODES, env_kwargs: dict[str, Any] | None = None, seed: int = 0
+) -> dict[str, Any]:
+    """Uniformly random actions until ``episodes`` episodes end: their mean return and steps/second.
+
+    Eight envs on two workers, asynchronous batches of four; the first ``episodes`` to end count.
+    """
+    rng = np.random.default_rng(seed)
+    returns: list[float] = []
+    steps = 0
+    started = time.perf_counter()
+    with vector.make(
+        env_id, num_envs=8, num_workers=2, batch_size=4, backend="multiprocessing", seed=seed, **(env_kwargs or {})
+    ) as envs:
+        envs.async_reset(seed)
+        while len(returns) < episodes:
+            _, _, _, _, infos, env_ids, _ = envs.recv()
+            steps += len(env_ids)
+            returns += [float(info["episode_return"]) for info in infos if "episode_return" in info]
+            envs.send(random_actions(envs.single_action_space, len(env_ids), rng))
+    seconds = time.perf_counter() - started
+    returns = returns[:episodes]
+    return {
+        "episodes": len(returns),
+        "mean_return": round(float(np.mean(returns)), 3),
+        "std_return": round(float(np.std(returns)), 3),
+        "steps": steps,
+        "steps_per_second": round(steps / seconds, 1),
+    }
+
+
+def _curve_points(rows: list[dict[str, Any]]) -> list[list[float | None]]:
+    """``[step, seconds, mean return]`` of at most CURVE_POINTS updates, evenly spread."""
+    if not rows:
+        return []
+    picks = sorted({round(i) for i in np.linspace(0, len(rows) - 1, min(CURVE_POINTS, len(rows)))})
+    return [[rows[i]["step"], rows[i]["seconds"], rows[i]["mean_return"]] for i in picks]
+
+
+def _keep_files(run_dir: Path, keep: Path, env_id: str, record_steps: int) -> dict[str, str]:
+    """The curve plot and a recording of one episode of the trained policy, in ``keep``."""
+    from puffer_core.train import evaluate  # deferred: torch, an optional extra
+
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run_dir / "curve.png", keep / "curve.png")
+    cast = keep / f"{env_id.replace('/', '-')}.cast"
+    # Sampled, as in training (a greedy NetHack policy can walk into a wall for good), and
+    # capped so the recording stays a few megabytes.
+    evaluate(run_dir, 1, greedy=False, record=cast, env_kwargs={"max_episode_steps": record_steps}, overwrite=True)
+    return {"curve": str(keep / "curve.png"), "recording": str(cast)}
+
+
+def learning_run(
+    env_id: str = LEARNING_ENV,
+    minutes: float = DEFAULT_MINUTES,
+    *,
+    settings: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    random_episodes: int = RANDOM_EPISODES,
+    keep: str | Path | None = None,
+    record_steps: int = 1000,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Train on ``env_id`` for ``minutes`` and play a random policy on it; the benchmark's row.
+
+    Args:
+        env_id: The env to learn.
+        minutes: Training time (the trainer's ``max_seconds``), at most ``MAX_MINUTES``.
+        settings: PPO settings on top of the env's training defaults (default ``LEARNING_SETTINGS``).
+        env_kwargs: Creator kwargs on top of the env's ``train_kwargs`` (the random policy's too).
+        random_episodes: Episodes of the random policy to average.
+        keep: A folder to keep the curve plot and a recording of the trained policy in.
+        record_steps: The recorded episode's step limit.
+        progress: ``progress(name, done, total)``, called as the run goes.
+
+    Returns:
+        ``env``, ``minutes``, ``settings`` and ``env_kwargs`` as trained, ``steps``,
+        ``seconds``, ``steps_per_second``, ``episodes``, ``window``, ``trained_mean_return``
+        (the last ``window`` episodes), ``random`` (``random_baseline``), ``ratio``,
+        ``target_ratio``, ``reached``, ``curve`` and, with ``keep``, ``files``.
+    """
+    from puffer_core.train import load, ppo  # deferred: torch, an optional extra
+
+    if not 0 < minutes <= MAX_MINUTES:
+        raise ValueError(f"minutes must be in (0, {MAX_MINUTES:g}], got {minutes!r}")
+    chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60}
+    chosen.setdefault("steps", 10**12)  # the clock ends the run
+    with tempfile.TemporaryDirectory(prefix="puffer-learning-") as scratch:
+        run_dir = Path(scratch) / "run"
+        if progress is not None:
+            progress(f"learning {env_id}: training for {minutes:g} min", 0, 2)
+
+        def report(row: dict[str, Any]) -> None:
+            if progress is not None:
+                progress(f"learning {env_id}: step {row['step']:,}, mean return {row['mean_return']}", 0, 2)
+
+        curve = ppo(env_id, out=run_dir, env_kwargs=env_kwargs, on_update=report, **chosen)
+        saved = load(run_dir)
+        files = _keep_files(run_dir, Path(keep), env_id, record_steps) if keep is not None else None
+    if progress is not None:
+        progress(f"learning {env_id}: random policy, {random_episodes} episodes", 1, 2)
+    baseline = random_baseline(env_id, random_episodes, saved.env_kwargs)
+    returns = [episode[1] for episode in curve.episodes[-WINDOW:]]
+    trained = round(float(np.mean(returns)), 3) if returns else None
+    ratio = None if trained is None or baseline["mean_return"] <= 0 else round(trained / baseline["mean_return"], 3)
+    rows = curve.rows
+    seconds = rows[-1]["seconds"] if rows else 0.0
+    row = {
+        "env": env_id,
+        "minutes": minutes,
+        "settings": saved.config,
+        "env_kwargs": {key: list(v) if isinstance(v, tuple) else v for key, v in saved.env_kwargs.items()},
+        "steps": saved.step,
+        "seconds": seconds,
+        "steps_per_second": round(saved.step / seconds, 1) if seconds else None,
+        "episodes": len(curve.episodes),
+        "window": WINDOW,
+        "trained_mean_return": trained,
+        "random": baseline,
+        "ratio": ratio,
+        "target_ratio": TARGET_RATIO,
+        "reached": ratio is not None and ratio >= TARGET_RATIO,
+        "curve": _curve_points(rows),
+    }
+    if files is not None:
+        row["files"] = files
+    return row
+
+
+def render_markdown(row: dict[str, Any]) -> str:
+    """The learning row as a short section of bench.md."""
+    settings = row["settings"]
+    shown = ", ".join(
+        f"{key}={settings[key]}"
+        for key in ("policy", "num_envs", "rollout_steps", "learning_rate", "ent_coef", "hidden_size", "reward_scale")
+        if key in settings
+    )
+    trained = "–" if row["trained_mean_return"] is None else f"{row['trained_mean_return']:.1f}"
+    ratio = "–" if row["ratio"] is None else f"{row['ratio']:.2f}×"
+    verdict = "reached" if row["reached"] else "not reached"
+    lines = [
+        f"### Learning: `{row['env']}` in {row['minutes']:g} minutes",
+        "",
+        f"PPO with the env family's training defaults ({shown}; observation keys "
+        f"{row['env_kwargs'].get('observation_keys', 'default')}) against uniformly random actions on the "
+        "same env, in the same run.",
+        "",
+        "| policy | episodes | mean return | steps | steps/s |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| PPO, last {row['window']} episodes of training | {row['episodes']:,} | {trained} | {row['steps']:,} "
+        f"| {row['steps_per_second'] or 0:,.0f} |",
+        f"| random | {row['random']['episodes']:,} | {row['random']['mean_return']:.1f} | {row['random']['steps']:,} "
+        f"| {row['random']['steps_per_second']:,.0f} |",
+        "",
+        f"Trained over random: {ratio} (target {row['target_ratio']:g}×: {verdict}).",
+    ]
+    curve, recording = (_page_link(row.get("files", {}).get(key)) for key in ("curve", "recording"))
+    if curve:
+        lines += ["", f"![The learning curve of this run]({curve})"]
+    if recording:
+        lines += ["", f"The trained agent playing one game: [{Path(recording).name}]({recording}) (asciinema)."]
+    return "\n".join(lines) + "\n"
+
+
+def _page_link(path: str | None) -> str | None:
+    """``path`` relative to the docs site (a file the bench kept under ``docs/``), else None."""
+    if not path:
+        return None
+    parts = Path(path).parts
+    return "/".join(parts[1:]) if len(parts) > 1 and parts[0] == "docs" else None
