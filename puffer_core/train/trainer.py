@@ -457,16 +457,9 @@ def ppo(
     if steps is not None:
         settings["steps"] = steps
     saved = checkpoints.load(resume) if resume is not None else None
-    if saved is not None:
-        config = _resume_config(saved, env, settings, str(resume))
-        env = saved.env if env is None else env
-        env_kwargs = {**saved.env_kwargs, **(env_kwargs or {})}
-        out = resume if out is None else out
-    else:
-        if env is None:
-            raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
-        defaults = train_defaults(env)  # the env family's settings, under the caller's
-        config, env_kwargs = defaults.config(settings), defaults.kwargs(env_kwargs)
+    config, env, env_kwargs = _run_settings(env, env_kwargs, settings, saved, resume)
+    if saved is not None and out is None:
+        out = resume
     config.validate()
     _check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
     env_kwargs = dict(env_kwargs or {})
@@ -493,6 +486,20 @@ def ppo(
             f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
         )
     return trainer.curve
+
+
+def _run_settings(
+    env: Any, env_kwargs: dict[str, Any] | None, settings: dict[str, Any], saved: Any, resume: Any
+) -> tuple[PPOConfig, Any, dict[str, Any] | None]:
+    """(settings, env, env kwargs) of a run: a resumed run's own under the caller's, or the env
+    family's training defaults under the caller's."""
+    if saved is not None:
+        config = _resume_config(saved, env, settings, str(resume))
+        return config, saved.env if env is None else env, {**saved.env_kwargs, **(env_kwargs or {})}
+    if env is None:
+        raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
+    defaults = train_defaults(env)
+    return defaults.config(settings), env, defaults.kwargs(env_kwargs)
 
 
 def _diverged_advice(directory: Path | None) -> str:
