@@ -5,7 +5,8 @@ Needs the ``train`` extra (``pip install 'puffer-core[train]'``: torch and matpl
 
 ``ppo(env, steps, out=DIR, **settings)`` trains and returns the ``Curve``;
 ``evaluate(DIR, episodes)`` plays a saved policy; ``sweep(env, trials=…, params=…, out=…)``
-searches PPO's settings with Optuna. See :mod:`puffer_core.train.trainer`.
+searches PPO's settings with Optuna. See :mod:`puffer_core.train.run` (a run) and
+:mod:`puffer_core.train.trainer` (the loop).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ _HOMES = {
     "TrainingDiverged": "trainer",
     "TrainingInterrupted": "trainer",
     "UnsafeCheckpointError": "checkpoint",
-    "ppo": "trainer",
+    "ppo": "run",
     "sweep": "sweeps",
     "Wandb": "logs",
 }

@@ -349,7 +349,8 @@ def _work(plan: _Plan, on_trial: Callable[[TrialReport], None] | None, worker: i
 
 
 def _run_trial(optuna: Any, study: Any, plan: _Plan, trial: Any) -> TrialReport:
-    from puffer_core.train.trainer import TrainingDiverged, TrainingInterrupted, ppo
+    from puffer_core.train.run import ppo
+    from puffer_core.train.trainer import TrainingDiverged, TrainingInterrupted
 
     score = _Score(plan.metric)
     reached = {"step": 0}

@@ -16,6 +16,7 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core.errors import APIUsageError
+from puffer_core.plugins.builtin.parallel_probe import ParallelProbe
 
 __all__ = ["MemoryProbeEnv", "MemoryProbeTwoAgentEnv", "memory_space"]
 
@@ -82,33 +83,19 @@ class MemoryProbeEnv(gymnasium.Env):
         return self._run.observation, reward, last, False, {}
 
 
-class MemoryProbeTwoAgentEnv:
+class MemoryProbeTwoAgentEnv(ParallelProbe):
     """The memory probe for two agents, each with its own cue (PettingZoo Parallel API by duck
     typing). ``agent_1`` sees one blank step fewer, so it leaves a step before ``agent_0`` and its
     row is masked (zeroed) for that step: a recurrent learner must zero the state of masked rows.
     """
 
     metadata = {"render_modes": [], "name": "probe_memory_2agents", "is_parallelizable": True}
-    render_mode = None
 
     def __init__(self, blank_steps: int = 4):
         self.blank_steps = _blank_steps(blank_steps)
-        self.possible_agents = ["agent_0", "agent_1"]
-        self.agents: list[str] = []
-        self._obs_space = memory_space()
-        self._act_space = spaces.Discrete(2)
+        super().__init__(["agent_0", "agent_1"], memory_space(), spaces.Discrete(2))
         self._rng = np.random.default_rng()
         self._runs: dict[str, _MemoryRun] = {}
-
-    @property
-    def unwrapped(self) -> MemoryProbeTwoAgentEnv:
-        return self
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None:

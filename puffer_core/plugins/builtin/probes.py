@@ -20,6 +20,7 @@ from gymnasium import spaces
 
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins.builtin.memory_probe import MemoryProbeEnv, MemoryProbeTwoAgentEnv
+from puffer_core.plugins.builtin.parallel_probe import ParallelProbe
 
 __all__ = [
     "PROBE_TASKS",
@@ -120,7 +121,7 @@ class ProbeMixedActionEnv(gymnasium.Env):
         return self._goal.copy(), reward, terminated, self._tick >= self.episode_length, {}
 
 
-class ProbeMultiAgentEnv:
+class ProbeMultiAgentEnv(ParallelProbe):
     """A PettingZoo Parallel-API env where agent ``k`` leaves ``k`` steps before the end.
 
     Written against the Parallel API by duck typing, so the core needs no pettingzoo
@@ -128,27 +129,18 @@ class ProbeMultiAgentEnv:
     """
 
     metadata = {"render_modes": [], "name": "probe_multiagent", "is_parallelizable": True}
-    render_mode = None
 
     def __init__(self, num_agents: int = 3, episode_length: int = 12):
         if num_agents < 1 or episode_length <= num_agents:
             raise ValueError("need num_agents >= 1 and episode_length > num_agents")
-        self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
-        self.agents: list[str] = []
-        self.episode_length = int(episode_length)
-        self._obs_space = spaces.Dict(
+        observation = spaces.Dict(
             {"bit": spaces.Discrete(2), "clock": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)}
         )
-        self._act_space = spaces.Discrete(2)
+        super().__init__([f"agent_{i}" for i in range(num_agents)], observation, spaces.Discrete(2))
+        self.episode_length = int(episode_length)
         self._rng = np.random.default_rng()
         self._bits: dict[str, int] = {}
         self._tick = 0
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def _observe(self) -> dict[str, Any]:
         self._bits = {agent: int(self._rng.integers(2)) for agent in self.agents}
@@ -347,7 +339,7 @@ class DebugProbeDictEnv(DebugProbeEnv):
         self.observation_space = nested_space()
 
 
-class DebugProbeTwoAgentEnv:
+class DebugProbeTwoAgentEnv(ParallelProbe):
     """Probe ``number`` for two agents, staggered so that agent masks matter.
 
     PettingZoo Parallel API by duck typing (like ``ProbeMultiAgentEnv``). ``agent_1`` plays
@@ -359,28 +351,14 @@ class DebugProbeTwoAgentEnv:
     """
 
     metadata = {"render_modes": [], "name": "debug_probe_2agents", "is_parallelizable": True}
-    render_mode = None
     observe = staticmethod(signal_observation)
 
     def __init__(self, number: int = 1):
         self.task = probe_task(number)
         self.metadata = {**self.metadata, "name": f"probe_{self.task.number}_2agents"}
-        self.possible_agents = ["agent_0", "agent_1"]
-        self.agents: list[str] = []
-        self._obs_space = signal_space()
-        self._act_space = spaces.Discrete(self.task.num_actions)
+        super().__init__(["agent_0", "agent_1"], signal_space(), spaces.Discrete(self.task.num_actions))
         self._rng = np.random.default_rng()
         self._runs: dict[str, _AgentRun] = {}
-
-    @property
-    def unwrapped(self) -> DebugProbeTwoAgentEnv:
-        return self
-
-    def observation_space(self, agent: str) -> spaces.Space:
-        return self._obs_space
-
-    def action_space(self, agent: str) -> spaces.Space:
-        return self._act_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         if seed is not None:

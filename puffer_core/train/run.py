@@ -1,0 +1,232 @@
+"""``ppo()``: one PPO run from an env id to a saved run directory.
+
+``ppo(env, steps=…, out=…)`` resolves the run's settings (a resumed run's own, or the env
+family's training defaults, with the caller's on top), builds the vector env and a
+``Trainer``, and trains. With ``out`` it keeps ``policy.pt``, ``curve.csv``, ``curve.png``
+and the TensorBoard logs there, refreshed every ``checkpoint_seconds`` and at the end, and
+holds the directory for the run (a second run into it is refused). Ctrl-C or SIGTERM stops
+it at the next step and leaves a loadable checkpoint (``TrainingInterrupted``);
+``resume=DIR`` continues a run. A crash or a non-finite loss or weight
+(``TrainingDiverged``) saves nothing: the last good checkpoint stays in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from puffer_core import vector
+from puffer_core.errors import APIUsageError
+from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.config import PPOConfig
+from puffer_core.train.curve import Curve, require_matplotlib
+from puffer_core.train.defaults import train_defaults
+from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
+from puffer_core.train.run_lock import RunLock
+from puffer_core.train.trainer import (
+    EpisodeReport,
+    StopRequests,
+    Trainer,
+    TrainingDiverged,
+    TrainingInterrupted,
+    UpdateReport,
+    check_rollout_fits,
+    env_name,
+    pick_device,
+    spaces_of,
+)
+from puffer_core.vector.checks import available_cpus
+
+__all__ = ["ppo"]
+
+
+def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any], source: str) -> PPOConfig:
+    if env is not None and env_name(env) != saved.env:
+        raise APIUsageError(
+            f"the run to resume was trained on {saved.env}, not {env_name(env)}; drop the env or pick its run"
+        )
+    config = saved.settings(source).replace(**settings)
+    if config.steps <= saved.step and "steps" not in settings:
+        raise APIUsageError(
+            f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
+        )
+    return config
+
+
+def _prepare_out(out: Any) -> Path | None:
+    if out is None:
+        return None
+    directory = Path(out)
+    if directory.exists() and not directory.is_dir():
+        raise APIUsageError(f"{directory} is a file; give a directory for the run's files")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+def _check_fresh(directory: Path | None) -> None:
+    """A new run never replaces another run's checkpoint (checked with the directory locked)."""
+    if directory is not None and (directory / checkpoints.FILENAME).exists():
+        raise APIUsageError(
+            f"{directory} already holds a run (policy.pt); resume it or choose another output directory"
+        )
+
+
+def ppo(
+    env: Any = None,
+    steps: int | None = None,
+    *,
+    out: str | Path | None = None,
+    resume: str | Path | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    on_update: UpdateReport | None = None,
+    on_episode: EpisodeReport | None = None,
+    wandb: str | Wandb | None = None,
+    **settings: Any,
+) -> Curve:
+    """Train PPO on ``env`` and return the learning curve.
+
+    Args:
+        env: an env id or a zero-argument creator (None with ``resume``: the run's own env).
+        steps: environment steps in the whole run (a ``PPOConfig`` field, like ``settings``).
+        out: a directory for ``policy.pt``, ``curve.csv``, ``curve.png`` and the TensorBoard
+            logs (``tensorboard/``); held for the run.
+        resume: a run's directory to continue: its env, env kwargs and settings, with
+            ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
+        env_kwargs: the env's creator kwargs (on top of its plugin's ``train_kwargs``).
+        on_update: called after every update with the curve's new row (an exception it
+            raises ends the run, saving nothing).
+        on_episode: called with the step and the info of every finished episode.
+        wandb: a W&B project name, or ``Wandb(project, entity=…, group=…)``: the run's
+            scalars and settings go there too (``pip install 'puffer-core[wandb]'``).
+        **settings: ``PPOConfig`` fields (``num_envs``, ``backend``, ``batch_size``, ``policy``, ``seed``, …),
+            on top of the env's ``train_defaults`` (its plugin's ``EnvSpec``).
+
+    Returns:
+        The ``Curve``: one row per update and every finished episode.
+
+    Raises:
+        APIUsageError: a bad setting (one line naming it), a directory another run holds or
+            that holds another run, a checkpoint that does not fit.
+        MissingDependencyError: matplotlib or tensorboard (with ``out``), or wandb (with
+            ``wandb``), is not installed; raised before anything is built.
+        UnsafeCheckpointError: ``resume``'s checkpoint would run code on load.
+        TrainingDiverged: a loss, gradient or weight became NaN or infinite (nothing saved:
+            the last finite checkpoint stays).
+        TrainingInterrupted: Ctrl-C or SIGTERM (the checkpoint is saved first).
+    """
+    if steps is not None:
+        settings["steps"] = steps
+    saved = checkpoints.load(resume) if resume is not None else None
+    config, env, env_kwargs = _run_settings(env, env_kwargs, settings, saved, resume)
+    if saved is not None and out is None:
+        out = resume
+    config.validate()
+    check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
+    env_kwargs = dict(env_kwargs or {})
+    device = pick_device(config.device)
+    wandb = Wandb.of(wandb)
+    if out is not None:
+        require_matplotlib()
+    require_logs(out is not None, wandb)
+    directory = _prepare_out(out)
+    with contextlib.ExitStack() as held:
+        if directory is not None:
+            held.enter_context(RunLock(directory))
+            if saved is None or Path(out).resolve() != Path(resume).resolve():
+                _check_fresh(directory)
+        try:
+            reports = (on_update, on_episode, wandb)
+            trainer, stop = _train(env, env_kwargs, config, device, saved, directory, reports)
+        except TrainingDiverged as exc:
+            raise TrainingDiverged(f"{exc}{_diverged_advice(directory)}", exc.step) from None
+    if stop:
+        where = f"; checkpoint in {directory} (continue with `puffer train --resume {directory}`)" if directory else ""
+        name = signal.Signals(stop.signal_number).name
+        raise TrainingInterrupted(
+            f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
+        )
+    return trainer.curve
+
+
+def _run_settings(
+    env: Any, env_kwargs: dict[str, Any] | None, settings: dict[str, Any], saved: Any, resume: Any
+) -> tuple[PPOConfig, Any, dict[str, Any] | None]:
+    """(settings, env, env kwargs) of a run: a resumed run's own under the caller's, or the env
+    family's training defaults under the caller's."""
+    if saved is not None:
+        config = _resume_config(saved, env, settings, str(resume))
+        return config, saved.env if env is None else env, {**saved.env_kwargs, **(env_kwargs or {})}
+    if env is None:
+        raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
+    defaults = train_defaults(env)
+    return defaults.config(settings), env, defaults.kwargs(env_kwargs)
+
+
+def _diverged_advice(directory: Path | None) -> str:
+    kept = ""
+    if directory is not None and (directory / checkpoints.FILENAME).exists():
+        kept = f"; {directory / checkpoints.FILENAME} keeps the last finite checkpoint"
+    return f"{kept}; lower learning_rate or max_grad_norm, or check the env's rewards for NaN and inf"
+
+
+def _train(
+    env: Any,
+    env_kwargs: dict[str, Any],
+    config: PPOConfig,
+    device: torch.device,
+    saved: checkpoints.Checkpoint | None,
+    directory: Path | None,
+    reports: tuple[UpdateReport | None, EpisodeReport | None, Wandb | None],
+) -> tuple[Trainer, StopRequests]:
+    """Build the envs and the trainer, train, and save at the end or on a stop request (never
+    after an exception: a crash or a divergence leaves the last good checkpoint in place).
+    The logs are written whatever happens."""
+    on_update, on_episode, wandb = reports
+    torch.manual_seed(config.seed)
+    stop = StopRequests()
+    envs = vector.make(
+        env,
+        num_envs=config.num_envs,
+        num_workers=config.num_workers,
+        batch_size=config.batch_size,
+        backend=config.backend,
+        autoreset=config.autoreset,
+        seed=config.seed,
+        on_fault=config.on_fault,
+        **env_kwargs,
+    )
+    with envs, stop.installed():
+        trainer = Trainer(envs, config, device, stop)
+        threads = config.torch_threads or (available_cpus() if trainer.policy.encoder.has_image else 1)
+        torch.set_num_threads(threads)
+        if saved is not None:
+            _check_spaces(saved, envs)
+            trainer.restore(saved)
+        title = f"{env_name(env)}: PPO, seed {config.seed}"
+        settings = {"env": env_name(env), **config.to_dict(), **{f"env_kwargs.{k}": v for k, v in env_kwargs.items()}}
+        with contextlib.closing(open_logs(directory, wandb, settings, trainer.step)) as logs:
+            trainer.on_episode = chain(logs.episode, on_episode)
+
+            def save() -> None:
+                logs.flush()
+                if directory is not None:
+                    checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
+                    trainer.curve.write(directory, title)
+
+            trainer.train(chain(logs.update, on_update), save)
+            save()
+    return trainer, stop
+
+
+def _check_spaces(saved: checkpoints.Checkpoint, envs: vector.VectorEnv) -> None:
+    now = spaces_of(envs)
+    for key in ("observation", "action"):
+        if saved.spaces.get(key) != now[key]:
+            raise APIUsageError(
+                f"the run to resume was trained with flat {key} space {saved.spaces.get(key)}, but {saved.env} now "
+                f"gives {now[key]}; its policy does not fit (did the env's version or kwargs change?)"
+            )
