@@ -133,10 +133,10 @@ def learning_run(
         (the last ``window`` episodes), ``random`` (``random_baseline``), ``ratio``,
         ``target_ratio``, ``reached``, ``curve`` and, with ``keep``, ``files``.
     """
-    from puffer_core.train import load, ppo  # deferred: torch, an optional extra
-
     if not 0 < minutes <= MAX_MINUTES:
         raise ValueError(f"minutes must be in (0, {MAX_MINUTES:g}], got {minutes!r}")
+    from puffer_core.train import load, ppo  # deferred: torch, an optional extra
+
     chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60}
     chosen.setdefault("steps", 10**12)  # the clock ends the run
     with tempfile.TemporaryDirectory(prefix="puffer-learning-") as scratch:

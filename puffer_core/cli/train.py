@@ -39,12 +39,14 @@ def _default_out(env_id: str) -> Path:
     return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _import_train() -> Any:
-    """``puffer_core.train``, or a one-line MissingDependencyError naming the extra to install."""
+def _import_train(logs: bool = False) -> Any:
+    """``puffer_core.train``, or a one-line MissingDependencyError naming the extra to install
+    (torch first, then matplotlib, then, for a run that writes ``logs``, tensorboard)."""
     from puffer_core import train  # deferred: torch and matplotlib, optional extras
 
     train.ppo  # noqa: B018  (imports torch: the package defers it to first use)
     require_matplotlib()
+    require_logs(logs, None)
     return train
 
 
@@ -145,7 +147,7 @@ def train_cmd(
     recording: Any = record_path
     if record_path is not None and env_id is not None:  # a bad path fails now, not after training
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
-    train = _import_train()
+    train = _import_train(logs=True)
     if resume is not None:
         _announce_resume(train, resume, env_id, env_kwargs)
     if resume is None and out is None:
@@ -182,12 +184,12 @@ def _announce_resume(train: Any, resume: Path, env_id: str | None, env_kwargs: d
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
-    """The W&B destination --wandb names (None without it); a missing package for it or for
-    the TensorBoard logs every run here writes fails now, before torch is imported."""
+    """The W&B destination --wandb names (None without it); a missing wandb fails now, before
+    torch is imported."""
     if project is None and (entity is not None or group is not None):
         raise click.UsageError("--wandb-entity and --wandb-group go with --wandb PROJECT")
     wandb = None if project is None else Wandb(project, entity=entity, group=group)
-    require_logs(True, wandb)
+    require_logs(False, wandb)  # tensorboard's turn comes after torch's (_import_train)
     return wandb
 
 
