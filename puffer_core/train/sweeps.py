@@ -23,6 +23,7 @@ import json
 import math
 import os
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -170,10 +171,11 @@ def sweep(
         study = _open_study(optuna, plan, create=True)
         _recover(optuna, study)
         try:
-            if jobs == 1:
-                _work(plan, on_trial, worker=0)
-            else:
-                _work_in_processes(plan, jobs, on_trial)
+            with _ctrl_c_interrupts():
+                if jobs == 1:
+                    _work(plan, on_trial, worker=0)
+                else:
+                    _work_in_processes(plan, jobs, on_trial)
         except _Stopped as exc:
             stopped = exc.signal_number
         except KeyboardInterrupt:  # between trials (a trial's own Ctrl-C is a _Stopped)
@@ -189,6 +191,20 @@ def sweep(
             stopped,
         )
     return SweepResult(plan.out, done, best_settings(study, plan.definition()), files)
+
+
+@contextlib.contextmanager
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt between trials even where the process started with SIGINT
+    ignored (a shell's background job), as a trial's own training stops on it; main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, direction, seed, startup) -> _Plan:
@@ -273,7 +289,10 @@ def _recover(optuna: Any, study: Any) -> None:
     """Trials left running by a sweep that was stopped or killed: failed, and queued to run again."""
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     for trial in running:
-        _fail_and_requeue(optuna, study, trial.number, trial.params)
+        if trial.params:
+            _fail_and_requeue(optuna, study, trial.number, trial.params)
+        else:  # stopped before its settings were drawn: nothing to run again
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
 
 
 def _fail_and_requeue(optuna: Any, study: Any, number: int, params: dict[str, Any]) -> None:
