@@ -37,8 +37,9 @@ __all__ = [
 #: The env the standard run trains on; docs/training.md ("NetHack") says why this task.
 LEARNING_ENV = "nethack/score"
 #: The standard run's settings on top of the env family's defaults: the one place to change
-#: the policy (``"policy": "lstm"``) or anything else the benchmark trains with.
-LEARNING_SETTINGS: dict[str, Any] = {}
+#: anything the benchmark trains with. A recurrent policy: NetHack is partially observed
+#: (what lies beyond the crop, what the agent did a few steps ago).
+LEARNING_SETTINGS: dict[str, Any] = {"policy": "lstm"}
 #: The standard run's training time, and the most a run may take.
 DEFAULT_MINUTES = 30.0
 MAX_MINUTES = 30.0
