@@ -289,16 +289,15 @@ def _recover(optuna: Any, study: Any) -> None:
     """Trials left running by a sweep that was stopped or killed: failed, and queued to run again."""
     running = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
     for trial in running:
-        if trial.params:
-            _fail_and_requeue(optuna, study, trial.number, trial.params)
-        else:  # stopped before its settings were drawn: nothing to run again
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
+        _fail_and_requeue(optuna, study, trial.number, trial.params)
 
 
 def _fail_and_requeue(optuna: Any, study: Any, number: int, params: dict[str, Any]) -> None:
-    """A trial that was stopped: failed (so not counted), and its settings queued to run again."""
+    """A trial that was stopped: failed (so not counted), and its settings queued to run again
+    (none when it was stopped before it drew any: there is nothing to repeat)."""
     study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
-    study.enqueue_trial(params, user_attrs={"retry_of": number})
+    if params:
+        study.enqueue_trial(params, user_attrs={"retry_of": number})
 
 
 def _counted(study: Any) -> int:
