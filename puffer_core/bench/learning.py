@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from puffer_core import vector
-from puffer_core.random_actions import random_actions
+from puffer_core.vector.random_run import run_random
 
 __all__ = [
     "LEARNING_ENV",
@@ -60,27 +58,24 @@ def random_baseline(
 
     Eight envs on two workers, asynchronous batches of four; the first ``episodes`` to end count.
     """
-    rng = np.random.default_rng(seed)
-    returns: list[float] = []
-    steps = 0
-    started = time.perf_counter()
-    with vector.make(
-        env_id, num_envs=8, num_workers=2, batch_size=4, backend="multiprocessing", seed=seed, **(env_kwargs or {})
-    ) as envs:
-        envs.async_reset(seed)
-        while len(returns) < episodes:
-            _, _, _, _, infos, env_ids, _ = envs.recv()
-            steps += len(env_ids)
-            returns += [float(info["episode_return"]) for info in infos if "episode_return" in info]
-            envs.send(random_actions(envs.single_action_space, len(env_ids), rng))
-    seconds = time.perf_counter() - started
-    returns = returns[:episodes]
+    run = run_random(
+        env_id,
+        steps=None,
+        episodes=episodes,
+        num_envs=8,
+        num_workers=2,
+        batch_size=4,
+        backend="multiprocessing",
+        seed=seed,
+        **(env_kwargs or {}),
+    )
+    returns = run.episode_returns[:episodes]
     return {
         "episodes": len(returns),
         "mean_return": round(float(np.mean(returns)), 3),
         "std_return": round(float(np.std(returns)), 3),
-        "steps": steps,
-        "steps_per_second": round(steps / seconds, 1),
+        "steps": run.steps,
+        "steps_per_second": round(run.sps, 1),
     }
 
 

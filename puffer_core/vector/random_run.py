@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.errors import APIUsageError
 from puffer_core.random_actions import masked_random_actions, random_actions
 from puffer_core.vector.backends import make
 
@@ -32,6 +33,8 @@ class RunResult:
     episodes: int = 0
     #: mean of every numeric episode statistic (episode_return, episode_length, score, …)
     episode_means: dict[str, float] = field(default_factory=dict)
+    #: every ended episode's return, in the order they ended
+    episode_returns: list[float] = field(default_factory=list)
 
     @property
     def sps(self) -> float:
@@ -67,7 +70,7 @@ def _episode_infos(infos: Any) -> Iterable[dict]:
 
 def run_random(
     env_id: str,
-    steps: int = 10_000,
+    steps: int | None = 10_000,
     num_envs: int = 1,
     seed: int | None = 0,
     backend: str = "serial",
@@ -75,15 +78,19 @@ def run_random(
     batch_size: int | None = None,
     on_progress: Callable[[int], None] | None = None,
     record: Any = None,
+    episodes: int | None = None,
     **env_kwargs: Any,
 ) -> RunResult:
-    """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps;
-    ``record`` (a path or ``puffer_core.recording.Recording``) records env 0. Where the
-    observations carry an action mask (``masked_random_actions``), the actions are drawn
-    among the allowed ones."""
+    """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps, or
+    (``episodes``) until at least that many episodes ended, whichever comes first (None: no
+    such limit; one of the two must be given); ``record`` (a path or
+    ``puffer_core.recording.Recording``) records env 0. Where the observations carry an
+    action mask (``masked_random_actions``), the actions are drawn among the allowed ones."""
+    if steps is None and episodes is None:
+        raise APIUsageError("run_random needs steps or episodes (or both): when to stop")
     rng = np.random.default_rng(seed)
     totals: dict[str, float] = defaultdict(float)
-    episodes = 0
+    returns: list[float] = []
     done_steps = 0
     with make(
         env_id,
@@ -102,12 +109,12 @@ def run_random(
         cursor = 0
         start = time.perf_counter()
         envs.async_reset(seed)
-        while done_steps < steps:
+        while (steps is None or done_steps < steps) and (episodes is None or len(returns) < episodes):
             obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
             live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
             done_steps += live
             for info in _episode_infos(infos):
-                episodes += 1
+                returns.append(float(info["episode_return"]))
                 for key, value in info.items():
                     if key in NOT_STATISTICS:
                         continue
@@ -133,6 +140,7 @@ def run_random(
             steps=done_steps,
             seconds=seconds,
         )
-    result.episodes = episodes
-    result.episode_means = {key: total / episodes for key, total in sorted(totals.items())} if episodes else {}
+    result.episodes = len(returns)
+    result.episode_returns = returns
+    result.episode_means = {key: total / len(returns) for key, total in sorted(totals.items())} if returns else {}
     return result

@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 
+from puffer_core.errors import APIUsageError
 from puffer_core.vector.random_run import run_random
 
 
@@ -31,3 +32,16 @@ def test_run_random_counts_steps_episodes_and_their_statistics():
     assert result.episode_means == pytest.approx({"episode_return": 1.0, "episode_length": 1.0})
     row = result.to_json()
     assert row["env"] == "classic/probe_1" and row["num_envs"] == 2 and row["steps_per_second"] > 0
+
+
+def test_run_random_stops_after_an_episode_count_and_keeps_each_return():
+    # Probe 3 pays 1 on its second step: every episode's return is 1 and lasts 2 steps.
+    result = run_random("classic/probe_3", steps=None, episodes=7, num_envs=2, seed=0)
+    assert 7 <= result.episodes <= 8  # both envs can end an episode on the last step
+    assert result.episode_returns == [1.0] * result.episodes
+    assert result.steps < 40  # it stopped on the episodes, not after some step budget
+
+
+def test_run_random_needs_a_limit():
+    with pytest.raises(APIUsageError, match="steps or episodes"):
+        run_random("classic/probe_1", steps=None)
