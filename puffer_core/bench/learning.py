@@ -35,9 +35,9 @@ __all__ = [
 #: The env the standard run trains on; docs/training.md ("NetHack") says why this task.
 LEARNING_ENV = "nethack/score"
 #: The standard run's settings on top of the env family's defaults: the one place to change
-#: anything the benchmark trains with. A recurrent policy: NetHack is partially observed
-#: (what lies beyond the crop, what the agent did a few steps ago).
-LEARNING_SETTINGS: dict[str, Any] = {"policy": "lstm"}
+#: anything the benchmark trains with. Empty: the benchmark trains with what `puffer train`
+#: gives a user (the NetHack plugin's defaults, a recurrent policy among them).
+LEARNING_SETTINGS: dict[str, Any] = {}
 #: The standard run's training time, and the most a run may take.
 DEFAULT_MINUTES = 30.0
 MAX_MINUTES = 30.0
@@ -182,7 +182,16 @@ def render_markdown(row: dict[str, Any]) -> str:
     settings = row["settings"]
     shown = ", ".join(
         f"{key}={settings[key]}"
-        for key in ("policy", "num_envs", "rollout_steps", "learning_rate", "ent_coef", "hidden_size", "reward_scale")
+        for key in (
+            "policy",
+            "num_envs",
+            "rollout_steps",
+            "learning_rate",
+            "gamma",
+            "ent_coef",
+            "hidden_size",
+            "reward_scale",
+        )
         if key in settings
     )
     trained = "–" if row["trained_mean_return"] is None else f"{row['trained_mean_return']:.1f}"
