@@ -161,9 +161,26 @@ def bench_cmd(
     type=click.FloatRange(1, 3600),
     help="Time budget for the whole run, building every setting included.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["multiprocessing", "ray"]),
+    default="multiprocessing",
+    show_default=True,
+    help="The backend whose settings are tried beside Serial.",
+)
+@ray_options
 @env_kwargs_option
 @click.option("--json", "as_json", is_flag=True, help="Print every row and the best as JSON.")
-def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tuple[str, ...], as_json: bool) -> None:
+def autotune_cmd(
+    env_id: str,
+    num_envs: int | None,
+    seconds: float,
+    backend: str,
+    ray_address: str | None,
+    placement: str | None,
+    kwargs: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Measure vector settings on ENV_ID and print the fastest as a vector.make(...) call.
 
     Serial and Multiprocessing with 1, cores - 1, cores and 2 x cores workers, full and
@@ -171,13 +188,16 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
     is built and stepped with random actions in at least two interleaved rounds within
     --seconds, and keeps its best round. Each row reports steps/s, RAM per env (the main
     process and workers' memory over the envs) and the share of steps that ended an
-    episode. From Python: puffer_core.vector.autotune(env, num_envs, budget).
+    episode. --backend ray tries the Ray backend at those worker and batch settings instead of
+    Multiprocessing, on this machine or on the cluster --ray-address names (--placement: how
+    its workers are placed). From Python: puffer_core.vector.autotune(env, num_envs, budget).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.vector.autotuner import autotune, summary_lines
 
+    ray = ray_vector_kwargs(backend, ray_address, placement) if backend == "ray" or ray_address or placement else None
     env_kwargs = parse_pairs(kwargs, "--kwarg")
     require_known_env(env_id)
     progress = Progress(
@@ -195,7 +215,7 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
         def advance(name: str, done: int, total: int) -> None:
             progress.update(task, description=name, completed=done, total=total)
 
-        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, **env_kwargs)
+        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, ray=ray, **env_kwargs)
     if as_json:
         print_json(result)
         return
