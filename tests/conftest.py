@@ -49,7 +49,7 @@ def ray_instance():
     token authentication on), shut down at the end of the session if this fixture started it."""
     import ray
 
-    from puffer_core.vector.ray_start import start_local_ray
+    from puffer_core.vector.ray.start import start_local_ray
 
     started = not ray.is_initialized()
     if started:
