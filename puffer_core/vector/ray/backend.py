@@ -222,7 +222,7 @@ class Ray(VectorEnv):
         remote_cls = ray.remote(EnvActor)
         for w in range(workers):
             self._actors.append(
-                remote_cls.options(**options, **self._placement.actor_options(w)).remote(
+                remote_cls.options(**{**options, **self._placement.actor_options(w)}).remote(
                     factory,
                     self._first_env[w],
                     counts[w],
