@@ -244,19 +244,18 @@ def run_cmd(
 
 
 def _placement_lines(placement: list[dict[str, Any]] | None) -> list[str]:
-    """Where the workers ran (the Ray backend's ``envs.placement``), one line per host."""
+    """Where the workers ran (the Ray backend's ``envs.placement``), one line per node."""
     if not placement:
         return []
-    by_host: dict[str, list[dict[str, Any]]] = {}
+    by_node: dict[str, list[dict[str, Any]]] = {}
     for entry in placement:
-        by_host.setdefault(f"{entry.get('host') or '?'} ({entry.get('address') or '?'})", []).append(entry)
-    nodes = len({entry.get("node_id") for entry in placement})
-    lines = [f"workers on {_count(nodes, 'node')}:"]
-    for host, entries in by_host.items():
+        by_node.setdefault(entry.get("node_id") or "?", []).append(entry)
+    lines = [f"workers on {_count(len(by_node), 'node')}:"]
+    for node, entries in by_node.items():
+        where = f"{entries[0].get('host') or '?'} ({entries[0].get('address') or '?'})"
         workers = ", ".join(f"{entry['worker']} (envs {_span(entry.get('envs', []))})" for entry in entries)
-        node = entries[0].get("node_id") or "?"
         noun = "worker" if len(entries) == 1 else "workers"
-        lines.append(f"  {host}, node {node[:12]}: {noun} {workers}")
+        lines.append(f"  {where}, node {node[:12]}: {noun} {workers}")
     return lines
 
 

@@ -61,6 +61,7 @@ def simulated_ray_cluster(
     cluster: Any = None
     try:
         os.environ.update({**AUTH_ENV, _SINGLE_MACHINE: "0"})
+        _token_auth_here()
         if saved_constant is not None:  # read once at import: the processes started now bind to loopback
             ray_constants.ENABLE_RAY_CLUSTER = False
         loopback = {"node_ip_address": "127.0.0.1", "num_cpus": cpus_per_node}
@@ -82,3 +83,18 @@ def simulated_ray_cluster(
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _token_auth_here() -> None:
+    """Token authentication on in this process too, with a token to use: Ray caches the mode it
+    read (refreshed here, as Ray does when it turns it on itself) and writes a token file for
+    its first local instance only (made here if there is none)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token(ignore_auth_mode=True):
+        from ray._private.authentication.authentication_token_setup import generate_and_save_token
+
+        generate_and_save_token()
+        loader.reset_cache()

@@ -268,7 +268,9 @@ def test_a_node_that_comes_back_is_used_again(cluster):
 
 def test_placement_the_cluster_can_never_hold_is_one_line(cluster):
     with pytest.raises(APIUsageError) as info:
-        make(cluster, num_envs=4, num_workers=4, vector_kwargs={"placement": "spread", "actor_options": {"num_cpus": 2}})
+        make(
+            cluster, num_envs=4, num_workers=4, vector_kwargs={"placement": "spread", "actor_options": {"num_cpus": 2}}
+        )
     message = str(info.value)
     assert "\n" not in message and "can never hold" in message
     assert "3 node(s)" in message and "of 6" in message and "num_cpus" in message
