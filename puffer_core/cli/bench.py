@@ -22,7 +22,37 @@ from puffer_core.cli.tables import print_markdown, print_table
 __all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "cluster_table", "uneven_table"]
 
 
-@click.command("bench")
+BENCH_HELP = """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
+
+Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
+to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
+action checks (on and off, alternating on one Multiprocessing env), gymnasium's
+AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
+says how to install it), plus the emulation overhead of one env. Ratios are against the
+peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
+and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
+docs' tables from such files), with a training section: seconds to solve CartPole
+with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
+steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
+extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
+on nethack/score for M minutes (at most 30) against a random policy in the same run
+(--keep DIR keeps its curve plot and a recording of the trained agent).
+--uneven runs the uneven-cores section alone (also part of --standard): a test env whose
+step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
+full batches) and asynchronously (recv/send, half the envs per batch), one worker per
+core and two, in at least 2 interleaved rounds of --seconds each.
+
+--backend ray runs the Ray section alone: ENV_ID on Multiprocessing, on Ray on this machine and
+on a simulated 3-node Ray cluster (started and stopped by the bench, one worker per node), 3
+workers each: steps/s, and for Ray the bytes per env step sent to the workers (actions) and
+received from them (observation rows, rewards, flags, infos), per worker with its node and host;
+--ray-address ADDR (with --placement) adds a row on your own cluster. --cluster DIR runs that
+section over CartPole, Breakout and NetHack and stores it as DIR/<UTC time>.json; `python -m
+puffer_core.bench.results` renders the docs' table from the newest in bench-results/cluster/.
+"""
+
+
+@click.command("bench", help=BENCH_HELP)
 @click.argument("env_id", required=False)
 @click.option("--num-envs", default=16, show_default=True, type=NUM_ENVS, help="Envs per setting.")
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 3600), help="Time per setting.")
@@ -79,33 +109,6 @@ def bench_cmd(
     cluster_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
-
-    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
-    to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
-    action checks (on and off, alternating on one Multiprocessing env), gymnasium's
-    AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
-    says how to install it), plus the emulation overhead of one env. Ratios are against the
-    peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
-    and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
-    docs' tables from such files), with a training section: seconds to solve CartPole
-    with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
-    steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
-    extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
-    on nethack/score for M minutes (at most 30) against a random policy in the same run
-    (--keep DIR keeps its curve plot and a recording of the trained agent).
-    --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
-    step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
-    full batches) and asynchronously (recv/send, half the envs per batch), one worker per
-    core and two, in at least 2 interleaved rounds of --seconds each.
-    --backend ray runs the Ray section alone: ENV_ID on Multiprocessing, on Ray on this machine and
-    on a simulated 3-node Ray cluster (started and stopped by the bench, one worker per node), 3
-    workers each: steps/s, and for Ray the bytes per env step sent to the workers (actions) and
-    received from them (observation rows, rewards, flags, infos), per worker with its node and host;
-    --ray-address ADDR (with --placement) adds a row on your own cluster. --cluster DIR runs that
-    section over CartPole, Breakout and NetHack and stores it as DIR/<UTC time>.json (the docs'
-    table: python -m puffer_core.bench.results --cluster DIR).
-    """
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import vectorization as bench
 
