@@ -14,7 +14,8 @@ Every Ray row also reports the bytes per env step sent to the workers (actions) 
 from them (observation, reward, terminal, truncation and mask rows, and non-empty infos), in
 total and for each worker with the node and host it ran on, from the backend's
 ``stats["traffic"]`` over an untimed pass of ``TRAFFIC_BATCHES`` batches; beside them, the
-bytes of one observation row and one action row as the spaces give them (the payload alone).
+bytes of one env step's rows as the backend lays them out (observation, action, and what a
+worker returns), so that what came back beyond the rows is the infos.
 
 Ray's instance changes from phase to phase (its own, the simulated cluster, the user's), so
 the rounds interleave only within a phase. ``run_cluster_standard(out_dir)`` runs the
@@ -29,8 +30,6 @@ import contextlib
 import os
 from typing import Any
 
-import numpy as np
-
 from puffer_core.bench.runs import write_run
 from puffer_core.environments import unavailable_reason
 from puffer_core.errors import APIUsageError
@@ -38,6 +37,7 @@ from puffer_core.random_actions import random_action_batches
 from puffer_core.testing.ray_cluster import simulated_ray_cluster
 from puffer_core.timing import Measured, Progress, Turn, error_summary, run_rounds, time_async
 from puffer_core.vector.backends import make
+from puffer_core.vector.base import allocate_arrays
 
 __all__ = ["CLUSTER_ENVS", "SIMULATED_NODES", "format_bytes", "render_markdown", "run_cluster", "run_cluster_standard"]
 
@@ -107,10 +107,10 @@ def run_cluster(
     Returns:
         One dict per row: ``name``, ``kind`` ("cluster"), ``backend``, ``where``,
         ``num_envs``, ``num_workers``, ``batch_size``, ``sps``, ``error``, and for Ray rows
-        ``sent_bytes_per_step``, ``received_bytes_per_step``, ``observation_bytes``,
-        ``action_bytes`` and ``workers`` (per worker: ``worker``, ``envs``, ``node_id``,
-        ``host``, and its bytes per step each way). A row that fails has ``sps=None`` and the
-        error; the others still run.
+        ``sent_bytes_per_step``, ``received_bytes_per_step``, ``info_bytes_per_step``,
+        ``observation_bytes``, ``row_bytes``, ``action_bytes`` and ``workers`` (per worker:
+        ``worker``, ``envs``, ``node_id``, ``host``, and its bytes per step each way). A row
+        that fails has ``sps=None`` and the error; the others still run.
 
     Raises:
         APIUsageError: Ray is initialised already in this process (the run starts and stops
@@ -256,16 +256,17 @@ def _per(count: int, steps: int) -> float | None:
 
 
 def _payload(envs: Any) -> dict[str, int]:
-    """The bytes of one env's observation rows and action rows, as the spaces give them."""
-    agents = envs.agents_per_env
-    observation = _nbytes(envs.single_observation_space)
-    action = _nbytes(envs.single_action_space)
-    return {"observation_bytes": observation * agents, "action_bytes": action * agents}
-
-
-def _nbytes(space: Any) -> int:
-    shape = getattr(space, "shape", None) or ()
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(space.dtype).itemsize
+    """The bytes of one env step's rows as the backend lays them out (``allocate_arrays``): the
+    observation rows, and the rows a worker returns (observation, reward and the three flags)
+    and is sent (the action)."""
+    space = envs.single_action_space
+    rows = allocate_arrays(envs.agents_per_env, envs.single_observation_space, space.shape, space.dtype)
+    returned = sum(array.nbytes for name, array in rows.items() if name != "actions")
+    return {
+        "observation_bytes": rows["observations"].nbytes,
+        "row_bytes": returned,
+        "action_bytes": rows["actions"].nbytes,
+    }
 
 
 def _row(case: _Case, measured: Any, env_id: str, num_envs: int, num_workers: int) -> dict:
@@ -282,8 +283,11 @@ def _row(case: _Case, measured: Any, env_id: str, num_envs: int, num_workers: in
         "error": measured.error,
     }
     if case.backend == "ray":
-        row.update(case.payload or {"observation_bytes": None, "action_bytes": None})
+        row.update(case.payload or {"observation_bytes": None, "row_bytes": None, "action_bytes": None})
         row.update(case.traffic or {"sent_bytes_per_step": None, "received_bytes_per_step": None, "workers": []})
+        received, rows = row["received_bytes_per_step"], row["row_bytes"]
+        # what came back beyond the rows: the infos (episode statistics at episode ends)
+        row["info_bytes_per_step"] = None if received is None or rows is None else round(max(0.0, received - rows), 1)
     return row
 
 
@@ -331,7 +335,7 @@ def format_bytes(value: float | None) -> str:
 
 def render_markdown(results: dict[str, list[dict]]) -> str:
     """The rows of ``run_cluster`` per env as Markdown tables: steps/second, and for the Ray rows
-    the bytes per env step to and from the workers (the busiest worker's too)."""
+    the bytes per env step to and from the workers, split into rows and infos."""
     lines = []
     for env_id, rows in results.items():
         num_envs = rows[0]["num_envs"] if rows else 0
@@ -339,8 +343,8 @@ def render_markdown(results: dict[str, list[dict]]) -> str:
         lines += [
             f"### `{env_id}` ({num_envs} envs, {workers} workers)",
             "",
-            "| configuration | steps/s | × Multiprocessing | to workers, B/step | from workers, B/step "
-            "| observation row | action row | nodes used |",
+            "| configuration | steps/s | × Multiprocessing | to workers (actions) | from workers "
+            "| of which rows | of which infos | nodes used |",
             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         base = next((r["sps"] for r in rows if r["backend"] == "multiprocessing" and r.get("sps")), None)
@@ -356,8 +360,8 @@ def render_markdown(results: dict[str, list[dict]]) -> str:
             nodes = len({w["node_id"] for w in row.get("workers", []) if w.get("node_id")}) or "–"
             lines.append(
                 f"| {row['name']} | {row['sps']:,.0f} | {ratio} | {format_bytes(row.get('sent_bytes_per_step'))} "
-                f"| {format_bytes(row.get('received_bytes_per_step'))} | {format_bytes(row.get('observation_bytes'))} "
-                f"| {format_bytes(row.get('action_bytes'))} | {nodes} |"
+                f"| {format_bytes(row.get('received_bytes_per_step'))} | {format_bytes(row.get('row_bytes'))} "
+                f"| {format_bytes(row.get('info_bytes_per_step'))} | {nodes} |"
             )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -344,7 +344,7 @@ def cluster_table(rows: list[dict]) -> Table:
     env = rows[0].get("env") if rows else ""
     table = Table(title=f"puffer bench {env} --backend ray (bytes per env step)")
     table.add_column("configuration", justify="left")
-    for column in ("workers", "steps/s", "to workers", "from workers", "observation row", "action row"):
+    for column in ("workers", "steps/s", "to workers", "from workers", "of which rows", "of which infos"):
         table.add_column(column, justify="right")
     for row in rows:
         if row.get("sps") is None:
@@ -355,13 +355,12 @@ def cluster_table(rows: list[dict]) -> Table:
         if row["backend"] != "ray":
             table.add_row(escape(row["name"]), str(row["num_workers"]), f"{row['sps']:,.0f}", "shared memory", "")
             continue
-        sizes = (row.get(key) for key in ("sent_bytes_per_step", "received_bytes_per_step", "observation_bytes"))
+        sizes = ("sent_bytes_per_step", "received_bytes_per_step", "row_bytes", "info_bytes_per_step")
         table.add_row(
             escape(row["name"]),
             str(row["num_workers"]),
             f"{row['sps']:,.0f}",
-            *(format_bytes(size) for size in sizes),
-            format_bytes(row.get("action_bytes")),
+            *(format_bytes(row.get(key)) for key in sizes),
         )
         for worker in row.get("workers", []):
             where = f"{worker.get('host') or '?'}, node {(worker.get('node_id') or '?')[:8]}"

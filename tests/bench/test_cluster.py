@@ -38,9 +38,11 @@ def test_every_row_ran_and_the_ray_rows_count_the_bytes_each_way(document):
     for row in rows[1:]:
         # CartPole: a float32 (4,) observation; a flat action of one int64 per env
         assert (row["observation_bytes"], row["action_bytes"]) == (16, 8)
+        assert row["row_bytes"] == 16 + 4 + 3  # observation, float32 reward, terminal, truncation, mask
         assert row["sent_bytes_per_step"] == 8.0  # the actions, nothing else
-        # observation, float32 reward, three bool flags (terminal, truncation, mask), episode infos
-        assert row["received_bytes_per_step"] >= 16 + 4 + 3
+        # the rows every step, and episode statistics at the episodes' ends (~1 step in 20)
+        assert row["received_bytes_per_step"] > row["row_bytes"]
+        assert row["info_bytes_per_step"] == round(row["received_bytes_per_step"] - row["row_bytes"], 1) > 0
         assert [worker["worker"] for worker in row["workers"]] == [0, 1, 2]
         assert all(worker["sent_bytes_per_step"] == 8.0 for worker in row["workers"])
         assert all(worker["host"] and worker["node_id"] for worker in row["workers"])
@@ -69,7 +71,7 @@ def test_the_tables_show_every_row_and_its_bytes(document):
     assert "### `classic/cartpole` (3 envs, 3 workers)" in table
     lines = [line for line in table.splitlines() if line.startswith("| Ray") or line.startswith("| Multi")]
     assert len(lines) == 3 and "shared memory" in lines[0]
-    assert all("| 8 B |" in line and "| 16 B |" in line for line in lines[1:])
+    assert all("| 8 B |" in line and "| 23 B |" in line for line in lines[1:])
     assert lines[2].endswith(f"| {SIMULATED_NODES} |")
     section = results.render_cluster_section(stored)
     assert table in section and "nope/missing" in section

@@ -149,8 +149,14 @@ def cluster_document(created: str = "2030-01-03T00:00:00Z") -> dict:
     workers = [
         {"worker": w, "envs": 2, "node_id": f"node{w}", "host": "box", "sent_bytes_per_step": 8.0} for w in range(3)
     ]
-    ray_row = {"backend": "ray", "observation_bytes": 16, "action_bytes": 8, "sent_bytes_per_step": 8.0}
-    ray_row.update(received_bytes_per_step=2_500.0, num_envs=6, num_workers=3, error=None)
+    ray_row = {
+        "backend": "ray",
+        "observation_bytes": 16,
+        "row_bytes": 23,
+        "action_bytes": 8,
+        "sent_bytes_per_step": 8.0,
+    }
+    ray_row.update(received_bytes_per_step=2_500.0, info_bytes_per_step=2_477.0, num_envs=6, num_workers=3, error=None)
     rows = [
         {"name": "Multiprocessing, this machine", "backend": "multiprocessing", "num_envs": 6, "num_workers": 3},
         {**ray_row, "name": "Ray, this machine", "workers": [{**w, "node_id": "node0"} for w in workers]},
@@ -165,8 +171,8 @@ def cluster_document(created: str = "2030-01-03T00:00:00Z") -> dict:
 def test_the_cluster_section_shows_steps_and_bytes_per_step_without_a_date():
     section = results.render_cluster_section(cluster_document())
     assert "| Multiprocessing, this machine | 100,000 | 1.00× | shared memory | shared memory | | | 1 |" in section
-    assert "| Ray, this machine | 10,000 | 0.10× | 8 B | 2.5 kB | 16 B | 8 B | 1 |" in section
-    assert "| Ray, 3 simulated nodes, spread | 5,000 | 0.05× | 8 B | 2.5 kB | 16 B | 8 B | 3 |" in section
+    assert "| Ray, this machine | 10,000 | 0.10× | 8 B | 2.5 kB | 23 B | 2.5 kB | 1 |" in section
+    assert "| Ray, 3 simulated nodes, spread | 5,000 | 0.05× | 8 B | 2.5 kB | 23 B | 2.5 kB | 3 |" in section
     assert not DATE_OR_TIME.search(section)  # the guide carries no date
     assert "`nox -s bench -- --cluster` makes one" in results.render_cluster_section(None)
 
