@@ -161,8 +161,9 @@ def render_cluster_section(document: dict[str, Any] | None) -> str:
         f"{machine['cpus']} CPUs{cpu}; Python {machine['python']}): each row's best of {document['rounds']} "
         f"round{'' if document['rounds'] == 1 else 's'} of {document['seconds']:g} s. The simulated cluster is "
         f"{document['nodes']} Ray nodes on that one machine, one worker on each: its steps/second show what "
-        "crossing between nodes' object stores costs, not a network's latency; the bytes per env step are what a network would carry. To the workers: the "
-        "actions; from them: the observation, reward, terminal, truncation and mask rows, and infos when not empty.",
+        "crossing between nodes' object stores costs, not a network's latency; the bytes per env step are what "
+        "a network would carry. To the workers: the actions; from them: the observation, reward, terminal, "
+        "truncation and mask rows, and infos when not empty.",
         "",
         *render_markdown(document["results"]).splitlines(),
     ]
