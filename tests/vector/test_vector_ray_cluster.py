@@ -5,12 +5,17 @@ and nothing left behind."""
 from __future__ import annotations
 
 import gc
+import json
+import os
+import subprocess
+import sys
 import time
 import weakref
 
 import numpy as np
 import pytest
 import ray_node_env
+from test_vector_ray_connect import ATTEMPT
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, WorkerError
@@ -268,7 +273,9 @@ def test_a_node_that_comes_back_is_used_again(cluster):
 
 def test_placement_the_cluster_can_never_hold_is_one_line(cluster):
     with pytest.raises(APIUsageError) as info:
-        make(cluster, num_envs=4, num_workers=4, vector_kwargs={"placement": "spread", "actor_options": {"num_cpus": 2}})
+        make(
+            cluster, num_envs=4, num_workers=4, vector_kwargs={"placement": "spread", "actor_options": {"num_cpus": 2}}
+        )
     message = str(info.value)
     assert "\n" not in message and "can never hold" in message
     assert "3 node(s)" in message and "of 6" in message and "num_cpus" in message
@@ -279,3 +286,22 @@ def test_an_address_naming_another_cluster_is_refused_while_connected(cluster):
         envs.reset(seed=0)
     with pytest.raises(APIUsageError, match="already initialised in this process"):
         vector.make(ray_node_env.NodeCartPole, num_envs=1, backend="ray", vector_kwargs={"address": "127.0.0.1:1"})
+
+
+def test_a_driver_without_the_clusters_token_is_refused_in_one_line(cluster, tmp_path):
+    # The cluster runs with Ray's token authentication (RAY_AUTH_MODE=token on every node):
+    # a driver on a box without the token (no RAY_AUTH_TOKEN, no token file) gets one line.
+    home = tmp_path / "home"
+    home.mkdir()
+    clean = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    done = subprocess.run(
+        [sys.executable, "-c", ATTEMPT, cluster.address],
+        env={**clean, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["type"] == "RayConnectionError", result
+    assert "\n" not in result["error"] and cluster.address in result["error"] and "token" in result["error"]
