@@ -165,7 +165,7 @@ def test_close_leaves_no_actor_or_placement_group(cluster):
             table = actors().values()
             alive = {a["ActorID"] for a in table if a["ActorClassName"].endswith("EnvActor") and a["State"] != "DEAD"}
             group = ray.util.placement_group_table()[group_id]["state"]
-            if not set(actor_ids) & alive and group == "REMOVED" or time.monotonic() > deadline:
+            if (not set(actor_ids) & alive and group == "REMOVED") or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         assert not set(actor_ids) & alive and group == "REMOVED", (alive, group)
