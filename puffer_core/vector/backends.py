@@ -82,6 +82,9 @@ def make(
             key, a timeout that is not a positive finite number of seconds up to a week), in
             one line naming it and what works.
         UnknownEnvError: ``env`` is not a registered id.
+        RayConnectionError: (Ray) the cluster ``address`` or ``RAY_ADDRESS`` names cannot be
+            found, reached or joined: one line naming it and how to start a head.
+        WorkerError: a worker could not build its envs (or, Ray, was never scheduled).
     """
     cls = _backend_class(backend)
     backend_kwargs = _check_vector_kwargs(cls, vector_kwargs)
@@ -135,9 +138,12 @@ def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
     unknown = sorted(str(key) for key in vector_kwargs if key not in known)
     ray_only = [key for key in unknown if key in _RAY_ONLY]
     if ray_only:
+        one = len(ray_only) == 1
+        what = "; ".join(f"{key!r}: {_RAY_ONLY[key]}" for key in ray_only)
         raise APIUsageError(
-            f"vector_kwargs {', '.join(map(repr, ray_only))}: {_RAY_ONLY[ray_only[0]]}, a Ray setting that the "
-            f"{cls.__name__} backend does not take; use backend='ray', or drop it"
+            f"vector_kwargs {', '.join(map(repr, ray_only))} {'is a Ray setting' if one else 'are Ray settings'} "
+            f"({what}) that the {cls.__name__} backend does not take; use backend='ray', or drop "
+            f"{'it' if one else 'them'}"
         )
     if unknown:
         raise APIUsageError(

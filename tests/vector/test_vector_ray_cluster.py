@@ -221,6 +221,23 @@ def test_a_node_lost_mid_run_is_replaced(cluster, placement):
     assert got["truncations"][LOSE_AT, lost_envs].all()
 
 
+def test_a_node_lost_during_a_step_is_replaced(cluster):
+    # The lost worker's step is in flight when its node goes: Ray's error, not a fresh actor.
+    options = {"placement": "spread"}
+    with make(cluster, num_envs=3, seed=0, on_fault="restart", vector_kwargs=options) as envs:
+        envs.reset(seed=0)
+        node, lost = removable(cluster, envs)
+        envs.set_attr("pause", 10.0, env_indices=lost)  # one env per worker: env w is worker w's
+        envs.send(actions_at(0, 3))
+        cluster.remove_node(node)
+        _, _, _, truncations, infos, _, _ = envs.recv()
+        faults = [(info["env_id"], info["fault"]) for info in infos if "fault" in info]
+        assert sorted(env for env, _ in faults) == lost and truncations[lost].all()  # each once
+        assert all(f["node"]["node_id"] == node.node_id and f["phase"] == "step" for _, f in faults)
+        assert envs.stats["restarts"] == len(lost)
+    restore(cluster)
+
+
 def test_a_node_lost_under_raise_is_named(cluster):
     with make(cluster, num_envs=3, seed=0, vector_kwargs={"placement": "spread"}) as envs:
         envs.reset(seed=0)

@@ -24,6 +24,7 @@ or the interpreter exits (a ``weakref.finalize``).
 
 from __future__ import annotations
 
+import re
 import time
 import weakref
 from typing import Any
@@ -148,6 +149,7 @@ class Ray(VectorEnv):
         address = check_address(address)
         strategy = check_placement(placement)
         actor_options = self._check_actor_options(actor_options, strategy)
+        cpus = bundle_cpus(actor_options) if strategy else 0.0
         ray = import_ray()
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
@@ -168,7 +170,7 @@ class Ray(VectorEnv):
         )
 
         connect(ray, address, allow_unauthenticated_ray)
-        self._placement = Placement(ray, strategy, workers, bundle_cpus(actor_options) if strategy else 0.0)
+        self._placement = Placement(ray, strategy, workers, cpus)
         self._actors: list = []
         # Removes the actors and the placement group however the vector env ends: close(),
         # garbage collection, exit. It holds Ray, the actor list and the group, never the
@@ -269,7 +271,9 @@ class Ray(VectorEnv):
         """Actor ``w`` died (``exc``), or Ray restarted it between two calls (``exc`` None):
         with its node, if the cluster says that node is dead."""
         node = self._nodes[w]
-        if node is not None and node["node_id"] in dead_nodes(self._ray):
+        # The cluster's node table, or Ray's own words when the table has not caught up yet
+        said = exc is not None and re.search(r"\bnode\b.*\b(died|dead)\b", str(exc), re.IGNORECASE) is not None
+        if node is not None and (said or node["node_id"] in dead_nodes(self._ray)):
             lost = [v for v, other in enumerate(self._nodes) if other and other["node_id"] == node["node_id"]]
             fault = Fault(w, None, phase, f"lost with its {describe_node(node)}", node=dict(node))
             message = (
