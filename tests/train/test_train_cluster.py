@@ -88,3 +88,14 @@ def test_a_resumed_run_does_not_inherit_where_it_ran(trained, tmp_path):
     assert curve.rows[-1]["step"] >= summary["steps"] + 2048
     resumed = train.load(more).config
     assert (resumed["backend"], resumed["ray_address"], resumed["placement"]) == ("serial", None, None)
+
+
+def test_a_resumed_run_takes_a_new_address_and_no_other_placement(trained, ray_cluster, tmp_path):
+    out, summary = trained
+    more = tmp_path / "again"
+    args = ["train", "--resume", str(out), "--out", str(more), "--ray-address", ray_cluster.address]
+    args += ["--steps", str(summary["steps"] + 2048), "--json"]
+    proc = run_puffer(None, *args, extra_env={"RAY_AUTH_MODE": "token"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    resumed = train.load(more).config
+    assert (resumed["backend"], resumed["ray_address"], resumed["placement"]) == ("ray", ray_cluster.address, None)
