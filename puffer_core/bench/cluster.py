@@ -178,6 +178,8 @@ def _run_phase(
                 ]
         else:
             stack.callback(_shutdown_ray)
+        if phase == "local" and "RAY_ADDRESS" in os.environ:  # "this machine" means a Ray of our own
+            stack.callback(os.environ.__setitem__, "RAY_ADDRESS", os.environ.pop("RAY_ADDRESS"))
 
         def measure(turn: Turn) -> float:
             return _measure(cases[turn.index], env_id, num_envs, num_workers, seconds, seed)
