@@ -244,7 +244,13 @@ def bench(session: nox.Session) -> None:
     then docs/performance.md and README.md's performance table regenerated from every run there.
 
     `nox -s bench -- DIR` writes the run into DIR instead and regenerates nothing (a scratch run).
+    `nox -s bench -- --cluster` runs the Ray section instead (CartPole, Breakout and NetHack on
+    Multiprocessing, Ray here and a simulated 3-node Ray cluster: steps/s and bytes per step) into
+    bench-results/cluster/ and regenerates the pages; `-- --cluster DIR` is its scratch run.
     """
+    if session.posargs[:1] == ["--cluster"]:
+        _bench_cluster(session, session.posargs[1:])
+        return
     install_project(session)
     if install_torch(session):
         install_pufferlib(session)
@@ -257,6 +263,15 @@ def bench(session: nox.Session) -> None:
     learning = ["--minutes", "30"] + ([] if session.posargs else ["--keep", "docs/assets/learning"])
     session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2", *learning)
     if not session.posargs:
+        session.run("python", "-m", "puffer_core.bench.results")
+
+
+def _bench_cluster(session: nox.Session, args: list[str]) -> None:
+    """`nox -s bench -- --cluster [DIR]`: the Ray section's standard run (no torch needed)."""
+    install_project(session, "ray")
+    out = args[0] if args else "bench-results/cluster"
+    session.run("puffer", "bench", "--cluster", out, "--rounds", "3", "--seconds", "2")
+    if not args:
         session.run("python", "-m", "puffer_core.bench.results")
 
 

@@ -11,6 +11,7 @@ __all__ = [
     "MissingDependencyError",
     "PluginError",
     "PufferError",
+    "RayConnectionError",
     "SpaceError",
     "UnknownEnvError",
     "WorkerError",
@@ -80,6 +81,10 @@ class EnvCallError(PufferError):
 
 class APIUsageError(PufferError):
     """The caller used an API out of order or with arguments that cannot work."""
+
+
+class RayConnectionError(APIUsageError):
+    """The Ray cluster an ``address`` (or ``RAY_ADDRESS``) names cannot be found, reached or joined."""
 
 
 class SpaceError(PufferError):

@@ -39,8 +39,14 @@ def site(tmp_path, monkeypatch):
 
 def pytest_collection_modifyitems(items):
     """Tests marked ``ray`` run last, in their collected order: one Ray instance then serves
-    them all (starting one takes ~10 s) and no other test runs beside its processes."""
-    items.sort(key=lambda item: item.get_closest_marker("ray") is not None)  # stable
+    them all (starting one takes ~10 s) and no other test runs beside its processes. Those
+    marked ``ray_cluster`` too come after them: their cluster replaces that instance (Ray is
+    one per process)."""
+
+    def order(item):
+        return (item.get_closest_marker("ray") is not None, item.get_closest_marker("ray_cluster") is not None)
+
+    items.sort(key=order)  # stable
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +55,7 @@ def ray_instance():
     token authentication on), shut down at the end of the session if this fixture started it."""
     import ray
 
-    from puffer_core.vector.ray_start import start_local_ray
+    from puffer_core.vector.ray.start import start_local_ray
 
     started = not ray.is_initialized()
     if started:
@@ -57,6 +63,41 @@ def ray_instance():
     yield ray
     if started:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A simulated three-node Ray cluster on this machine (``ray.cluster_utils.Cluster``, two
+    CPUs per node), with Ray's token authentication on, for the tests of a module marked
+    ``ray_cluster``; the process's own Ray instance, if any, is shut down first (Ray is one
+    per process). Nothing connects to it yet: the tests pass ``address=cluster.address``.
+    Shut down at the end of the module."""
+    import ray
+    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        # The nodes inherit this environment: token authentication on, with this user's token
+        # (~/.ray/auth_token, which Ray writes for its first local instance). Ray caches the
+        # mode it read: refreshed, as Ray does when it turns token authentication on itself.
+        patch.setenv("RAY_AUTH_MODE", "token")
+        Config.initialize("")
+        if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+            from ray._private.authentication.authentication_token_setup import generate_and_save_token
+
+            generate_and_save_token()
+            AuthenticationTokenLoader.instance().reset_cache()
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+        try:
+            for _ in range(2):
+                cluster.add_node(num_cpus=2)
+            cluster.wait_for_nodes()
+            yield cluster
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
 
 
 @pytest.fixture

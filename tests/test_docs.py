@@ -7,7 +7,9 @@ run-by-run figures live in bench-results/ and the pages generated from it.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import shlex
 import unicodedata
 from pathlib import Path
 
@@ -108,3 +110,55 @@ def test_no_prose_page_carries_a_date_or_a_clock_time(page):
 def test_the_date_check_catches_dates_and_times():
     assert DATE_OR_TIME.search("measured on 2026-12-01") and DATE_OR_TIME.search("the 23:48 run")
     assert not DATE_OR_TIME.search("a 3 : 5 split, 16 envs, 1.5× Serial")
+
+
+def shell_commands(page: Path) -> list[list[str]]:
+    """The ``puffer`` and ``ray`` command lines of a page's fenced code blocks (continuation lines
+    joined, comments dropped)."""
+    blocks = re.findall(r"^```[^\n]*\n(.*?)^```", page.read_text(), flags=re.MULTILINE | re.DOTALL)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [shlex.split(line, comments=True) for line in lines if line.lstrip().startswith(("puffer ", "ray "))]
+
+
+def unknown_options(argv: list[str]) -> list[str]:
+    """The ``--options`` of a ``puffer`` (or, inside ``puffer tank run -- …``, a ``ray``) command
+    line that its command does not have; ``[]`` for other programs."""
+    import click
+
+    if not argv or argv[0] not in ("puffer", "ray"):
+        return []
+    if argv[0] == "ray":
+        if importlib.util.find_spec("ray") is None:
+            return []
+        from ray.scripts.scripts import cli as ray_cli
+
+        command, words = ray_cli, argv[1:]
+    else:
+        from puffer_core.cli.main import cli as command
+
+        words = argv[1:]
+    path = [argv[0]]
+    while isinstance(command, click.Group) and words and words[0] in command.commands:
+        command, words = command.commands[words[0]], words[1:]
+        path.append(command.name)
+    own, rest = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
+    known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}
+    wrong = [f"{' '.join(path)} {word}" for word in own if word.startswith("--") and word.split("=")[0] not in known]
+    return wrong + unknown_options(rest)
+
+
+@pytest.mark.parametrize("page", PROSE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_commands_a_page_shows_have_the_options_it_gives_them(page):
+    wrong = [problem for argv in shell_commands(page) for problem in unknown_options(argv)]
+    assert wrong == [], f"{page.relative_to(ROOT)}: no such option: {', '.join(wrong)}"
+
+
+def test_the_option_check_catches_a_missing_option_in_puffer_and_in_the_command_tank_runs():
+    assert unknown_options(["puffer", "run", "classic/cartpole", "--placement", "spread"]) == []
+    assert unknown_options(["puffer", "run", "x", "--speed", "9"]) == ["puffer run --speed"]
+    assert unknown_options(["puffer", "tank", "run", "--network", "host", "--", "puffer", "train", "--nope"]) == [
+        "puffer train --nope"
+    ]
+    assert unknown_options(["puffer", "tank", "run", "--", "ray", "start", "--head", "--port", "6379"]) == []
+    if importlib.util.find_spec("ray") is not None:
+        assert unknown_options(["ray", "start", "--headless"]) == ["ray start --headless"]

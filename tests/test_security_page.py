@@ -7,7 +7,7 @@ from pathlib import Path
 
 from puffer_core import limits
 from puffer_core.train import config, run_lock
-from puffer_core.vector.ray_start import OPT_IN
+from puffer_core.vector.ray.start import OPT_IN
 
 ROOT = Path(__file__).parents[1]
 PAGE = (ROOT / "docs" / "security.md").read_text()

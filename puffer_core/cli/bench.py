@@ -15,14 +15,44 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli.errors import err_console
-from puffer_core.cli.options import NUM_ENVS, Bounded, env_kwargs_option, parse_pairs
+from puffer_core.cli.options import NUM_ENVS, Bounded, env_kwargs_option, parse_pairs, ray_options, ray_vector_kwargs
 from puffer_core.cli.output import console, print_json, require_known_env
 from puffer_core.cli.tables import print_markdown, print_table
 
-__all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "uneven_table"]
+__all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "cluster_table", "uneven_table"]
 
 
-@click.command("bench")
+BENCH_HELP = """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
+
+Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
+to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
+action checks (on and off, alternating on one Multiprocessing env), gymnasium's
+AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
+says how to install it), plus the emulation overhead of one env. Ratios are against the
+peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
+and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
+docs' tables from such files), with a training section: seconds to solve CartPole
+with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
+steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
+extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
+on nethack/score for M minutes (at most 30) against a random policy in the same run
+(--keep DIR keeps its curve plot and a recording of the trained agent).
+--uneven runs the uneven-cores section alone (also part of --standard): a test env whose
+step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
+full batches) and asynchronously (recv/send, half the envs per batch), one worker per
+core and two, in at least 2 interleaved rounds of --seconds each.
+
+--backend ray runs the Ray section alone: ENV_ID on Multiprocessing, on Ray on this machine and
+on a simulated 3-node Ray cluster (started and stopped by the bench, one worker per node), 3
+workers each: steps/s, and for Ray the bytes per env step sent to the workers (actions) and
+received from them (observation rows, rewards, flags, infos), per worker with its node and host;
+--ray-address ADDR (with --placement) adds a row on your own cluster. --cluster DIR runs that
+section over CartPole, Breakout and NetHack and stores it as DIR/<UTC time>.json; `python -m
+puffer_core.bench.results` renders the docs' table from the newest in bench-results/cluster/.
+"""
+
+
+@click.command("bench", help=BENCH_HELP)
 @click.argument("env_id", required=False)
 @click.option("--num-envs", default=16, show_default=True, type=NUM_ENVS, help="Envs per setting.")
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 3600), help="Time per setting.")
@@ -45,6 +75,18 @@ __all__ = ["autotune_cmd", "autotune_table", "bench_cmd", "bench_table", "uneven
     type=click.Path(file_okay=False),
     help="With --minutes: keep the learning row's curve plot and recording in DIR.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["ray"]),
+    help="ray: only the Ray section (see below): steps/s and bytes per step, this machine against a cluster.",
+)
+@ray_options
+@click.option(
+    "--cluster",
+    "cluster_dir",
+    type=click.Path(file_okay=False),
+    help="Run the Ray section over the standard envs into DIR (the docs' bytes-per-step table).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def bench_cmd(
     env_id: str | None,
@@ -61,31 +103,19 @@ def bench_cmd(
     out_dir: str | None,
     minutes: float | None,
     keep: str | None,
+    backend: str | None,
+    ray_address: str | None,
+    placement: str | None,
+    cluster_dir: str | None,
     as_json: bool,
 ) -> None:
-    """Steps/second of ENV_ID on every backend and on the peers, with ratios, in one run.
-
-    Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings), the
-    to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
-    action checks (on and off, alternating on one Multiprocessing env), gymnasium's
-    AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
-    says how to install it), plus the emulation overhead of one env. Ratios are against the
-    peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
-    and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
-    docs' tables from such files), with a training section: seconds to solve CartPole
-    with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
-    steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
-    extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
-    on nethack/score for M minutes (at most 30) against a random policy in the same run
-    (--keep DIR keeps its curve plot and a recording of the trained agent).
-    --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
-    step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
-    full batches) and asynchronously (recv/send, half the envs per batch), one worker per
-    core and two, in at least 2 interleaved rounds of --seconds each.
-    """
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import vectorization as bench
 
+    ray_kwargs = ray_vector_kwargs("ray" if cluster_dir is not None else backend, ray_address, placement)
+    if cluster_dir is not None or backend == "ray":
+        _bench_cluster(env_id, cluster_dir, seconds, rounds, ray_kwargs, as_json)
+        return
     if keep is not None and minutes is None:
         raise click.UsageError("--keep keeps the learning row's files: give --minutes too")
     if training_only:
@@ -134,9 +164,26 @@ def bench_cmd(
     type=click.FloatRange(1, 3600),
     help="Time budget for the whole run, building every setting included.",
 )
+@click.option(
+    "--backend",
+    type=click.Choice(["multiprocessing", "ray"]),
+    default="multiprocessing",
+    show_default=True,
+    help="The backend whose settings are tried beside Serial.",
+)
+@ray_options
 @env_kwargs_option
 @click.option("--json", "as_json", is_flag=True, help="Print every row and the best as JSON.")
-def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tuple[str, ...], as_json: bool) -> None:
+def autotune_cmd(
+    env_id: str,
+    num_envs: int | None,
+    seconds: float,
+    backend: str,
+    ray_address: str | None,
+    placement: str | None,
+    kwargs: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Measure vector settings on ENV_ID and print the fastest as a vector.make(...) call.
 
     Serial and Multiprocessing with 1, cores - 1, cores and 2 x cores workers, full and
@@ -144,13 +191,16 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
     is built and stepped with random actions in at least two interleaved rounds within
     --seconds, and keeps its best round. Each row reports steps/s, RAM per env (the main
     process and workers' memory over the envs) and the share of steps that ended an
-    episode. From Python: puffer_core.vector.autotune(env, num_envs, budget).
+    episode. --backend ray tries the Ray backend at those worker and batch settings instead of
+    Multiprocessing, on this machine or on the cluster --ray-address names (--placement: how
+    its workers are placed). From Python: puffer_core.vector.autotune(env, num_envs, budget).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.vector.autotuner import autotune, summary_lines
 
+    ray = ray_vector_kwargs(backend, ray_address, placement) if backend == "ray" or ray_address or placement else None
     env_kwargs = parse_pairs(kwargs, "--kwarg")
     require_known_env(env_id)
     progress = Progress(
@@ -168,7 +218,7 @@ def autotune_cmd(env_id: str, num_envs: int | None, seconds: float, kwargs: tupl
         def advance(name: str, done: int, total: int) -> None:
             progress.update(task, description=name, completed=done, total=total)
 
-        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, **env_kwargs)
+        result = autotune(env_id, num_envs, seconds, progress=advance, verbose=False, ray=ray, **env_kwargs)
     if as_json:
         print_json(result)
         return
@@ -199,6 +249,34 @@ def _bench_standard(out_dir: str, seconds: float, rounds: int, as_json: bool, **
         print_json(results)
     else:
         console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
+
+
+def _bench_cluster(
+    env_id: str | None, out_dir: str | None, seconds: float, rounds: int, ray_kwargs: dict, as_json: bool
+) -> None:
+    """The Ray section (``puffer_core.bench.cluster``): one env, or the standard set into ``out_dir``."""
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import cluster as bench_cluster
+
+    if (env_id is None) == (out_dir is None):
+        raise click.UsageError("give an ENV_ID with --backend ray, or --cluster DIR without one")
+    if "placement" in ray_kwargs and "address" not in ray_kwargs:
+        raise click.UsageError("--placement places the workers on your cluster: give its --ray-address too")
+    with _progress_callback("ray", hidden=as_json) as progress:
+        if out_dir is not None:
+            document = bench_cluster.run_cluster_standard(out_dir, seconds, rounds, progress, **ray_kwargs)
+        else:
+            require_known_env(env_id)
+            rows = bench_cluster.run_cluster(env_id, seconds=seconds, rounds=rounds, progress=progress, **ray_kwargs)
+    if out_dir is not None:
+        if as_json:
+            print_json(document)
+        else:
+            console.print(f"wrote {out_dir.rstrip('/')}/{document['run']}.json", highlight=False)
+    elif as_json:
+        print_json(rows)
+    else:
+        print_table(console, cluster_table(rows))
 
 
 def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
@@ -255,6 +333,44 @@ def bench_table(rows: list[dict], title: str | None = None) -> Table:
             ratios = ("ratio_vs_raw", "ratio_vs_serial", "ratio_vs_async", "ratio_vs_pufferlib")
             name = escape(row["name"]) + annotation(row, "[dim]", "[/dim]")
             table.add_row(name, *cells, f"{row['sps']:,.0f}", *(format_ratio(row.get(key)) for key in ratios))
+    return table
+
+
+def cluster_table(rows: list[dict]) -> Table:
+    """The Ray section's rows (``puffer_core.bench.cluster.run_cluster``), each Ray row followed by
+    its workers' bytes per step."""
+    from puffer_core.bench.cluster import format_bytes
+
+    env = rows[0].get("env") if rows else ""
+    table = Table(title=f"puffer bench {env} --backend ray (bytes per env step)")
+    table.add_column("configuration", justify="left")
+    for column in ("workers", "steps/s", "to workers", "from workers", "of which rows", "of which infos"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        if row.get("sps") is None:
+            table.add_row(
+                escape(row["name"]), str(row["num_workers"]), f"[red]failed[/red] {escape(row['error'] or '')}"
+            )
+            continue
+        if row["backend"] != "ray":
+            table.add_row(escape(row["name"]), str(row["num_workers"]), f"{row['sps']:,.0f}", "shared memory", "")
+            continue
+        sizes = ("sent_bytes_per_step", "received_bytes_per_step", "row_bytes", "info_bytes_per_step")
+        table.add_row(
+            escape(row["name"]),
+            str(row["num_workers"]),
+            f"{row['sps']:,.0f}",
+            *(format_bytes(row.get(key)) for key in sizes),
+        )
+        for worker in row.get("workers", []):
+            where = f"{worker.get('host') or '?'}, node {(worker.get('node_id') or '?')[:8]}"
+            table.add_row(
+                f"[dim]  worker {worker['worker']} ({escape(where)})[/dim]",
+                "",
+                "",
+                format_bytes(worker.get("sent_bytes_per_step")),
+                format_bytes(worker.get("received_bytes_per_step")),
+            )
     return table
 
 

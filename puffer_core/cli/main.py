@@ -22,6 +22,8 @@ from puffer_core.cli.options import (
     Bounded,
     env_kwargs_option,
     parse_pairs,
+    ray_options,
+    ray_vector_kwargs,
     record_option,
 )
 from puffer_core.cli.output import console, print_json, require_known_env
@@ -153,6 +155,7 @@ def _count(n: int, noun: str) -> str:
 )
 @click.option("--num-workers", type=NUM_WORKERS, help="Worker processes (multiprocessing, ray).")
 @click.option("--batch-size", type=BATCH_SIZE, help="Rows returned per recv (default: all).")
+@ray_options
 @env_kwargs_option
 @record_option("Record env 0's episodes: .mp4 or .gif (pixel envs), .cast (text envs, asciinema).")
 @click.option("--record-episodes", type=EPISODES, help="Stop recording after N episodes.  [default: all]")
@@ -167,6 +170,8 @@ def run_cmd(
     backend: str,
     num_workers: int | None,
     batch_size: int | None,
+    ray_address: str | None,
+    placement: str | None,
     kwargs: tuple[str, ...],
     record_path: str | None,
     overwrite: bool,
@@ -183,10 +188,13 @@ def run_cmd(
     GIF of its rgb_array frames (Atari, PettingZoo butterfly, classic control) or an
     asciinema v2 cast of its ANSI frames (NetHack's terminal, in colour; play it with
     `asciinema play PATH`). --watch redraws env 0's ANSI frames here instead, at the env's
-    pace (--fps to change it); Ctrl-C stops.
+    pace (--fps to change it); Ctrl-C stops. With --backend ray, --ray-address runs the
+    workers on a Ray cluster and --placement spreads them over its nodes (or packs them);
+    the summary says which node and host each worker ran on.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
     env_kwargs = parse_pairs(kwargs, "--kwarg")
     recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
     options = dict(
@@ -197,6 +205,7 @@ def run_cmd(
         num_workers=num_workers,
         batch_size=batch_size,
         record=recording,
+        vector_kwargs=vector_kwargs or None,
     )
     if as_json:
         result = run_random(env_id, **options, **env_kwargs)
@@ -223,6 +232,8 @@ def run_cmd(
         f"batch {result.batch_size})",
         highlight=False,
     )
+    for line in _placement_lines(result.placement):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if result.episodes:
         stats = ", ".join(f"{key} {value:.2f}" for key, value in result.episode_means.items())
         console.print(f"{result.episodes} episodes finished; mean {stats}", highlight=False)
@@ -230,6 +241,29 @@ def run_cmd(
         console.print("no episode finished within the steps run (try more --steps)")
     if record_path is not None:
         console.print(f"recorded env 0 to {record_path}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _placement_lines(placement: list[dict[str, Any]] | None) -> list[str]:
+    """Where the workers ran (the Ray backend's ``envs.placement``), one line per node."""
+    if not placement:
+        return []
+    by_node: dict[str, list[dict[str, Any]]] = {}
+    for entry in placement:
+        by_node.setdefault(entry.get("node_id") or "?", []).append(entry)
+    lines = [f"workers on {_count(len(by_node), 'node')}:"]
+    for node, entries in by_node.items():
+        where = f"{entries[0].get('host') or '?'} ({entries[0].get('address') or '?'})"
+        workers = ", ".join(f"{entry['worker']} (envs {_span(entry.get('envs', []))})" for entry in entries)
+        noun = "worker" if len(entries) == 1 else "workers"
+        lines.append(f"  {where}, node {node[:12]}: {noun} {workers}")
+    return lines
+
+
+def _span(envs: list[int]) -> str:
+    """``[0, 1, 2]`` as ``0-2``; anything else comma-separated."""
+    if len(envs) > 1 and list(envs) == list(range(envs[0], envs[-1] + 1)):
+        return f"{envs[0]}-{envs[-1]}"
+    return ",".join(str(env) for env in envs) or "none"
 
 
 def _recording(

@@ -22,9 +22,12 @@ __all__ = [
     "MAX_WORKERS",
     "NUM_ENVS",
     "NUM_WORKERS",
+    "PLACEMENTS",
     "SEED",
     "STEPS",
     "Bounded",
+    "ray_options",
+    "ray_vector_kwargs",
 ]
 
 
@@ -87,3 +90,38 @@ def record_option(help: str) -> Any:
 env_kwargs_option = click.option(
     "--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON)."
 )
+
+
+#: Where ``--placement`` may put the Ray workers (the Ray backend's ``placement`` vector kwarg).
+PLACEMENTS = ("spread", "pack")
+
+RAY_ADDRESS_HELP = (
+    "Run the Ray workers on this cluster: auto (the cluster `ray start` runs on this box), HOST:PORT "
+    "of its head, or ray://HOST:PORT (Ray Client). Needs --backend ray.  [default: RAY_ADDRESS, else a "
+    "Ray instance of our own on this machine]"
+)
+PLACEMENT_HELP = (
+    "Place the Ray workers with a placement group, one bundle per worker: spread (over as many nodes "
+    "as possible) or pack (on as few as possible). Needs --backend ray.  [default: Ray's own scheduling]"
+)
+
+
+def ray_options(command: Any) -> Any:
+    """``--ray-address ADDR`` (``ray_address``) and ``--placement spread|pack`` (``placement``):
+    where the Ray backend's workers run; ``ray_vector_kwargs`` checks them against the backend."""
+    address = click.option("--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP)
+    placement = click.option("--placement", type=click.Choice(PLACEMENTS), help=PLACEMENT_HELP)
+    return address(placement(command))
+
+
+def ray_vector_kwargs(backend: str | None, address: str | None, placement: str | None) -> dict[str, Any]:
+    """The Ray backend's ``vector_kwargs`` that ``--ray-address`` and ``--placement`` give (empty
+    without them); a one-line usage error when they come with another backend."""
+    given = {"address": address, "placement": placement}
+    chosen = {key: value for key, value in given.items() if value is not None}
+    if chosen and backend != "ray":
+        option = "--ray-address" if address is not None else "--placement"
+        raise click.UsageError(f"{option} needs --backend ray (the other backends run on this machine only)")
+    if address is not None and not address.strip():
+        raise click.BadParameter("give auto, HOST:PORT or ray://HOST:PORT", param_hint="--ray-address")
+    return chosen

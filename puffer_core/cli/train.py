@@ -23,6 +23,7 @@ from puffer_core.cli.options import (
     STEPS,
     env_kwargs_option,
     parse_pairs,
+    ray_options,
     record_option,
 )
 from puffer_core.errors import APIUsageError
@@ -72,6 +73,11 @@ WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episod
 evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
 them: MP4/GIF for pixel envs, an asciinema cast for text envs.
 
+--backend ray --ray-address ADDR runs the envs on a Ray cluster (--placement spread puts
+the workers on as many of its nodes as it can) and the learner here, where OUT is written.
+A resumed run takes a new --ray-address (without one its envs run on this machine), and
+`puffer eval` plays on this machine.
+
 Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
 --resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
 --kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
@@ -94,6 +100,7 @@ Needs the train extra: pip install 'puffer-core[train]'.
 @click.option(
     "--backend", type=click.Choice(["serial", "multiprocessing", "ray"]), help="Vector backend.  [default: serial]"
 )
+@ray_options
 @click.option("--seed", type=SEED, help="Seed of the envs and the policy.  [default: 0]")
 @click.option("--device", help="cpu, cuda or cuda:N.  [default: cuda when available, else cpu]")
 @click.option(
@@ -118,6 +125,8 @@ def train_cmd(
     num_envs: int | None,
     num_workers: int | None,
     backend: str | None,
+    ray_address: str | None,
+    placement: str | None,
     seed: int | None,
     device: str | None,
     out: Path | None,
@@ -133,7 +142,7 @@ def train_cmd(
     as_json: bool,
 ) -> None:
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
-    options.update(seed=seed, device=device)
+    options.update(ray_address=ray_address, placement=placement, seed=seed, device=device)
     chosen = {key: value for key, value in options.items() if value is not None}
     chosen.update(parse_pairs(settings, "--set"))
     if resume is None and env_id is None:
@@ -214,8 +223,11 @@ def _announce_defaults(env_id: str, chosen: dict[str, Any]) -> int:
 def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:
     """What can be wrong without torch (an unknown env id, a bad setting, no checkpoint to
     resume) fails in a second, not after torch's import."""
-    from puffer_core.train.config import PPOConfig  # torch-free
+    from puffer_core.train.config import RAY_ONLY, PPOConfig  # torch-free
 
+    if resume is not None and "backend" not in settings:
+        # The resumed run's backend is known once its checkpoint is read (ppo() checks then).
+        settings = {**settings, "backend": "ray"} if RAY_ONLY & settings.keys() else settings
     PPOConfig().replace(**settings).validate()
     if env_id is not None:
         get_plugins().get_spec(env_id)

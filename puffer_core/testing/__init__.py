@@ -5,7 +5,7 @@ tests import from here, never from the core's inner modules (a test parses every
 imports to keep it so). It holds the conformance checks (``check_env``, ``check_plugin``,
 the peers' own checkers), runs in a fresh interpreter as if packages were missing
 (``run_puffer``, ``envs_json``), small deterministic test envs and a vector rollout, and
-helpers for plugin tests and benchmarks.
+helpers for plugin tests and benchmarks (a simulated multi-node Ray cluster among them).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from puffer_core.testing.conformance import (
 )
 from puffer_core.testing.envs import CountingEnv, FaultEnv, TinyParallelEnv, rollout
 from puffer_core.testing.isolation import BLOCK_IMPORT, envs_json, run_puffer, run_python
+from puffer_core.testing.ray_cluster import simulated_ray_cluster
 from puffer_core.timing import interleaved
 
 __all__ = [
@@ -53,4 +54,5 @@ __all__ = [
     "run_peer_checker",
     "run_puffer",
     "run_python",
+    "simulated_ray_cluster",
 ]

@@ -29,6 +29,13 @@ class PPOConfig:
     num_workers: int | None = None
     batch_size: int | None = None  # envs per recv (vector.make's batch_size); None: num_envs
     backend: str = "serial"
+    # Ray only (backend="ray"): the cluster the env workers run on ("auto", "HOST:PORT",
+    # "ray://HOST:PORT"; None: RAY_ADDRESS, else a Ray of our own here) and their placement
+    # ("spread" or "pack" over its nodes; None: Ray's own scheduling). The learner runs in
+    # this process either way. Where a run's envs ran, not what the run is: a resumed run
+    # does not inherit them.
+    ray_address: str | None = None
+    placement: str | None = None
     autoreset: str = "next_step"  # or "same_step" (the vector env's mode; both train the same)
     on_fault: str = "raise"  # "restart": a crashed env's worker is replaced and training goes on
     seed: int = 0
@@ -68,6 +75,11 @@ class PPOConfig:
             if value is None and name in _OPTIONAL:
                 continue
             check(name, value)
+        for name in RAY_ONLY:
+            if getattr(self, name) is not None and self.backend != "ray":
+                raise APIUsageError(
+                    f"{name} is for the Ray backend: it needs backend='ray' (--backend ray), not {self.backend!r}"
+                )
         if self.batch_size is not None and self.batch_size > self.num_envs:
             raise APIUsageError(
                 f"batch_size {self.batch_size} is more than num_envs {self.num_envs}; use a batch_size ≤ "
@@ -108,6 +120,10 @@ MAX_HIDDEN = 16_384
 BACKENDS = ("serial", "multiprocessing", "mp", "ray")
 ON_FAULT = ("raise", "restart")
 POLICIES = ("mlp", "lstm")
+PLACEMENTS = ("spread", "pack")
+#: Settings that say where the Ray backend's workers run: valid with backend="ray" only,
+#: and not carried over when a run is resumed (it may resume elsewhere).
+RAY_ONLY = ("ray_address", "placement")
 #: the vector env's autoreset modes the trainer handles ("disabled" would leave ended envs unreset)
 AUTORESET = ("next_step", "same_step")
 
@@ -133,13 +149,32 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], None]:
     return check
 
 
+#: What a Ray address looks like: "auto", or a head's HOST:PORT, with ray:// for Ray Client.
+_RAY_ADDRESS = re.compile(r"auto|(ray://)?[\w.\-\[\]:]+:\d{1,5}")
+
+
+def _address(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not _RAY_ADDRESS.fullmatch(value):
+        raise APIUsageError(f"{name} must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {value!r}")
+
+
 def _device(name: str, value: Any) -> None:
     if not isinstance(value, str) or not re.fullmatch(r"(cpu|cuda|mps|xpu)(:\d+)?", value):
         raise APIUsageError(f"{name} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
 
 
 #: Settings that may be None (each meaning a default chosen at run time).
-_OPTIONAL = {"num_workers", "batch_size", "device", "target_kl", "torch_threads", "reward_clip", "max_seconds"}
+_OPTIONAL = {
+    "num_workers",
+    "batch_size",
+    "ray_address",
+    "placement",
+    "device",
+    "target_kl",
+    "torch_threads",
+    "reward_clip",
+    "max_seconds",
+}
 #: One check per PPOConfig field (a test fails when a field has none).
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "steps": _int(1, MAX_STEPS),
@@ -147,6 +182,8 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "num_workers": _int(1, MAX_WORKERS),
     "batch_size": _int(1, MAX_ENVS),
     "backend": _one_of(BACKENDS),
+    "ray_address": _address,
+    "placement": _one_of(PLACEMENTS),
     "autoreset": _one_of(AUTORESET),
     "on_fault": _one_of(ON_FAULT),
     "seed": _int(0, MAX_SEED),

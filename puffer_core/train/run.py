@@ -22,7 +22,7 @@ import torch
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints
-from puffer_core.train.config import PPOConfig
+from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.defaults import train_defaults
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
@@ -49,7 +49,10 @@ def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, 
         raise APIUsageError(
             f"the run to resume was trained on {saved.env}, not {env_name(env)}; drop the env or pick its run"
         )
-    config = saved.settings(source).replace(**settings)
+    # Where the saved run's Ray workers ran is no part of it: a run made on a cluster resumes
+    # on this machine unless ray_address / placement are given again.
+    where = {name: None for name in RAY_ONLY}
+    config = saved.settings(source).replace(**where).replace(**settings)
     if config.steps <= saved.step and "steps" not in settings:
         raise APIUsageError(
             f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
@@ -197,6 +200,7 @@ def _train(
         autoreset=config.autoreset,
         seed=config.seed,
         on_fault=config.on_fault,
+        vector_kwargs=_ray_kwargs(config),
         **env_kwargs,
     )
     with envs, stop.installed():
@@ -220,6 +224,12 @@ def _train(
             trainer.train(chain(logs.update, on_update), save)
             save()
     return trainer, stop
+
+
+def _ray_kwargs(config: PPOConfig) -> dict[str, Any] | None:
+    """The Ray backend's ``address`` and ``placement`` the settings give (None: neither)."""
+    chosen = {"address": config.ray_address, "placement": config.placement}
+    return {key: value for key, value in chosen.items() if value is not None} or None
 
 
 def _check_spaces(saved: checkpoints.Checkpoint, envs: vector.VectorEnv) -> None:

@@ -3,7 +3,7 @@
 See :mod:`puffer_core.vector.backends` for ``make``, :mod:`puffer_core.vector.base` for
 the API every backend shares (units, infos, autoreset), :mod:`puffer_core.vector.mp` for
 the shared-memory / pipe design of Multiprocessing, and
-:mod:`puffer_core.vector.ray_backend` for Ray.
+:mod:`puffer_core.vector.ray` for Ray.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
 
         return Multiprocessing
     if name == "Ray":
-        from puffer_core.vector.ray_backend import Ray  # deferred: Ray is an optional extra
+        from puffer_core.vector.ray import Ray  # deferred: Ray is an optional extra
 
         return Ray
     raise AttributeError(f"module 'puffer_core.vector' has no attribute {name!r}")

@@ -33,7 +33,7 @@ from puffer_core.timing import Measured, Progress, Turn, run_rounds, time_async
 from puffer_core.vector.backends import make
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.process_memory import child_pids, ram_per_env
-from puffer_core.vector.settings import Setting, default_num_envs, settings_grid
+from puffer_core.vector.settings import Setting, default_num_envs, ray_grid, settings_grid
 
 __all__ = [
     "COLUMNS",
@@ -125,7 +125,9 @@ def _measure(trial: _Trial, env: Any, num_envs: int, seconds: float, seed: int, 
         timed = seconds * (1 - _COUNT_SHARE - _WARMUP_SHARE)
         sps = time_async(envs, timed, seconds * _WARMUP_SHARE, envs.batch_size, envs.single_action_space, seed)
         measured = time.perf_counter()
-        ram, source = ram_per_env(num_envs, child_pids() - before)
+        # Ray's workers are no children of this process (and a first Ray setting starts Ray's own
+        # services here): their memory is not ours to read.
+        ram, source = (None, None) if trial.setting.backend == "ray" else ram_per_env(num_envs, child_pids() - before)
         if ram is not None and (trial.ram_mb is None or ram > trial.ram_mb):  # the peak: a budget is set by it
             trial.ram_mb, trial.ram_source = ram, source
     finally:
@@ -144,6 +146,7 @@ def autotune(
     cpus: int | None = None,
     progress: Progress | None = None,
     verbose: bool = True,
+    ray: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> dict[str, Any]:
     """Measure the grid of vector settings on ``env`` within ``budget`` seconds; return the
@@ -158,6 +161,9 @@ def autotune(
         cpus: sets the grid's worker counts; default the CPUs this process may use.
         progress: ``progress(name, done, total)``, called before each measurement.
         verbose: print the table and the best setting as a ``vector.make(...)`` call.
+        ray: measure the Ray backend instead of Multiprocessing (beside Serial), with these
+            ``vector_kwargs`` (``{}``: Ray on this machine; ``{"address": ..., "placement":
+            ...}``: a cluster).
 
     Returns:
         ``{"env", "env_kwargs", "num_envs", "cpus", "budget_seconds", "seconds", "rounds",
@@ -174,7 +180,8 @@ def autotune(
     budget = check_number("budget (seconds)", budget, 0, MAX_SECONDS, low_open=True)
     rounds = check_int("rounds (interleaved, against noise)", rounds, 2)
     cpus = available_cpus() if cpus is None else check_int("cpus", cpus, 1)
-    trials = [_Trial(s) for s in settings_grid(num_envs, cpus)]
+    grid = settings_grid(num_envs, cpus) if ray is None else ray_grid(num_envs, cpus, ray)
+    trials = [_Trial(s) for s in grid]
     started = time.perf_counter()
     # A tenth of the budget stays in reserve: a setting built for the first time (more
     # workers, a heavy env) may take longer to build and close than the guess for it.

@@ -29,7 +29,7 @@ def _backend_class(backend: Any) -> type:
         from puffer_core.vector.mp import Multiprocessing  # deferred: loads only for this backend
 
         return Multiprocessing
-    from puffer_core.vector.ray_backend import Ray  # deferred: Ray is an optional extra
+    from puffer_core.vector.ray import Ray  # deferred: Ray is an optional extra
 
     return Ray
 
@@ -65,7 +65,9 @@ def make(
         vector_kwargs: Backend settings (``backend_kwargs_of(backend)`` lists the keys each
             takes; Multiprocessing: ``timeout``, ``startup_timeout``, ``start_method``,
             ``spin_us``, ``info_buffer_bytes``, ``max_restarts``, ``main_share``; Ray:
-            ``timeout``, ``startup_timeout``, ``actor_options``, ``max_restarts``), and on
+            ``timeout``, ``startup_timeout``, ``actor_options``, ``max_restarts``,
+            ``address`` (the cluster: None, ``"auto"``, ``"host:port"``, ``"ray://host:port"``),
+            ``placement`` (``"spread"``, ``"pack"`` or None), ``allow_unauthenticated_ray``), and on
             every backend ``check_actions`` (False leaves only ``send``'s shape check) and
             ``record`` (a path, ``.mp4``/``.gif`` for pixel envs or ``.cast`` for text envs, or
             a planned ``Recording``: env 0 records its episodes there, inside the process that
@@ -80,6 +82,9 @@ def make(
             key, a timeout that is not a positive finite number of seconds up to a week), in
             one line naming it and what works.
         UnknownEnvError: ``env`` is not a registered id.
+        RayConnectionError: (Ray) the cluster ``address`` or ``RAY_ADDRESS`` names cannot be
+            found, reached or joined: one line naming it and how to start a head.
+        WorkerError: a worker could not build its envs (or, Ray, was never scheduled).
     """
     cls = _backend_class(backend)
     backend_kwargs = _check_vector_kwargs(cls, vector_kwargs)
@@ -101,6 +106,13 @@ def make(
 
 #: ``vector_kwargs`` every backend takes (handled here, not by the backend's constructor)
 COMMON_VECTOR_KWARGS = ("check_actions", "record")
+#: ``vector_kwargs`` only the Ray backend takes, and what each says (for the error elsewhere)
+_RAY_ONLY = {
+    "address": "the Ray cluster to connect to",
+    "placement": "how Ray places the workers over a cluster's nodes",
+    "actor_options": "Ray's options of each actor",
+    "allow_unauthenticated_ray": "whether Ray may run without token authentication",
+}
 #: ``make``'s own parameters, which a backend's constructor also takes but ``vector_kwargs`` must not set
 _MAKE_PARAMETERS = ("env", "env_kwargs", "num_envs", "num_workers", "batch_size", "seed", "autoreset", "on_fault")
 
@@ -124,6 +136,15 @@ def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
         raise APIUsageError(f"vector_kwargs must be a dict, got {type(vector_kwargs).__name__}")
     known = backend_kwargs_of(cls)
     unknown = sorted(str(key) for key in vector_kwargs if key not in known)
+    ray_only = [key for key in unknown if key in _RAY_ONLY]
+    if ray_only:
+        one = len(ray_only) == 1
+        what = "; ".join(f"{key!r}: {_RAY_ONLY[key]}" for key in ray_only)
+        raise APIUsageError(
+            f"vector_kwargs {', '.join(map(repr, ray_only))} {'is a Ray setting' if one else 'are Ray settings'} "
+            f"({what}) that the {cls.__name__} backend does not take; use backend='ray', or drop "
+            f"{'it' if one else 'them'}"
+        )
     if unknown:
         raise APIUsageError(
             f"vector_kwargs {', '.join(map(repr, unknown))} not taken by the {cls.__name__} backend; "

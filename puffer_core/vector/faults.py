@@ -6,7 +6,8 @@
     The worker is replaced: its envs are re-created and reset, seeded from the run's seed
     and the restart count (``restart_seeds``), and the run goes on. Its rows come back in
     the batch they were due in, holding the reset observations, **truncated**, each with
-    an info ``{"fault": {"worker", "env", "phase", "cause", "traceback", "restarts"}}`` so
+    an info ``{"fault": {"worker", "env", "phase", "cause", "traceback", "restarts"}}`` (Ray
+    adds ``"node"`` when the worker was lost with its node) so
     that a trainer never mistakes a crash for an ordinary episode end (``puffer train``
     leaves such a step out of learning). An env that faults ``max_restarts`` times in a row
     (no successful step in between; default 3, ``vector_kwargs={"max_restarts": N}``)
@@ -68,6 +69,7 @@ class Fault:
     traceback: str = ""
     restarts: int = 0  # this worker's restarts, this one included
     noticed_at: float = field(default_factory=time.perf_counter)
+    node: dict | None = None  # Ray: the node lost with the worker ({"node_id", "host", "address"})
 
     @classmethod
     def reported(cls, worker: int, report: dict) -> Fault:
@@ -75,7 +77,7 @@ class Fault:
         return cls(worker, report["env_index"], report["phase"], f"raised {report['exc_type']}", report["traceback"])
 
     def as_info(self) -> dict[str, Any]:
-        return {
+        info = {
             "worker": self.worker,
             "env": self.env,
             "phase": self.phase,
@@ -83,6 +85,9 @@ class Fault:
             "traceback": self.traceback,
             "restarts": self.restarts,
         }
+        if self.node is not None:
+            info["node"] = dict(self.node)
+        return info
 
     def describe(self) -> str:
         where = f"env {self.env}" if self.env is not None else "its envs"

@@ -35,6 +35,9 @@ class RunResult:
     episode_means: dict[str, float] = field(default_factory=dict)
     #: every ended episode's return, in the order they ended
     episode_returns: list[float] = field(default_factory=list)
+    #: where each worker ran (the Ray backend's ``envs.placement``: worker, envs, node_id,
+    #: host, address); None on the backends that run on this machine only
+    placement: list[dict[str, Any]] | None = None
 
     @property
     def sps(self) -> float:
@@ -52,6 +55,7 @@ class RunResult:
             "steps_per_second": round(self.sps, 1),
             "episodes": self.episodes,
             "episode_means": {k: round(v, 4) for k, v in self.episode_means.items()},
+            "placement": self.placement,
         }
 
 
@@ -79,13 +83,16 @@ def run_random(
     on_progress: Callable[[int], None] | None = None,
     record: Any = None,
     episodes: int | None = None,
+    vector_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> RunResult:
     """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps, or
     (``episodes``) until at least that many episodes ended, whichever comes first (None: no
     such limit; one of the two must be given); ``record`` (a path or
-    ``puffer_core.recording.Recording``) records env 0. Where the observations carry an
-    action mask (``masked_random_actions``), the actions are drawn among the allowed ones."""
+    ``puffer_core.recording.Recording``) records env 0, and ``vector_kwargs`` go to
+    ``vector.make`` (e.g. the Ray backend's ``address`` and ``placement``). Where the
+    observations carry an action mask (``masked_random_actions``), the actions are drawn
+    among the allowed ones."""
     if steps is None and episodes is None:
         raise APIUsageError("run_random needs steps or episodes (or both): when to stop")
     rng = np.random.default_rng(seed)
@@ -99,7 +106,7 @@ def run_random(
         batch_size=batch_size,
         backend=backend,
         seed=seed,
-        vector_kwargs=None if record is None else {"record": record},
+        vector_kwargs={**(vector_kwargs or {}), **({} if record is None else {"record": record})} or None,
         **env_kwargs,
     ) as envs:
         # Pre-draw actions in chunks: sampling per step would dominate cheap envs.
@@ -139,8 +146,17 @@ def run_random(
             batch_size=envs.batch_size,
             steps=done_steps,
             seconds=seconds,
+            placement=_placement(envs),
         )
     result.episodes = len(returns)
     result.episode_returns = returns
     result.episode_means = {key: total / len(returns) for key, total in sorted(totals.items())} if returns else {}
     return result
+
+
+def _placement(envs: Any) -> list[dict[str, Any]] | None:
+    """Where each worker of ``envs`` ran, as plain data, if the backend says (Ray's ``placement``)."""
+    placement = getattr(envs, "placement", None)
+    if placement is None:
+        return None
+    return [{**entry, "envs": [int(env) for env in entry.get("envs", [])]} for entry in placement]

@@ -22,6 +22,7 @@ __all__ = [
     "default_num_envs",
     "main_share_settings",
     "mp_settings",
+    "ray_grid",
     "settings_grid",
 ]
 
@@ -78,11 +79,15 @@ class Setting:
     batch_size: int
     main_share: bool = False
     main_envs: int | None = None
+    #: the Ray backend's vector_kwargs (address, placement) as sorted pairs (hashable)
+    ray: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
         if self.backend == "serial":
             return "Serial"
+        if self.backend == "ray":
+            return f"Ray w={self.num_workers} b={self.batch_size}"
         return f"Multiprocessing w={self.num_workers}{self.main_label} b={self.batch_size}"
 
     @property
@@ -96,6 +101,9 @@ class Setting:
         """The ``vector.make`` keyword arguments of this setting (the env and its kwargs aside)."""
         if self.backend == "serial":
             return {"num_envs": num_envs, "backend": "serial"}
+        if self.backend == "ray":
+            ray = {"num_envs": num_envs, "num_workers": self.num_workers, "batch_size": self.batch_size}
+            return {**ray, "backend": "ray", **({"vector_kwargs": dict(self.ray)} if self.ray else {})}
         kwargs: dict[str, Any] = {
             "num_envs": num_envs,
             "num_workers": self.num_workers,
@@ -133,6 +141,13 @@ def settings_grid(num_envs: int, cpus: int | None = None) -> list[Setting]:
         if even >= 2 and _valid(lighter, num_envs):
             grid.append(lighter)
     return grid
+
+
+def ray_grid(num_envs: int, cpus: int | None = None, vector_kwargs: dict[str, Any] | None = None) -> list[Setting]:
+    """Serial, then the Ray backend at Multiprocessing's worker and batch settings
+    (``mp_settings``), each with ``vector_kwargs`` (the cluster's address, the placement)."""
+    ray = tuple(sorted((vector_kwargs or {}).items()))
+    return [Setting("serial", 1, num_envs)] + [Setting("ray", w, b, ray=ray) for w, b in mp_settings(num_envs, cpus)]
 
 
 def _valid(setting: Setting, num_envs: int) -> bool:

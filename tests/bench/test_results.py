@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from puffer_core.bench import results, runs
-from puffer_core.bench.results import README_END, README_START
+from puffer_core.bench.results import CLUSTER_END, CLUSTER_START, README_END, README_START
 
 ROOT = Path(__file__).resolve().parents[2]
 DATE_OR_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}\b")
@@ -133,18 +133,78 @@ def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
     """Fails when a run is added without regenerating, or a generated table is edited by hand."""
     stored = runs.load_runs(ROOT / "bench-results")
     assert stored, "bench-results/ holds no run"
-    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored)
+    cluster = (
+        runs.load_runs(ROOT / "bench-results" / "cluster") if (ROOT / "bench-results" / "cluster").is_dir() else []
+    )
+    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored, cluster)
+    guide = (ROOT / "docs" / "cluster.md").read_text()
+    table = results.render_cluster_section(cluster[-1] if cluster else None)
+    assert guide == results.replace_between(guide, CLUSTER_START, CLUSTER_END, table, "docs/cluster.md")
     readme = (ROOT / "README.md").read_text()
     assert readme == results.replace_readme_table(readme, results.render_readme_table(stored[-1]))
+
+
+def cluster_document(created: str = "2030-01-03T00:00:00Z") -> dict:
+    """A cluster run (``puffer_core.bench.cluster``) of CartPole: Multiprocessing, Ray here, Ray spread."""
+    workers = [
+        {"worker": w, "envs": 2, "node_id": f"node{w}", "host": "box", "sent_bytes_per_step": 8.0} for w in range(3)
+    ]
+    ray_row = {
+        "backend": "ray",
+        "observation_bytes": 16,
+        "row_bytes": 23,
+        "action_bytes": 8,
+        "sent_bytes_per_step": 8.0,
+    }
+    ray_row.update(received_bytes_per_step=2_500.0, info_bytes_per_step=2_477.0, num_envs=6, num_workers=3, error=None)
+    rows = [
+        {"name": "Multiprocessing, this machine", "backend": "multiprocessing", "num_envs": 6, "num_workers": 3},
+        {**ray_row, "name": "Ray, this machine", "workers": [{**w, "node_id": "node0"} for w in workers]},
+        {**ray_row, "name": "Ray, 3 simulated nodes, spread", "workers": workers},
+    ]
+    for row, sps in zip(rows, (100_000.0, 10_000.0, 5_000.0)):
+        row.update(kind="cluster", sps=sps, error=None)
+    document = {**run_document(created), "kind": "cluster", "nodes": 3, "results": {"classic/cartpole": rows}}
+    return {key: value for key, value in document.items() if key not in ("uneven", "training")}
+
+
+def test_the_cluster_section_shows_steps_and_bytes_per_step_without_a_date():
+    section = results.render_cluster_section(cluster_document())
+    assert "| Multiprocessing, this machine | 100,000 | 1.00× | shared memory | shared memory | | | 1 |" in section
+    assert "| Ray, this machine | 10,000 | 0.10× | 8 B | 2.5 kB | 23 B | 2.5 kB | 1 |" in section
+    assert "| Ray, 3 simulated nodes, spread | 5,000 | 0.05× | 8 B | 2.5 kB | 23 B | 2.5 kB | 3 |" in section
+    assert not DATE_OR_TIME.search(section)  # the guide carries no date
+    assert "`nox -s bench -- --cluster` makes one" in results.render_cluster_section(None)
+
+
+def test_the_page_shows_the_newest_cluster_run_only_when_there_is_one():
+    stored = [run_document()]
+    assert "Across nodes" not in results.render_page(stored)
+    older, newer = cluster_document("2030-01-03T00:00:00Z"), cluster_document("2030-01-04T00:00:00Z")
+    newer["results"]["classic/cartpole"][2]["sps"] = 7_000.0
+    page = results.render_page(stored, [older, newer])
+    assert "## Across nodes: Ray" in page and "| 7,000 | 0.07× |" in page and "| 5,000 |" not in page
 
 
 def test_the_command_writes_then_checks(tmp_path, capsys):
     shutil.copytree(ROOT / "bench-results", tmp_path / "runs")
     (tmp_path / "README.md").write_text(f"# X\n{README_START}\nstale\n{README_END}\n")
+    (tmp_path / "cluster.md").write_text(f"# Guide\n{CLUSTER_START}\nstale\n{CLUSTER_END}\n")
+    runs.write_run(
+        tmp_path / "cluster-runs",
+        {
+            key: value
+            for key, value in cluster_document().items()
+            if key not in ("schema", "run", "created", "machine", "versions", "commit")
+        },
+    )
     paths = ["--results", str(tmp_path / "runs"), "--page", str(tmp_path / "perf.md")]
-    paths += ["--readme", str(tmp_path / "README.md")]
+    paths += ["--readme", str(tmp_path / "README.md"), "--guide", str(tmp_path / "cluster.md")]
+    paths += ["--cluster-results", str(tmp_path / "cluster-runs")]
     assert results.main([*paths, "--check"]) == 1
     assert "perf.md is out of date" in capsys.readouterr().err
     assert results.main(paths) == 0
     assert "stale" not in (tmp_path / "README.md").read_text()
+    guide = (tmp_path / "cluster.md").read_text()
+    assert "stale" not in guide and "| Ray, 3 simulated nodes, spread | 5,000 |" in guide
     assert results.main([*paths, "--check"]) == 0

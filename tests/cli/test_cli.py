@@ -106,3 +106,26 @@ def test_help_explains_commands():
     assert proc.returncode == 0
     for command in ("plugins", "envs", "run", "PUFFER_DISABLE_PLUGINS"):
         assert command in proc.stdout
+
+
+@pytest.mark.ray
+@pytest.mark.ray_cluster
+def test_run_on_a_cluster_says_where_each_worker_ran(ray_cluster):
+    args = ["run", "classic/cartpole", "--backend", "ray", "--ray-address", ray_cluster.address]
+    args += ["--placement", "spread", "--num-envs", "6", "--num-workers", "3", "--steps", "300"]
+    token = {"RAY_AUTH_MODE": "token"}
+    proc = run_puffer(None, *args, "--json", extra_env=token, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    placement = json.loads(proc.stdout)["placement"]
+    assert [(entry["worker"], entry["envs"]) for entry in placement] == [(0, [0, 1]), (1, [2, 3]), (2, [4, 5])]
+    assert len({entry["node_id"] for entry in placement}) == 3 and all(entry["host"] for entry in placement)
+    proc = run_puffer(None, *args, extra_env=token, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "workers on 3 nodes:" in proc.stdout
+    assert all(f"worker {w} (envs {2 * w}-{2 * w + 1})" in proc.stdout for w in range(3)), proc.stdout
+
+
+def test_run_on_this_machine_has_no_placement():
+    proc = run_puffer(None, "run", "classic/cartpole", "--steps", "100", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["placement"] is None

@@ -77,6 +77,10 @@ CASES = [
     case("run classic/cartpole --batch-size -1", "'--batch-size': -1 is out of range"),
     case("run classic/cartpole --num-envs 2 --num-workers 3 --backend multiprocessing", "num_workers 3 is more"),
     case("run classic/cartpole --backend threads", "'threads' is not one of 'serial', 'multiprocessing', 'ray'"),
+    case("run classic/cartpole --placement spread", "--placement needs --backend ray"),
+    case("run classic/cartpole --backend multiprocessing --ray-address auto", "--ray-address needs --backend ray"),
+    case("run classic/cartpole --backend ray --placement scatter", "'scatter' is not one of 'spread', 'pack'"),
+    case("run classic/cartpole --backend ray --ray-address nowhere", "vector_kwargs['address'] must be None, 'auto'"),
     # bench
     case("bench", "give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training"),
     case("bench classic/cartpol --no-peers", "Did you mean: classic/cartpole?"),
@@ -88,6 +92,11 @@ CASES = [
     case("bench --uneven --standard {empty}", "--uneven measures its own test env"),
     case("bench --training --keep {empty}", "--keep keeps the learning row's files: give --minutes too"),
     case("bench --training --minutes 31", "'--minutes': 31.0 is not in the range 0<x<=30"),
+    case("bench classic/cartpole --placement spread", "--placement needs --backend ray"),
+    case("bench --backend ray", "give an ENV_ID with --backend ray, or --cluster DIR without one"),
+    case("bench classic/cartpole --cluster {empty}", "give an ENV_ID with --backend ray, or --cluster DIR without one"),
+    case("bench classic/cartpole --backend ray --placement pack", "--placement places the workers on your cluster"),
+    case("bench classic/cartpole --backend serial", "'serial' is not 'ray'"),
     # autotune: fails before measuring anything (a kwarg the env refuses: at the first build)
     case("autotune", "Missing argument 'ENV_ID' (see `puffer autotune --help`)"),
     case("autotune classic/cartpol", "unknown environment 'classic/cartpol'. Did you mean: classic/cartpole?"),
@@ -98,6 +107,8 @@ CASES = [
     case("autotune classic/cartpole --seconds soon", "'soon' is not a valid float range"),
     case("autotune classic/cartpole --kwarg nonsense", "'nonsense' is not KEY=VALUE"),
     case("autotune classic/cartpole --seconds 1 --kwarg foo=1", "classic/cartpole does not take kwarg foo"),
+    case("autotune classic/cartpole --ray-address auto", "--ray-address needs --backend ray"),
+    case("autotune classic/cartpole --backend serial", "'serial' is not one of 'multiprocessing', 'ray'"),
     # check
     case("check classic/cartpol", "Did you mean: classic/cartpole?"),
     case("check nope", "no plugin or env named 'nope'"),
@@ -127,6 +138,9 @@ CASES = [
         "classic/cartpole does not take kwarg foo" if HAS_TORCH else "puffer train needs torch",
     ),
     case("train classic/cartpole --wandb-group g", "--wandb-entity and --wandb-group go with --wandb PROJECT"),
+    case("train classic/cartpole --placement spread", "placement is for the Ray backend: it needs backend='ray'"),
+    case("train classic/cartpole --backend ray --ray-address nowhere", "ray_address must be 'auto', 'HOST:PORT'"),
+    case("train classic/cartpole --backend ray --placement far", "'far' is not one of 'spread', 'pack'"),
     # sweep: every spec, setting and env id is checked before optuna or torch is imported
     case("sweep", "Missing argument 'ENV_ID' (see `puffer sweep --help`)"),
     case("sweep classic/cartpole --steps 64 --param ent_coef=0:1", "Missing option '--trials'"),

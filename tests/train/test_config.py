@@ -44,6 +44,10 @@ def test_no_setting_takes_nan_inf_or_the_wrong_type(name, bad):
         ({"autoreset": "disabled"}, "autoreset must be one of 'next_step', 'same_step', got 'disabled'"),
         ({"batch_size": 40}, "batch_size 40 is more than num_envs 32; use a batch_size ≤ 32"),
         ({"batch_size": 0}, "batch_size must be ≥ 1"),
+        ({"backend": "ray", "ray_address": "head"}, "ray_address must be 'auto', 'HOST:PORT' or 'ray://HOST:PORT'"),
+        ({"backend": "ray", "placement": "scatter"}, "placement must be one of 'spread', 'pack', got 'scatter'"),
+        ({"ray_address": "auto"}, "ray_address is for the Ray backend: it needs backend='ray' (--backend ray)"),
+        ({"backend": "mp", "placement": "spread"}, "placement is for the Ray backend: it needs backend='ray'"),
     ],
 )
 def test_absurd_values_are_named(change, message):
@@ -54,6 +58,12 @@ def test_absurd_values_are_named(change, message):
 
 def test_optional_settings_take_none():
     PPOConfig(num_workers=None, batch_size=None, device=None, target_kl=None, torch_threads=None).validate()
+
+
+@pytest.mark.parametrize("address", ["auto", "10.0.0.5:6379", "head-1.lan:6379", "ray://10.0.0.5:10001", "[::1]:6379"])
+def test_ray_settings_take_cluster_addresses_with_the_ray_backend(address):
+    config = PPOConfig(backend="ray", ray_address=address, placement="spread").validate()
+    assert (config.ray_address, config.placement) == (address, "spread")
 
 
 def test_saved_settings_with_unknown_keys_are_refused():

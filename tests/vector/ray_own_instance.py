@@ -20,7 +20,7 @@ import ray
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
-from puffer_core.vector.ray_start import token_auth_on
+from puffer_core.vector.ray.start import token_auth_on
 
 
 def cartpole():

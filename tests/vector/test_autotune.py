@@ -17,7 +17,7 @@ from puffer_core import vector
 from puffer_core.errors import APIUsageError, UnknownEnvError
 from puffer_core.vector import autotuner
 from puffer_core.vector.autotuner import make_call
-from puffer_core.vector.settings import Setting, settings_grid
+from puffer_core.vector.settings import Setting, ray_grid, settings_grid
 
 ROW_KEYS = {"name", "backend", "num_workers", "batch_size", "main_share", "sps", "ram_per_env_mb", "reset_fraction"}
 
@@ -175,3 +175,20 @@ def test_cli_table_ends_with_the_make_call():
     assert "puffer autotune classic/cartpole (2 envs" in proc.stdout and lines[-2] == "import puffer_core.vector"
     assert lines[-1].startswith('puffer_core.vector.make("classic/cartpole", num_envs=2, ')
     assert lines[-1].endswith(", sutton_barto_reward=True)")
+
+
+@pytest.mark.ray
+@pytest.mark.ray_cluster
+def test_cli_tunes_the_ray_backend_on_a_cluster(ray_cluster):
+    args = ["autotune", "classic/cartpole", "--backend", "ray", "--ray-address", ray_cluster.address]
+    args += ["--placement", "spread", "--num-envs", "3", "--seconds", "10", "--json"]
+    proc = run_puffer(None, *args, extra_env={"RAY_AUTH_MODE": "token"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    cluster = {"address": ray_cluster.address, "placement": "spread"}
+    assert [row["name"] for row in data["rows"]] == [s.name for s in ray_grid(3, vector_kwargs=cluster)]
+    assert all(row["error"] is None and row["sps"] > 0 for row in data["rows"]), data["rows"]
+    assert [row["ram_per_env_mb"] for row in data["rows"][1:]] == [None] * (len(data["rows"]) - 1)
+    # a Ray setting's call to paste (when one is the best) names the cluster and the placement
+    call = make_call("classic/cartpole", ray_grid(3, vector_kwargs=cluster)[1].make_kwargs(3))
+    assert call.endswith(f'backend="ray", vector_kwargs={{"address": "{ray_cluster.address}", "placement": "spread"}})')

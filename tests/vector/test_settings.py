@@ -50,3 +50,21 @@ def test_mp_settings_cover_one_worker_per_core_and_envpool():
     assert settings.mp_settings(16, cpus=2) == [(1, 16), (2, 16), (2, 8), (4, 16), (4, 8)]
     assert settings.mp_settings(3, cpus=2) == [(1, 3), (2, 3), (3, 3), (3, 1)]
     assert settings.mp_settings(1, cpus=8) == [(1, 1)]
+
+
+def test_the_ray_grid_is_serial_then_ray_at_the_multiprocessing_settings():
+    cluster = {"address": "10.0.0.1:6379", "placement": "spread"}
+    grid = settings.ray_grid(8, cpus=2, vector_kwargs=cluster)
+    assert grid[0] == Setting("serial", 1, 8)
+    assert [(s.backend, s.num_workers, s.batch_size) for s in grid[1:]] == [
+        ("ray", w, b) for w, b in settings.mp_settings(8, cpus=2)
+    ]
+    assert grid[1].name == "Ray w=1 b=8"
+    assert grid[1].make_kwargs(8) == {
+        "num_envs": 8,
+        "num_workers": 1,
+        "batch_size": 8,
+        "backend": "ray",
+        "vector_kwargs": cluster,
+    }
+    assert "vector_kwargs" not in settings.ray_grid(8, cpus=2)[1].make_kwargs(8)  # Ray on this machine

@@ -1,40 +1,43 @@
-"""Ray: the same API over Ray actors, for users who outgrow one machine.
+"""``Ray``: the vector env API over Ray actors, on this machine or a cluster.
 
-Each actor runs an ``EnvGroup`` (the Serial engine) over its share of the envs and
-returns its rows (observations, rewards, terminals, truncations, masks) plus its non-empty
-infos from every ``reset`` / ``step`` call. The main process keeps one array per field for
-all rows, copies each actor's result into its rows, and hands out views like the other
-backends. ``batch_size < num_envs`` returns whichever actors finish first (``ray.wait``).
+Each actor (:mod:`.actor`) runs an ``EnvGroup`` (the Serial engine) over its share of the
+envs and returns its rows (observations, rewards, terminals, truncations, masks) plus its
+non-empty infos from every ``reset`` / ``step`` call. The main process keeps one array per
+field for all rows, copies each actor's result into its rows, and hands out views like the
+other backends. ``batch_size < num_envs`` returns whichever actors finish first
+(``ray.wait``).
 
-Ray is imported only here. The Ray instance is the user's if Ray is initialised already or
-``RAY_ADDRESS`` names a cluster; otherwise the backend starts one of its own on this
-machine, its services on loopback and token authentication on
-(:mod:`puffer_core.vector.ray_start`). Ray is never shut down by this backend (it may be the
-user's, and other code of the process may use it).
+Which Ray (:mod:`.connect`): the one initialised in this process, the cluster ``address``
+or ``RAY_ADDRESS`` names, or an instance of our own on loopback with token authentication
+(:mod:`.start`). Ray is never shut down by this backend (it may be the user's, and other code
+of the process may use it). Where the actors run (:mod:`.placement`): Ray's defaults, or a
+placement group (``placement="spread" | "pack"``); ``envs.placement`` says which node each
+worker is on.
+
 Actors use Ray's defaults (one CPU to be scheduled, none held while running, so more
-actors than CPUs is fine) unless ``actor_options`` says otherwise, and
+actors than CPUs is fine) unless ``actor_options`` or ``placement`` says otherwise, and
 ``max_concurrency=2`` so that the main process can ask a busy actor which env it is
-stepping when it goes silent past ``timeout``. The actors are killed as the vector env
-closes, or, if it is never closed, when it is garbage-collected or the interpreter exits
-(a ``weakref.finalize``).
+stepping when it goes silent past ``timeout``. The actors and the placement group are
+removed as the vector env closes, or, if it is never closed, when it is garbage-collected
+or the interpreter exits (a ``weakref.finalize``).
 """
 
 from __future__ import annotations
 
+import re
 import time
-import uuid
 import weakref
 from typing import Any
 
 import numpy as np
 
 from puffer_core.env_factory import EnvFactory
-from puffer_core.errors import APIUsageError, EnvCallError, MissingDependencyError, WorkerError
+from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import VectorEnv, allocate_arrays
-from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker, sendable
+from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
 from puffer_core.vector.checks import check_counts, check_timeout
-from puffer_core.vector.env_group import EnvFault, EnvGroup, env_fault_message
+from puffer_core.vector.env_group import env_fault_message
 from puffer_core.vector.faults import (
     DEFAULT_MAX_RESTARTS,
     Fault,
@@ -44,130 +47,80 @@ from puffer_core.vector.faults import (
     fault_info,
     restart_seeds,
 )
-from puffer_core.vector.ray_start import ensure_ray
+from puffer_core.vector.ray.actor import FIELDS, EnvActor
+from puffer_core.vector.ray.connect import check_address, connect, import_ray
+from puffer_core.vector.ray.placement import (
+    Placement,
+    bundle_cpus,
+    check_placement,
+    dead_nodes,
+    describe_node,
+    resources_line,
+)
+from puffer_core.vector.ray.traffic import Traffic
 
-__all__ = ["Ray", "import_ray"]
+__all__ = ["Ray"]
 
-_FIELDS = ("observations", "rewards", "terminals", "truncations", "masks")
 _RESTARTED = object()  # what _get returns when the actor faulted and was replaced
 
 
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "backend='ray' needs Ray, which this Python cannot import; install it with: "
-            "pip install 'puffer-core[ray]'  (or pip install ray)"
-        ) from exc
-    return ray
-
-
-def _stop_actors(ray: Any, actors: list, grace: float) -> None:
-    """Let the actors close their envs (``grace`` seconds), then kill them. Safe to call more
-    than once; nothing to do once Ray is shut down (the actors went with it)."""
+def _release(ray: Any, actors: list, grace: float, placement: Placement) -> None:
+    """Let the actors close their envs (``grace`` seconds), kill them, then remove the
+    placement group. Safe to call more than once; nothing to do once Ray is shut down (the
+    actors went with it)."""
     doomed = list(actors)
     actors.clear()
-    if not doomed or not ray.is_initialized():
-        return
-    try:
-        ray.wait([actor.close.remote() for actor in doomed], num_returns=len(doomed), timeout=grace)
-    except Exception:
-        pass
-    for actor in doomed:
+    if doomed and ray.is_initialized():
         try:
-            ray.kill(actor)
+            ray.wait([actor.close.remote() for actor in doomed], num_returns=len(doomed), timeout=grace)
         except Exception:
             pass
-
-
-class _EnvActor:
-    """The body of one Ray actor (decorated with ``ray.remote`` at run time)."""
-
-    def __init__(
-        self,
-        factory: Any,
-        first_env: int,
-        num_envs: int,
-        agents_per_env: int,
-        obs_space: Any,
-        action_shape: tuple,
-        action_dtype: Any,
-        autoreset: str = NEXT_STEP,
-    ):
-        # Tells a restarted actor from the one it replaces: ray.kill is asynchronous, and
-        # the old actor may still answer calls made right after it.
-        self.incarnation = uuid.uuid4().hex
-        self.fault: dict | None = None
-        self.progress = np.full(1, -1, np.int32)
-        arrays = allocate_arrays(num_envs * agents_per_env, obs_space, action_shape, action_dtype)
-        self.arrays = arrays
-        try:
-            self.group: EnvGroup | None = EnvGroup(
-                factory,
-                num_envs,
-                agents_per_env,
-                arrays,
-                first_env=first_env,
-                progress=memoryview(self.progress),
-                autoreset=autoreset,
-            )
-        except EnvFault as fault:
-            self.group = None
-            self.fault = fault.to_dict()
-
-    def ready(self) -> tuple[str, dict | None]:
-        """This actor's incarnation and the fault that stopped its envs being built, if any."""
-        return self.incarnation, self.fault
-
-    def where(self) -> int:
-        return int(self.progress[0])
-
-    def _result(self, infos: list) -> tuple:
-        arrays = self.arrays
-        return ("ok", tuple(arrays[name] for name in _FIELDS), infos)
-
-    def reset(self, plan: ResetPlan) -> tuple:
-        try:
-            return self._result(self.group.reset(plan))
-        except EnvFault as fault:
-            return ("error", fault.to_dict(), None)
-
-    def step(self, actions: np.ndarray) -> tuple:
-        self.group.actions[...] = actions
-        try:
-            return self._result(self.group.step())
-        except EnvFault as fault:
-            return ("error", fault.to_dict(), None)
-
-    def call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
-        return sendable(self.group.call(indices, request))
-
-    def close(self) -> None:
-        if self.group is not None:
-            self.group.close()
-            self.group = None
+        for actor in doomed:
+            try:
+                ray.kill(actor)
+            except Exception:
+                pass
+    placement.remove()
 
 
 class Ray(VectorEnv):
-    """``num_envs`` envs over ``num_workers`` Ray actors.
+    """``num_envs`` envs over ``num_workers`` Ray actors, on this machine or a Ray cluster.
 
-    Extra parameters: ``timeout`` (seconds an actor may stay silent on one call, default
-    60), ``startup_timeout`` (for building the envs, default 120), ``actor_options``
-    (passed to ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``),
-    ``allow_unauthenticated_ray`` (default False: see below).
+    Extra parameters (``vector_kwargs``): ``timeout`` (seconds an actor may stay silent on
+    one call, default 60), ``startup_timeout`` (for placing the actors and building their
+    envs, default 120), ``actor_options`` (passed to ``.options()`` of every actor, e.g.
+    ``{"num_cpus": 0.5}``), ``address``, ``placement``, ``allow_unauthenticated_ray``
+    (default False: see below), ``max_restarts``.
 
-    Which Ray: if Ray is initialised (the user called ``ray.init``) or ``RAY_ADDRESS`` is
-    set, that instance or cluster is used as it is. Ray's own security advice applies to
-    it: Ray's services run any code sent to them and are meant for trusted networks only;
-    never expose its ports on a public interface, and keep its token authentication on.
-    Otherwise the backend starts a Ray instance of its own on this machine (a new one,
-    never one a ``ray start`` left running; to use that one set ``RAY_ADDRESS=auto``): its
+    Which Ray (``address``): None (default) uses Ray if it is initialised in this process
+    (Ray is one per process: every vector env of the process shares it), else the cluster
+    ``RAY_ADDRESS`` names, as Ray reads it, else a new instance of our own on this machine.
+    ``"auto"`` (the cluster ``ray start`` runs on this machine), ``"host:port"`` (a head's
+    GCS, port 6379 by default) or ``"ray://host:port"`` (Ray Client) connect to that cluster;
+    an address nothing answers at is an APIUsageError (``RayConnectionError``) within
+    seconds, naming it and how to start a head. With Ray initialised already, an address
+    naming another cluster is refused. A cluster's security is its owner's: Ray's services
+    run any code sent to them and belong on a trusted private network only; never expose
+    their ports on a public interface, and keep Ray's token authentication on (a driver
+    needs the cluster's token: ``RAY_AUTH_TOKEN`` or the token file). Our own instance's
     services listen on loopback only, the dashboard is off, and Ray's token authentication
     is on (the token in ``~/.ray/auth_token``, made readable by its owner only). If token
     authentication would be off (``RAY_AUTH_MODE`` set to anything but ``token``, or a Ray
     without it) it refuses with an APIUsageError, unless ``allow_unauthenticated_ray=True``
     says the caller accepts an instance any local user can run code on.
+
+    Where the actors run (``placement``): None leaves it to Ray. ``"spread"`` / ``"pack"``
+    make a placement group of one ``{"CPU": c}`` bundle per worker (``c`` =
+    ``actor_options["num_cpus"]``, else 1), spread over as many nodes as possible or packed
+    on as few, each actor in its bundle; bundles the cluster can never hold are an
+    APIUsageError naming its resources. ``envs.placement`` lists each worker's node.
+
+    A node lost mid-run: under ``on_fault="restart"`` each worker lost with it is created
+    again where Ray finds room (its bundle placed again, or the actor re-scheduled), its
+    envs re-made and reset with restart seeds, its rows returned truncated with a
+    ``"fault"`` info whose ``"node"`` names the lost node; no room within
+    ``startup_timeout`` is a WorkerError naming the node and the resources missing. Under
+    ``"raise"`` the WorkerError names the node and every worker lost with it.
     """
 
     backend = "ray"
@@ -187,10 +140,16 @@ class Ray(VectorEnv):
         on_fault: str = "raise",
         max_restarts: int = DEFAULT_MAX_RESTARTS,
         allow_unauthenticated_ray: bool = False,
+        address: str | None = None,
+        placement: str | None = None,
     ):
         self._closed = True
         if not isinstance(allow_unauthenticated_ray, bool):  # a typo like "no" must not mean True
             raise APIUsageError(f"allow_unauthenticated_ray must be True or False, got {allow_unauthenticated_ray!r}")
+        address = check_address(address)
+        strategy = check_placement(placement)
+        actor_options = self._check_actor_options(actor_options, strategy)
+        cpus = bundle_cpus(actor_options) if strategy else 0.0
         ray = import_ray()
         self._ray = ray
         factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
@@ -199,6 +158,7 @@ class Ray(VectorEnv):
         self._init_autoreset(autoreset, batch, envs)
         self._on_fault = check_on_fault(on_fault, "ray")
         self._fault_log = FaultLog(check_max_restarts(max_restarts))
+        self._traffic = Traffic(workers)
         self._started = False
         self.timeout = check_timeout(timeout)
         self._startup_timeout = float(startup_timeout)
@@ -209,41 +169,62 @@ class Ray(VectorEnv):
             self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
         )
 
-        ensure_ray(ray, allow_unauthenticated_ray)
-        options = {"max_concurrency": 2, **(actor_options or {})}
-        if self._on_fault == "restart":
-            # Ray restarts a dead actor itself (re-running __init__: its envs are re-created);
-            # "in a row" is counted here (FaultLog), so Ray's lifetime count is unlimited.
-            options = {"max_restarts": -1, "max_task_retries": 0, **options}
+        connect(ray, address, allow_unauthenticated_ray)
+        self._placement = Placement(ray, strategy, workers, cpus)
         self._actors: list = []
-        # Kills the actors however the vector env ends: close(), garbage collection, exit.
-        # It holds Ray and the actor list, never the vector env. Env 0's recording ends as
-        # it closes (a video's last frames, a whole GIF): a minute for that, else 2 s.
+        # Removes the actors and the placement group however the vector env ends: close(),
+        # garbage collection, exit. It holds Ray, the actor list and the group, never the
+        # vector env. Env 0's recording ends as it closes (a video's last frames, a whole
+        # GIF): a minute for that, else 2 s.
         grace = 60.0 if self._records else 2.0
-        self._finalizer = weakref.finalize(self, _stop_actors, ray, self._actors, grace)
+        self._finalizer = weakref.finalize(self, _release, ray, self._actors, grace, self._placement)
         self._pending: dict = {}  # ObjectRef -> worker
         self._sent_at = [0.0] * workers
         self._ready: list[int] = []
         self._incarnations: list[str | None] = [None] * workers
+        self._nodes: list[dict | None] = [None] * workers
         self._infos: list[list] = [[] for _ in range(workers)]
         self._held: list[int] | None = None
         self._state = "new"
         self._closed = False
         try:
-            self._start_actors(factory, counts, options)
+            self._placement.create(max(self.timeout, self._startup_timeout))
+            self._start_actors(factory, counts, self._options(actor_options))
         except BaseException:
             self.close()
             raise
         self._started = True
 
     # ---------------------------------------------------------------- start-up
+    @staticmethod
+    def _check_actor_options(actor_options: Any, strategy: str | None) -> dict:
+        if actor_options is None:
+            return {}
+        if not isinstance(actor_options, dict):
+            raise APIUsageError(f"actor_options must be a dict (Ray's actor .options()), got {actor_options!r}")
+        if strategy is not None and "scheduling_strategy" in actor_options:
+            raise APIUsageError(
+                f"placement={strategy!r} schedules the actors into its placement group; drop "
+                "actor_options['scheduling_strategy'], or placement"
+            )
+        return dict(actor_options)
+
+    def _options(self, actor_options: dict) -> dict:
+        options = {"max_concurrency": 2, **actor_options}
+        if self._on_fault == "restart":
+            # Ray restarts a dead actor itself (re-running __init__: its envs are re-created),
+            # also on another node when its node died; "in a row" is counted here (FaultLog),
+            # so Ray's lifetime count is unlimited.
+            options = {"max_restarts": -1, "max_task_retries": 0, **options}
+        return options
+
     def _start_actors(self, factory: EnvFactory, counts: list[int], options: dict) -> None:
         """One actor per worker, each building its envs; raises WorkerError if one cannot."""
         ray, workers = self._ray, len(counts)
-        remote_cls = ray.remote(_EnvActor)
+        remote_cls = ray.remote(EnvActor)
         for w in range(workers):
             self._actors.append(
-                remote_cls.options(**options).remote(
+                remote_cls.options(**{**options, **self._placement.actor_options(w)}).remote(
                     factory,
                     self._first_env[w],
                     counts[w],
@@ -263,15 +244,15 @@ class Ray(VectorEnv):
             self._fault(
                 Fault(w, None, "construction", f"silent for {allowed:g} s"),
                 f"Ray: actor {w} did not build its envs within {allowed:g} s; if it was never scheduled, the "
-                f"cluster lacks the resources asked for in actor_options ({options})",
+                f"cluster ({resources_line(ray)}) lacks the resources asked for in actor_options ({options})",
                 cause="timeout",
             )
         for w, ref in enumerate(refs):
-            self._incarnations[w], report = self._get(ref, w, "construction")
+            self._incarnations[w], report, self._nodes[w] = self._get(ref, w, "construction")
             if report is not None:
                 self._fault(*self._reported(w, report))
 
-    # ---------------------------------------------------------------- helpers
+    # ---------------------------------------------------------------- faults
     def _get(self, ref: Any, w: int, phase: str = "step", timeout: float | None = None) -> Any:
         """``ray.get(ref)``; a dead or failed actor is a fault (``_RESTARTED`` once replaced)."""
         ray = self._ray
@@ -280,12 +261,36 @@ class Ray(VectorEnv):
         except ray.exceptions.GetTimeoutError:
             raise
         except ray.exceptions.RayActorError as exc:
-            why = str(exc).strip().splitlines()[0][:200]
-            self._fault(Fault(w, None, phase, f"actor died: {why}"), f"Ray: actor {w} died: {exc}", kill=False)
+            self._died(w, phase, exc)
         except ray.exceptions.RayError as exc:
             why = str(exc).strip().splitlines()[0][:200]
             self._fault(Fault(w, None, phase, f"actor failed: {why}"), f"Ray: actor {w} failed: {exc}")
         return _RESTARTED
+
+    def _died(self, w: int, phase: str, exc: Any = None) -> None:
+        """Actor ``w`` died (``exc``), or Ray restarted it between two calls (``exc`` None):
+        with its node, if the cluster says that node is dead."""
+        node = self._nodes[w]
+        # The cluster's node table, or Ray's own words when the table has not caught up yet
+        said = exc is not None and re.search(r"\bnode\b.*\b(died|dead)\b", str(exc), re.IGNORECASE) is not None
+        if node is not None and (said or node["node_id"] in dead_nodes(self._ray)):
+            lost = [v for v, other in enumerate(self._nodes) if other and other["node_id"] == node["node_id"]]
+            fault = Fault(w, None, phase, f"lost with its {describe_node(node)}", node=dict(node))
+            message = (
+                f"Ray: {describe_node(node)} was lost, and with it worker(s) "
+                f"{', '.join(map(str, lost))} (envs {', '.join(self._env_span(v) for v in lost)})"
+            )
+            self._fault(fault, message, kill=False, cause="node lost")
+            return
+        if exc is None:
+            self._fault(Fault(w, None, phase, "actor died: Ray restarted it"), f"Ray: actor {w} died", kill=False)
+            return
+        why = str(exc).strip().splitlines()[0][:200]
+        self._fault(Fault(w, None, phase, f"actor died: {why}"), f"Ray: actor {w} died: {exc}", kill=False)
+
+    def _env_span(self, w: int) -> str:
+        envs = self._envs_of(w)
+        return f"{envs.start}-{envs.stop - 1}" if len(envs) > 1 else str(envs.start)
 
     def _reported(self, w: int, report: dict) -> tuple[Fault, str]:
         return Fault.reported(w, report), env_fault_message(report, f"Ray: actor {w}: ")
@@ -310,7 +315,7 @@ class Ray(VectorEnv):
             self._count_fault(failure, w)
             if kill:
                 self._ray.kill(self._actors[w], no_restart=False)  # Ray's own restart, not ours
-            failure = self._rebuild(w)
+            failure = self._rebuild(w, fault.node)
             kill = True
         self._fault_log.restarted(fault)
         lo, hi = self._row_bounds[w]
@@ -322,29 +327,49 @@ class Ray(VectorEnv):
         if due and w not in self._ready:
             self._ready.append(w)
 
-    def _rebuild(self, w: int) -> Fault | None:
-        """Wait for restarted actor ``w``, then reset its envs with restart seeds; a new fault if that fails."""
+    def _rebuild(self, w: int, lost_node: dict | None) -> Fault | None:
+        """Wait for restarted actor ``w``, then reset its envs with restart seeds; a new fault if
+        that fails. After a node loss, no room for it within the startup timeout is WorkerError."""
         ray, actor = self._ray, self._actors[w]
         envs = self._envs_of(w)
         seeds = restart_seeds(self._seed, envs.start, len(envs), self._fault_log.worker_restarts[w])
         allowed = max(self.timeout, self._startup_timeout)
         deadline = time.monotonic() + allowed
         try:
-            incarnation, built = self._when_back(actor.ready.remote, deadline, replacing=self._incarnations[w])
+            incarnation, built, self._nodes[w] = self._when_back(
+                actor.ready.remote, deadline, replacing=self._incarnations[w]
+            )
             self._incarnations[w] = incarnation
             if built is not None:
                 return self._reported(w, built)[0]
             plan = ResetPlan(seeds, None, None)
+            self._traffic.sent_to(w, plan)
             # A reset is safe to send again: the same seeds give the same envs.
-            status, payload, _ = self._when_back(lambda: actor.reset.remote(plan), deadline)
+            status, payload, infos = self._when_back(lambda: actor.reset.remote(plan), deadline)
         except ray.exceptions.GetTimeoutError:
+            if lost_node is not None:
+                self._no_room(w, lost_node, allowed)
             return Fault(w, None, "construction", f"silent for {allowed:g} s")
         except ray.exceptions.RayError as exc:
             return Fault(w, None, "construction", f"actor died: {str(exc).strip().splitlines()[0][:200]}")
         if status == "error":
             return self._reported(w, payload)[0]
+        self._traffic.received_from(w, payload, infos)
         self._store(w, payload)
         return None
+
+    def _no_room(self, w: int, lost_node: dict, allowed: float) -> None:
+        """Raise WorkerError: worker ``w``, lost with ``lost_node``, found no room elsewhere."""
+        needs = f"{{'CPU': {self._placement.cpus:g}}} (its bundle)" if self._placement.strategy else "its actor_options"
+        line = resources_line(self._ray)
+        self.close()
+        raise WorkerError(
+            f"Ray: worker {w} was lost with its {describe_node(lost_node)} and found no room on the surviving "
+            f"nodes within {allowed:g} s (startup_timeout): it needs {needs}, the cluster has {line}; add a node, "
+            "or use smaller bundles (actor_options={'num_cpus': 0.5})",
+            worker=w,
+            cause="node lost",
+        )
 
     def _when_back(self, call: Any, deadline: float, replacing: str | None = None) -> Any:
         """``ray.get(call())`` once Ray has the restarted actor running again, asking again until
@@ -369,7 +394,7 @@ class Ray(VectorEnv):
 
     def _store(self, w: int, payload: tuple) -> None:
         lo, hi = self._row_bounds[w]
-        for name, array in zip(_FIELDS, payload):
+        for name, array in zip(FIELDS, payload):
             self._arrays[name][lo:hi] = array
 
     def _collect(self, ref: Any) -> None:
@@ -381,6 +406,10 @@ class Ray(VectorEnv):
         if status == "error":
             self._fault(*self._reported(w, payload))
             return
+        if status == "fresh":  # Ray restarted the actor since our last call (its node died, or it did)
+            self._died(w, "idle")
+            return
+        self._traffic.received_from(w, payload, infos)
         self._store(w, payload)
         if infos:
             self._infos[w].extend(infos)
@@ -424,8 +453,19 @@ class Ray(VectorEnv):
 
     @property
     def stats(self) -> dict:
-        """Faults and restarts so far (``on_fault="restart"``): counts, latencies, faults per env."""
-        return self._fault_log.as_dict()
+        """Faults and restarts so far (``on_fault="restart"``: counts, latencies, faults per env),
+        and ``"traffic"``: what crossed between the main process and each actor
+        (:mod:`puffer_core.vector.ray.traffic`)."""
+        return {**self._fault_log.as_dict(), "traffic": self._traffic.as_dict()}
+
+    @property
+    def placement(self) -> list[dict]:
+        """Where each worker runs, as its actor reported it (again after a restart): one dict
+        per worker, ``{"worker": w, "envs": [its env indices], "node_id": Ray's node id (hex),
+        "host": host name, "address": node IP}``."""
+        return [
+            {"worker": w, "envs": list(self._envs_of(w)), **(self._nodes[w] or {})} for w in range(self.num_workers)
+        ]
 
     # ---------------------------------------------------------------- async API
     def async_reset(self, seed: Any = None, options: dict | None = None) -> None:
@@ -438,7 +478,9 @@ class Ray(VectorEnv):
         self._infos = [[] for _ in range(self.num_workers)]
         for w, actor in enumerate(self._actors):
             first = self._first_env[w]
-            self._submit(w, actor.reset.remote(plan.envs(first, first + self._env_counts[w])))
+            own = plan.envs(first, first + self._env_counts[w])
+            self._traffic.sent_to(w, own)
+            self._submit(w, actor.reset.remote(own))
         self._state = "running"
 
     def _call(self, indices: list[int], request: EnvCall) -> list[CallResult]:
@@ -486,7 +528,9 @@ class Ray(VectorEnv):
         start = 0
         for w in batch:
             lo, hi = self._row_bounds[w]
-            self._submit(w, self._actors[w].step.remote(np.ascontiguousarray(actions[start : start + hi - lo])))
+            own = np.ascontiguousarray(actions[start : start + hi - lo])
+            self._traffic.sent_to(w, own)
+            self._submit(w, self._actors[w].step.remote(own))
             start += hi - lo
         self._held = None
 
@@ -497,4 +541,4 @@ class Ray(VectorEnv):
         self._pending = {}
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
-            finalizer()  # empties self._actors
+            finalizer()  # empties self._actors, removes the placement group

@@ -1,10 +1,11 @@
-"""The Ray instance the Ray backend runs on: the user's, or one it starts itself, safely.
+"""The Ray instance the Ray backend starts itself when it is given none, safely.
 
 Ray's services (GCS, raylet with its node and object managers, the agents, every worker's
 gRPC server) run whatever code a client sends them, so who can reach them matters:
 
-- Ray is already initialised (the user called ``ray.init``) or ``RAY_ADDRESS`` names a
-  cluster: that instance is used as it is, its security the user's choice.
+- Ray is already initialised (the user called ``ray.init``), or ``address`` /
+  ``RAY_ADDRESS`` names a cluster (:mod:`.connect`): that instance is used as it is, its
+  security the user's choice.
 - Otherwise the backend starts a Ray instance of its own on this machine in Ray's
   single-machine mode (the one Ray uses on macOS and Windows): the node's address is
   loopback, and every service binds to it (Ray offers no bind option on Linux short of this;
@@ -28,22 +29,11 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 
-__all__ = ["AUTH_MODE", "OPT_IN", "ensure_ray", "start_local_ray", "token_auth_on"]
+__all__ = ["AUTH_MODE", "OPT_IN", "start_local_ray", "token_auth_on"]
 
 AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token authentication is on when unset or "token"
 OPT_IN = "allow_unauthenticated_ray"  # the Ray backend's parameter that accepts it off
 _SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": the node's address is loopback
-
-
-def ensure_ray(ray: Any, allow_unauthenticated_ray: bool = False) -> None:
-    """Ray initialised: the user's instance, the cluster ``RAY_ADDRESS`` names, or one of our own."""
-    if ray.is_initialized():
-        return
-    address = os.environ.get("RAY_ADDRESS", "")
-    if address and address != "local":
-        ray.init(log_to_driver=False)  # Ray reads RAY_ADDRESS itself, as for any of the user's drivers
-        return
-    start_local_ray(ray, allow_unauthenticated_ray)
 
 
 def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False, num_cpus: int | None = None) -> None:

@@ -1,0 +1,100 @@
+"""A Ray cluster of several nodes on this machine, for tests and benchmarks of the Ray backend
+across nodes: Ray's own ``ray.cluster_utils.Cluster``, started safely and always shut down.
+
+Each node is a raylet of its own (its own object store, its own worker processes), so what
+crosses between nodes goes through Ray's object transfer as it would between boxes, only
+over loopback. The nodes run in Ray's single-machine mode (every service bound to
+127.0.0.1, as the Ray backend's own local instance is) with token authentication on
+(``RAY_AUTH_MODE=token`` while the cluster lives; the token is Ray's, ``~/.ray/auth_token``
+or ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``). This process is not connected to it: pass
+its address to ``vector.make(..., backend="ray", vector_kwargs={"address": address})``, to
+``ray.init(address=address)``, or to another process (``puffer train --ray-address``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["AUTH_ENV", "simulated_ray_cluster"]
+
+#: The environment a process needs to join the cluster (Ray's token authentication on).
+AUTH_ENV = {"RAY_AUTH_MODE": "token"}
+_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": every node's address is loopback
+
+
+@contextlib.contextmanager
+def simulated_ray_cluster(
+    nodes: int = 3, cpus_per_node: int = 1, resources: list[dict[str, float]] | None = None
+) -> Iterator[str]:
+    """A ``nodes``-node Ray cluster on this machine; yields its address, shuts it down after.
+
+    Args:
+        nodes: Ray nodes (the first is the head).
+        cpus_per_node: CPUs each node tells Ray's scheduler it has (not a limit on the machine).
+        resources: custom resources per node (e.g. ``[{"a": 1}, {"b": 1}, {"c": 1}]``), to pin
+            work to a node.
+
+    Yields:
+        The cluster's address, ``127.0.0.1:PORT``.
+
+    Raises:
+        MissingDependencyError: Ray is not installed.
+    """
+    from puffer_core.errors import MissingDependencyError
+
+    try:
+        import ray  # noqa: F401  (Ray's cluster utilities need it imported first)
+        from ray._private import ray_constants
+        from ray.cluster_utils import Cluster
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "a simulated Ray cluster needs Ray: pip install 'puffer-core[ray]'  (or pip install ray)"
+        ) from exc
+    if nodes < 1:
+        raise ValueError(f"a cluster needs at least one node, got nodes={nodes}")
+    per_node = resources or [{}] * nodes
+    saved = {name: os.environ.get(name) for name in (*AUTH_ENV, _SINGLE_MACHINE)}
+    saved_constant = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    cluster: Any = None
+    try:
+        os.environ.update({**AUTH_ENV, _SINGLE_MACHINE: "0"})
+        _token_auth_here()
+        if saved_constant is not None:  # read once at import: the processes started now bind to loopback
+            ray_constants.ENABLE_RAY_CLUSTER = False
+        loopback = {"node_ip_address": "127.0.0.1", "num_cpus": cpus_per_node}
+        cluster = Cluster(
+            initialize_head=True, head_node_args={**loopback, "include_dashboard": False, "resources": per_node[0]}
+        )
+        for index in range(1, nodes):
+            cluster.add_node(**loopback, resources=per_node[index] if index < len(per_node) else {})
+        cluster.wait_for_nodes()
+        yield cluster.address
+    finally:
+        if saved_constant is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = saved_constant
+        if cluster is not None:
+            with contextlib.suppress(Exception):
+                cluster.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _token_auth_here() -> None:
+    """Token authentication on in this process too, with a token to use: Ray caches the mode it
+    read (refreshed here, as Ray does when it turns it on itself) and writes a token file for
+    its first local instance only (made here if there is none)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token(ignore_auth_mode=True):
+        from ray._private.authentication.authentication_token_setup import generate_and_save_token
+
+        generate_and_save_token()
+        loader.reset_cache()
