@@ -65,10 +65,14 @@ def ray_instance():
         ray.shutdown()
 
 
+#: The ``ray_cluster`` fixture's nodes: two CPUs each, on loopback (add one as ``cluster.add_node(**LOOPBACK_NODE)``).
+LOOPBACK_NODE = {"num_cpus": 2, "node_ip_address": "127.0.0.1"}
+
+
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A simulated three-node Ray cluster on this machine (``ray.cluster_utils.Cluster``, two
-    CPUs per node), with Ray's token authentication on, for the tests of a module marked
+    CPUs per node), every service on loopback, with Ray's token authentication on, for the tests of a module marked
     ``ray_cluster``; the process's own Ray instance, if any, is shut down first (Ray is one
     per process). Nothing connects to it yet: the tests pass ``address=cluster.address``.
     Shut down at the end of the module."""
@@ -76,9 +80,12 @@ def ray_cluster():
     from ray._raylet import AuthenticationTokenLoader, Config
     from ray.cluster_utils import Cluster
 
+    from puffer_core.vector.ray.start import single_machine_mode
+
     if ray.is_initialized():
         ray.shutdown()
-    with pytest.MonkeyPatch.context() as patch:
+    # Every node's services on loopback, as our own instance's are (nodes added by a test too).
+    with pytest.MonkeyPatch.context() as patch, single_machine_mode():
         # The nodes inherit this environment: token authentication on, with this user's token
         # (~/.ray/auth_token, which Ray writes for its first local instance). Ray caches the
         # mode it read: refreshed, as Ray does when it turns token authentication on itself.
@@ -89,10 +96,10 @@ def ray_cluster():
 
             generate_and_save_token()
             AuthenticationTokenLoader.instance().reset_cache()
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+        cluster = Cluster(initialize_head=True, head_node_args={**LOOPBACK_NODE, "include_dashboard": False})
         try:
             for _ in range(2):
-                cluster.add_node(num_cpus=2)
+                cluster.add_node(**LOOPBACK_NODE)
             cluster.wait_for_nodes()
             yield cluster
         finally:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import weakref
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from puffer_core.errors import APIUsageError, WorkerError
 pytestmark = [pytest.mark.ray, pytest.mark.ray_cluster]
 
 STEPS = 30
+NODE = {"num_cpus": 2, "node_ip_address": "127.0.0.1"}  # as the ray_cluster fixture's nodes
 LOSE_AT = 12
 
 
@@ -84,7 +86,7 @@ def removable(cluster, envs) -> tuple:
 def restore(cluster, nodes: int = 3) -> None:
     """Add nodes back until the cluster has ``nodes`` again."""
     while len(alive_nodes()) < nodes:
-        cluster.add_node(num_cpus=2)
+        cluster.add_node(**NODE)
     cluster.wait_for_nodes()
 
 
@@ -277,7 +279,7 @@ def test_a_node_that_comes_back_is_used_again(cluster):
         cluster.remove_node(removable(cluster, envs)[0])
         for t in range(3):
             envs.step(actions_at(t, 3))
-        added = cluster.add_node(num_cpus=2)
+        added = cluster.add_node(**NODE)
         cluster.wait_for_nodes()
         node, lost = removable(cluster, envs)
         cluster.remove_node(node)
@@ -305,20 +307,27 @@ def test_an_address_naming_another_cluster_is_refused_while_connected(cluster):
         vector.make(ray_node_env.NodeCartPole, num_envs=1, backend="ray", vector_kwargs={"address": "127.0.0.1:1"})
 
 
-def test_a_driver_without_the_clusters_token_is_refused_in_one_line(cluster, tmp_path):
-    # The cluster runs with Ray's token authentication (RAY_AUTH_MODE=token on every node):
-    # a driver on a box without the token (no RAY_AUTH_TOKEN, no token file) gets one line.
+def test_a_driver_needs_the_clusters_token(cluster, tmp_path):
+    # The cluster runs with Ray's token authentication (RAY_AUTH_MODE=token on every node). A
+    # driver on a box of the cluster (here: loopback, as the nodes) without the token (no
+    # RAY_AUTH_TOKEN, no token file) gets one line; with the token it connects.
     home = tmp_path / "home"
     home.mkdir()
-    clean = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
-    done = subprocess.run(
-        [sys.executable, "-c", ATTEMPT, cluster.address],
-        env={**clean, "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["type"] == "RayConnectionError", result
-    assert "\n" not in result["error"] and cluster.address in result["error"] and "token" in result["error"]
+    box = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    box.update(HOME=str(home), RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")  # this box's address: loopback
+    token = os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").read_text().strip()
+    results = []
+    for extra in ({}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}):
+        done = subprocess.run(
+            [sys.executable, "-c", ATTEMPT, cluster.address],
+            env={**box, **extra},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    refused, joined = results
+    assert refused["type"] == "RayConnectionError", refused
+    assert "\n" not in refused["error"] and cluster.address in refused["error"] and "token" in refused["error"]
+    assert joined["error"] is None, joined

@@ -96,7 +96,8 @@ class Ray(VectorEnv):
     (Ray is one per process: every vector env of the process shares it), else the cluster
     ``RAY_ADDRESS`` names, as Ray reads it, else a new instance of our own on this machine.
     ``"auto"`` (the cluster ``ray start`` runs on this machine), ``"host:port"`` (a head's
-    GCS, port 6379 by default) or ``"ray://host:port"`` (Ray Client) connect to that cluster;
+    GCS, port 6379 by default; this machine must be a node of that cluster) or
+    ``"ray://host:port"`` (Ray Client, from outside the cluster) connect to that cluster;
     an address nothing answers at is an APIUsageError (``RayConnectionError``) within
     seconds, naming it and how to start a head. With Ray initialised already, an address
     naming another cluster is refused. A cluster's security is its owner's: Ray's services

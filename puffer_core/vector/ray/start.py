@@ -29,7 +29,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 
-__all__ = ["AUTH_MODE", "OPT_IN", "start_local_ray", "token_auth_on"]
+__all__ = ["AUTH_MODE", "OPT_IN", "single_machine_mode", "start_local_ray", "token_auth_on"]
 
 AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token authentication is on when unset or "token"
 OPT_IN = "allow_unauthenticated_ray"  # the Ray backend's parameter that accepts it off
@@ -43,7 +43,7 @@ def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False, num_cpus:
     why = None if allow_unauthenticated_ray else _why_unauthenticated(ray)
     if why is not None:
         raise APIUsageError(_refusal(*why))
-    with _single_machine_mode():
+    with single_machine_mode():
         # "local": a new instance, never one a `ray start` left recorded in Ray's temp dir
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     if token_auth_on():
@@ -85,7 +85,7 @@ def _refusal(why: str, fix: str) -> str:
 
 
 @contextlib.contextmanager
-def _single_machine_mode() -> Iterator[None]:
+def single_machine_mode() -> Iterator[None]:
     """Ray's single-machine mode while Ray starts: the node address it picks is loopback, and
     the GCS, raylet, agents and workers bind to loopback when the node address is loopback (to
     every interface, or the machine's address, otherwise). Ray reads the switch once, at
