@@ -4,7 +4,8 @@
 
 Reads ``pyproject.toml`` of the checkout (DIR, default the working folder) and of
 ``plugins/NAME/`` for each NAME, and prints their ``build-system.requires`` and
-``project.dependencies``, one a line, leaving out the projects installed from the
+``project.dependencies`` (and the ``project.optional-dependencies`` of the extras its
+``[tool.puffertank] extras`` names: Ray for puffer-core), one a line, leaving out the projects installed from the
 checkout itself (puffer-core, the plugins). Layer 3 installs these first, in a step that
 only changes when a pyproject.toml does; the sources are then installed with --no-deps
 --no-build-isolation, so an edit to them reinstalls puffer-core and the plugins in seconds.
@@ -40,6 +41,9 @@ def main(argv: list[str]) -> int:
     seen = []
     for table in tables:
         needs = table.get("build-system", {}).get("requires", []) + table["project"].get("dependencies", [])
+        optional = table["project"].get("optional-dependencies", {})
+        for extra in table.get("tool", {}).get("puffertank", {}).get("extras", []):
+            needs += optional.get(extra, [])  # a name that is not an extra: `puffer tank compile` refuses it
         for requirement in needs:
             name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
             if name and canonical(name.group(1)) in local:

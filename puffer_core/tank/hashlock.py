@@ -257,10 +257,16 @@ def load_hashlock(path: str | pathlib.Path, display: str | None = None) -> HashL
 
 
 def _project_needs(pyproject: pathlib.Path) -> tuple[str, list[str]]:
-    """A pyproject.toml's project name and what it needs: dependencies and build backends."""
+    """A pyproject.toml's project name and what it needs: dependencies, build backends and
+    the extras its ``[tool.puffertank] extras`` names (tank/puffertank-deps.py reads the same)."""
     table = read_pyproject(pyproject)
     project = table.get("project", {})
     needs = list(table.get("build-system", {}).get("requires", [])) + list(project.get("dependencies", []))
+    optional = project.get("optional-dependencies", {})
+    for extra in table.get("tool", {}).get("puffertank", {}).get("extras", []):
+        if extra not in optional:
+            raise HashLockError(f"{pyproject}: [tool.puffertank] extras names {extra!r}, which is not an extra there")
+        needs += optional[extra]
     return canonicalize_name(project.get("name", pyproject.parent.name)), needs
 
 

@@ -127,6 +127,10 @@ def test_envs_run_inside_the_tank(client, built, env_id, plugin):
     assert "no GPU visible" in out
 
 
+def test_ray_is_in_the_tank_to_join_a_cluster(client, built):
+    assert _stdout(client, ["ray", "--version"]).startswith("ray, version ")
+
+
 def test_base_layer_has_python_311_in_a_venv_and_tools(client, built):
     out = _run(
         client,

@@ -98,7 +98,29 @@ def test_roots_are_the_common_pins_and_the_checkouts_needs_without_its_own_proje
     assert any(root.startswith("pettingzoo[butterfly,classic]") for root in roots)
     assert not [root for root in roots if root.startswith("puffer")], "the checkout's projects are installed from it"
     assert not [root for root in roots if root.startswith("tomli")], "a marker false on Python 3.11 drops the root"
+    assert "ray>=2.9" in roots, "the extras [tool.puffertank] names join the set: boxes join a cluster from the tank"
     assert roots == sorted(set(roots), key=lambda line: (line.split("=")[0].split(">")[0].split("<")[0], line))
+
+
+def test_an_extra_the_tank_names_must_exist(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = []\n[project.optional-dependencies]\nray = ["ray"]\n'
+        '[tool.puffertank]\nextras = ["rya"]\n'
+    )
+    with pytest.raises(HashLockError, match=r"extras names 'rya', which is not an extra there"):
+        compile_roots(tmp_path, [], {})
+
+
+def test_layer_3_asks_for_the_tanks_extras_too(tmp_path):
+    """tank/puffertank-deps.py (standard library only, inside the image) reads the same table."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tank" / "puffertank-deps.py"), "--root", str(ROOT), "nethack"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    needs = proc.stdout.splitlines()
+    assert "ray>=2.9" in needs and "nle>=0.9.1" in needs and not [n for n in needs if n.startswith("puffer")]
 
 
 def test_the_committed_set_answers_the_checkout():
@@ -107,7 +129,7 @@ def test_the_committed_set_answers_the_checkout():
     assert proc.returncode == 0, proc.stderr
     assert f"{DEFAULT_HASHLOCK} is up to date" in proc.stderr
     lock = load_hashlock(ROOT / DEFAULT_HASHLOCK)
-    assert {"nle", "ale-py", "gymnasium", "numpy", "pluggy", "click", "rich", "setuptools"} <= set(lock.entries)
+    assert {"nle", "ale-py", "gymnasium", "numpy", "pluggy", "click", "rich", "setuptools", "ray"} <= set(lock.entries)
     assert not [name for name in lock.entries if name.startswith("puffer")]
     text = (ROOT / DEFAULT_HASHLOCK).read_text()
     assert text.startswith("# GENERATED FILE: do not edit.") and "Regenerate: nox -s tank -- --compile" in text
