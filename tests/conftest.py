@@ -71,40 +71,22 @@ LOOPBACK_NODE = {"num_cpus": 2, "node_ip_address": "127.0.0.1"}
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    """A simulated three-node Ray cluster on this machine (``ray.cluster_utils.Cluster``, two
-    CPUs per node), every service on loopback, with Ray's token authentication on, for the tests of a module marked
-    ``ray_cluster``; the process's own Ray instance, if any, is shut down first (Ray is one
-    per process). Nothing connects to it yet: the tests pass ``address=cluster.address``.
-    Shut down at the end of the module."""
+    """A simulated three-node Ray cluster on this machine (``puffer_core.testing.simulated_ray_cluster``:
+    two CPUs per node, every service on loopback, Ray's token authentication on), for the tests
+    of a module marked ``ray_cluster``; the process's own Ray instance, if any, is shut down
+    first (Ray is one per process). Nothing connects to it yet: the tests pass
+    ``address=cluster.address``. Shut down at the end of the module."""
     import ray
-    from ray._raylet import AuthenticationTokenLoader, Config
-    from ray.cluster_utils import Cluster
 
-    from puffer_core.vector.ray.start import single_machine_mode
+    from puffer_core.testing import simulated_ray_cluster
 
     if ray.is_initialized():
         ray.shutdown()
-    # Every node's services on loopback, as our own instance's are (nodes added by a test too).
-    with pytest.MonkeyPatch.context() as patch, single_machine_mode():
-        # The nodes inherit this environment: token authentication on, with this user's token
-        # (~/.ray/auth_token, which Ray writes for its first local instance). Ray caches the
-        # mode it read: refreshed, as Ray does when it turns token authentication on itself.
-        patch.setenv("RAY_AUTH_MODE", "token")
-        Config.initialize("")
-        if not AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
-            from ray._private.authentication.authentication_token_setup import generate_and_save_token
-
-            generate_and_save_token()
-            AuthenticationTokenLoader.instance().reset_cache()
-        cluster = Cluster(initialize_head=True, head_node_args={**LOOPBACK_NODE, "include_dashboard": False})
+    with simulated_ray_cluster(3, cpus_per_node=LOOPBACK_NODE["num_cpus"]) as cluster:
         try:
-            for _ in range(2):
-                cluster.add_node(**LOOPBACK_NODE)
-            cluster.wait_for_nodes()
             yield cluster
         finally:
             ray.shutdown()
-            cluster.shutdown()
 
 
 @pytest.fixture

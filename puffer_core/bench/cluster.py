@@ -168,9 +168,9 @@ def _run_phase(
             # one CPU per worker on each node: the placement group's bundles always fit
             per_node = max(1, -(-num_workers // SIMULATED_NODES))
             try:
-                address = stack.enter_context(simulated_ray_cluster(SIMULATED_NODES, cpus_per_node=per_node))
+                cluster = stack.enter_context(simulated_ray_cluster(SIMULATED_NODES, cpus_per_node=per_node))
                 stack.callback(_shutdown_ray)
-                _ray_or_none().init(address=address, log_to_driver=False)
+                _ray_or_none().init(address=cluster.address, log_to_driver=False)
             except Exception as exc:
                 return [
                     Measured(case.name, error=f"the simulated cluster did not start: {error_summary(exc)}")

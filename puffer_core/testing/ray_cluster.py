@@ -7,8 +7,9 @@ over loopback. The nodes run in Ray's single-machine mode (every service bound t
 127.0.0.1, as the Ray backend's own local instance is) with token authentication on
 (``RAY_AUTH_MODE=token`` while the cluster lives; the token is Ray's, ``~/.ray/auth_token``
 or ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``). This process is not connected to it: pass
-its address to ``vector.make(..., backend="ray", vector_kwargs={"address": address})``, to
-``ray.init(address=address)``, or to another process (``puffer train --ray-address``).
+its address (``cluster.address``) to ``vector.make(..., backend="ray", vector_kwargs={"address":
+address})``, to ``ray.init(address=address)``, or to another process (``puffer train
+--ray-address``). Nodes a caller adds while it lives (``cluster.add_node``) bind to loopback too.
 """
 
 from __future__ import annotations
@@ -18,18 +19,19 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from puffer_core.vector.ray.start import single_machine_mode
+
 __all__ = ["AUTH_ENV", "simulated_ray_cluster"]
 
 #: The environment a process needs to join the cluster (Ray's token authentication on).
 AUTH_ENV = {"RAY_AUTH_MODE": "token"}
-_SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": every node's address is loopback
 
 
 @contextlib.contextmanager
 def simulated_ray_cluster(
     nodes: int = 3, cpus_per_node: int = 1, resources: list[dict[str, float]] | None = None
-) -> Iterator[str]:
-    """A ``nodes``-node Ray cluster on this machine; yields its address, shuts it down after.
+) -> Iterator[Any]:
+    """A ``nodes``-node Ray cluster on this machine; yields it, shuts it down after.
 
     Args:
         nodes: Ray nodes (the first is the head).
@@ -38,7 +40,8 @@ def simulated_ray_cluster(
             work to a node.
 
     Yields:
-        The cluster's address, ``127.0.0.1:PORT``.
+        Ray's ``Cluster`` (its ``address`` is ``127.0.0.1:PORT``; ``add_node`` / ``remove_node``
+        change it).
 
     Raises:
         MissingDependencyError: Ray is not installed.
@@ -47,7 +50,6 @@ def simulated_ray_cluster(
 
     try:
         import ray  # noqa: F401  (Ray's cluster utilities need it imported first)
-        from ray._private import ray_constants
         from ray.cluster_utils import Cluster
     except ImportError as exc:
         raise MissingDependencyError(
@@ -56,25 +58,21 @@ def simulated_ray_cluster(
     if nodes < 1:
         raise ValueError(f"a cluster needs at least one node, got nodes={nodes}")
     per_node = resources or [{}] * nodes
-    saved = {name: os.environ.get(name) for name in (*AUTH_ENV, _SINGLE_MACHINE)}
-    saved_constant = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    saved = {name: os.environ.get(name) for name in AUTH_ENV}
     cluster: Any = None
     try:
-        os.environ.update({**AUTH_ENV, _SINGLE_MACHINE: "0"})
-        _token_auth_here()
-        if saved_constant is not None:  # read once at import: the processes started now bind to loopback
-            ray_constants.ENABLE_RAY_CLUSTER = False
-        loopback = {"node_ip_address": "127.0.0.1", "num_cpus": cpus_per_node}
-        cluster = Cluster(
-            initialize_head=True, head_node_args={**loopback, "include_dashboard": False, "resources": per_node[0]}
-        )
-        for index in range(1, nodes):
-            cluster.add_node(**loopback, resources=per_node[index] if index < len(per_node) else {})
-        cluster.wait_for_nodes()
-        yield cluster.address
+        with single_machine_mode():  # the processes started now bind to loopback
+            os.environ.update(AUTH_ENV)
+            _token_auth_here()
+            loopback = {"node_ip_address": "127.0.0.1", "num_cpus": cpus_per_node}
+            cluster = Cluster(
+                initialize_head=True, head_node_args={**loopback, "include_dashboard": False, "resources": per_node[0]}
+            )
+            for index in range(1, nodes):
+                cluster.add_node(**loopback, resources=per_node[index] if index < len(per_node) else {})
+            cluster.wait_for_nodes()
+            yield cluster
     finally:
-        if saved_constant is not None:
-            ray_constants.ENABLE_RAY_CLUSTER = saved_constant
         if cluster is not None:
             with contextlib.suppress(Exception):
                 cluster.shutdown()

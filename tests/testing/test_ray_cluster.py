@@ -38,7 +38,8 @@ def test_three_nodes_on_loopback_with_token_authentication_and_nothing_left_afte
         ray.shutdown()
     before = ray_processes()
     environment = {name: os.environ.get(name) for name in ("RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
-    with simulated_ray_cluster(3, cpus_per_node=2, resources=[{}, {}, {"third": 1}]) as address:
+    with simulated_ray_cluster(3, cpus_per_node=2, resources=[{}, {}, {"third": 1}]) as cluster:
+        address = cluster.address
         assert ipaddress.ip_address(address.rsplit(":", 1)[0]).is_loopback
         ray.init(address=address, log_to_driver=False)
         try:
