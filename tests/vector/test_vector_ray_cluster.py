@@ -256,8 +256,9 @@ def test_a_node_lost_under_raise_is_named(cluster):
 
 
 def test_a_node_lost_with_no_room_left_is_a_worker_error(cluster):
-    # Each bundle fills a node: the lost worker has nowhere to go.
-    options = {"placement": "spread", "actor_options": {"num_cpus": 2}, "startup_timeout": 3.0, "timeout": 3.0}
+    # Each bundle fills a node: the lost worker has nowhere to go. The startup timeout is also
+    # how long the first actors may take to start: seconds on a loaded 2-core machine.
+    options = {"placement": "spread", "actor_options": {"num_cpus": 2}, "startup_timeout": 15.0, "timeout": 15.0}
     with make(cluster, num_envs=3, seed=0, on_fault="restart", vector_kwargs=options) as envs:
         envs.reset(seed=0)
         node, lost = removable(cluster, envs)
