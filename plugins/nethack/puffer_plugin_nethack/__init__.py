@@ -25,8 +25,7 @@ from puffer_plugin_nethack.envs import (
 __version__ = "0.1.0"
 
 #: What `puffer train nethack/...` starts from (docs/training.md, "NetHack", says why):
-#: a recurrent policy, many envs on two workers, short rollouts, NLE's own baseline's
-#: discount and entropy cost, score deltas scaled down.
+#: a recurrent policy, many envs on two workers, short rollouts, score deltas scaled down.
 TRAIN_DEFAULTS = {
     "backend": "multiprocessing",
     "num_workers": 2,
@@ -35,8 +34,7 @@ TRAIN_DEFAULTS = {
     "policy": "lstm",
     "hidden_size": 128,
     "learning_rate": 1e-3,
-    "gamma": 0.999,
-    "ent_coef": 0.001,
+    "ent_coef": 0.01,
     "reward_scale": 0.1,
     "reward_clip": 10.0,
 }
