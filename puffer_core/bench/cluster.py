@@ -231,9 +231,8 @@ def _traffic_per_step(envs: Any, seed: int) -> dict[str, Any] | None:
     after = envs.stats["traffic"]
     where = {entry["worker"]: entry for entry in (getattr(envs, "placement", None) or [])}
     workers = []
-    for now in after["workers"]:
-        then = next((w for w in before["workers"] if w["worker"] == now["worker"]), None) or {}
-        calls = now["calls"] - then.get("calls", 0)
+    for now, then in zip(after["workers"], before["workers"]):  # one entry per worker, in order
+        calls = now["calls"] - then["calls"]
         place = where.get(now["worker"], {})
         env_steps = calls * (len(place.get("envs", [])) or instances // envs.num_workers)
         workers.append(
@@ -242,8 +241,8 @@ def _traffic_per_step(envs: Any, seed: int) -> dict[str, Any] | None:
                 "envs": len(place.get("envs", [])) or None,
                 "node_id": place.get("node_id"),
                 "host": place.get("host"),
-                "sent_bytes_per_step": _per(now["sent_bytes"] - then.get("sent_bytes", 0), env_steps),
-                "received_bytes_per_step": _per(now["received_bytes"] - then.get("received_bytes", 0), env_steps),
+                "sent_bytes_per_step": _per(now["sent_bytes"] - then["sent_bytes"], env_steps),
+                "received_bytes_per_step": _per(now["received_bytes"] - then["received_bytes"], env_steps),
             }
         )
     return {

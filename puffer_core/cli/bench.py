@@ -200,7 +200,8 @@ def autotune_cmd(
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.vector.autotuner import autotune, summary_lines
 
-    ray = ray_vector_kwargs(backend, ray_address, placement) if backend == "ray" or ray_address or placement else None
+    ray_kwargs = ray_vector_kwargs(backend, ray_address, placement)  # a usage error with another backend
+    ray = ray_kwargs if backend == "ray" else None
     env_kwargs = parse_pairs(kwargs, "--kwarg")
     require_known_env(env_id)
     progress = Progress(

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from puffer_core.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS
+from puffer_core.vector.ray.placement import PLACEMENTS  # the Ray backend's placement choices
 
 __all__ = [
     "BATCH_SIZE",
@@ -91,9 +92,6 @@ env_kwargs_option = click.option(
     "--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON)."
 )
 
-
-#: Where ``--placement`` may put the Ray workers (the Ray backend's ``placement`` vector kwarg).
-PLACEMENTS = ("spread", "pack")
 
 RAY_ADDRESS_HELP = (
     "Run the Ray workers on this cluster: auto (the cluster `ray start` runs on this box), HOST:PORT "

@@ -16,6 +16,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.limits import MAX_ENVS, MAX_SECONDS, MAX_SEED, MAX_STEPS, MAX_WORKERS, check_int, check_number
+from puffer_core.vector.ray.placement import PLACEMENTS
 
 __all__ = ["PPOConfig"]
 
@@ -120,7 +121,6 @@ MAX_HIDDEN = 16_384
 BACKENDS = ("serial", "multiprocessing", "mp", "ray")
 ON_FAULT = ("raise", "restart")
 POLICIES = ("mlp", "lstm")
-PLACEMENTS = ("spread", "pack")
 #: Settings that say where the Ray backend's workers run: valid with backend="ray" only,
 #: and not carried over when a run is resumed (it may resume elsewhere).
 RAY_ONLY = ("ray_address", "placement")

@@ -52,7 +52,7 @@ def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, 
     # Where the saved run's Ray workers ran is no part of it: a run made on a cluster resumes
     # on this machine unless ray_address / placement are given again.
     where = {name: None for name in RAY_ONLY}
-    config = saved.settings(source).replace(**where).replace(**settings)
+    config = saved.settings(source).replace(**{**where, **settings})
     if config.steps <= saved.step and "steps" not in settings:
         raise APIUsageError(
             f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"

@@ -64,6 +64,11 @@ __all__ = ["Ray"]
 _RESTARTED = object()  # what _get returns when the actor faulted and was replaced
 
 
+def _first_line(exc: BaseException) -> str:
+    """A Ray error's first line (its message runs on with tracebacks), for a fault's cause."""
+    return str(exc).strip().splitlines()[0][:200]
+
+
 def _release(ray: Any, actors: list, grace: float, placement: Placement) -> None:
     """Let the actors close their envs (``grace`` seconds), kill them, then remove the
     placement group. Safe to call more than once; nothing to do once Ray is shut down (the
@@ -264,8 +269,7 @@ class Ray(VectorEnv):
         except ray.exceptions.RayActorError as exc:
             self._died(w, phase, exc)
         except ray.exceptions.RayError as exc:
-            why = str(exc).strip().splitlines()[0][:200]
-            self._fault(Fault(w, None, phase, f"actor failed: {why}"), f"Ray: actor {w} failed: {exc}")
+            self._fault(Fault(w, None, phase, f"actor failed: {_first_line(exc)}"), f"Ray: actor {w} failed: {exc}")
         return _RESTARTED
 
     def _died(self, w: int, phase: str, exc: Any = None) -> None:
@@ -286,8 +290,7 @@ class Ray(VectorEnv):
         if exc is None:
             self._fault(Fault(w, None, phase, "actor died: Ray restarted it"), f"Ray: actor {w} died", kill=False)
             return
-        why = str(exc).strip().splitlines()[0][:200]
-        self._fault(Fault(w, None, phase, f"actor died: {why}"), f"Ray: actor {w} died: {exc}", kill=False)
+        self._fault(Fault(w, None, phase, f"actor died: {_first_line(exc)}"), f"Ray: actor {w} died: {exc}", kill=False)
 
     def _env_span(self, w: int) -> str:
         envs = self._envs_of(w)
@@ -352,7 +355,7 @@ class Ray(VectorEnv):
                 self._no_room(w, lost_node, allowed)
             return Fault(w, None, "construction", f"silent for {allowed:g} s")
         except ray.exceptions.RayError as exc:
-            return Fault(w, None, "construction", f"actor died: {str(exc).strip().splitlines()[0][:200]}")
+            return Fault(w, None, "construction", f"actor died: {_first_line(exc)}")
         if status == "error":
             return self._reported(w, payload)[0]
         self._traffic.received_from(w, payload, infos)
