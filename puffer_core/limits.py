@@ -1,4 +1,5 @@
-"""Sanity bounds on counts and settings, and the checks that apply them.
+"""Sanity bounds on counts and settings, the choices of a few settings, and the checks
+that apply them.
 
 The bounds are generous, not tuning advice: they catch a typo (an extra zero, a minus
 sign, ``nan``) that would otherwise start a run that never ends or fail deep inside numpy,
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_SEED",
     "MAX_STEPS",
     "MAX_WORKERS",
+    "PLACEMENTS",
     "check_int",
     "check_number",
     "int_in",
@@ -37,6 +39,9 @@ MAX_EPISODES = 1_000_000
 MAX_FPS = 1000.0
 #: the longest timeout: a week (``select.poll`` takes at most 2**31 - 1 ms, about 24.8 days)
 MAX_SECONDS = 7 * 24 * 3600.0
+# The Ray backend's placement choices; here, not in puffer_core.vector, so that the CLI
+# and the training config name them without importing the vector package.
+PLACEMENTS = ("spread", "pack")
 
 
 def _shown(value: int) -> str:

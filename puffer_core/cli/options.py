@@ -12,8 +12,7 @@ from typing import Any
 
 import click
 
-from puffer_core.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS
-from puffer_core.vector.ray.placement import PLACEMENTS  # the Ray backend's placement choices
+from puffer_core.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS, PLACEMENTS
 
 __all__ = [
     "BATCH_SIZE",

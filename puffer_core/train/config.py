@@ -15,8 +15,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import MAX_ENVS, MAX_SECONDS, MAX_SEED, MAX_STEPS, MAX_WORKERS, check_int, check_number
-from puffer_core.vector.ray.placement import PLACEMENTS
+from puffer_core.limits import (
+    MAX_ENVS,
+    MAX_SECONDS,
+    MAX_SEED,
+    MAX_STEPS,
+    MAX_WORKERS,
+    PLACEMENTS,
+    check_int,
+    check_number,
+)
 
 __all__ = ["PPOConfig"]
 

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 from puffer_core.errors import APIUsageError
+from puffer_core.limits import PLACEMENTS
 
 __all__ = [
     "PLACEMENTS",
@@ -27,7 +28,6 @@ __all__ = [
     "where_am_i",
 ]
 
-PLACEMENTS = ("spread", "pack")
 _FIXES = "use fewer workers, smaller bundles (vector_kwargs={'actor_options': {'num_cpus': 0.5}}), or add nodes"
 
 
