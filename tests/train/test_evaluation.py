@@ -28,7 +28,7 @@ def memory_run(tmp_path_factory):
 
 def test_evaluate_carries_the_state_through_episodes(memory_run):
     saved = train.load(memory_run)
-    assert saved.settings().policy == "lstm" and any(key.startswith("memory.cell.") for key in saved.policy)
+    assert saved.settings().policy == "lstm" and any(key.startswith("memory.lstm.") for key in saved.policy)
     played = train.evaluate(memory_run, episodes=100)
     assert len(played.returns) == 100 and played.lengths == [6] * 100
     # the cue is in the state by the query: a policy that lost it would be right half the time
