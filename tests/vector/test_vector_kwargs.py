@@ -49,3 +49,10 @@ def test_the_keys_each_backend_takes_are_listed():
 def test_absurd_counts_are_refused_before_anything_is_built(num_envs, message):
     with pytest.raises(APIUsageError, match=message):
         vector.make("classic/cartpole", num_envs=num_envs, backend="multiprocessing")
+
+
+def test_a_backend_built_directly_checks_its_startup_timeout_too():
+    before = multiprocessing.active_children()
+    with pytest.raises(APIUsageError, match=r"^startup_timeout \(seconds\) must be a number in \(0,"):
+        vector.Multiprocessing(lambda: None, num_envs=2, startup_timeout=float("nan"))
+    assert multiprocessing.active_children() == before

@@ -98,7 +98,7 @@ class Multiprocessing(VectorEnv):
         # as long as waits usually do (see .protocol).
         floor = spin if workers + 1 <= cpus else min(spin, MIN_SPIN)
         self._spins = (spin, floor, spin if workers <= cpus else 0.0)
-        self._startup_timeout = float(startup_timeout)
+        self._startup_timeout = check_timeout(startup_timeout, "startup_timeout")
 
         #: how the workers were started: "fork", "forkserver" or "spawn" (see :mod:`.start`)
         self.start_method = resolve_start_method(start_method)

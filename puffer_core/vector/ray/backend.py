@@ -167,7 +167,7 @@ class Ray(VectorEnv):
         self._traffic = Traffic(workers)
         self._started = False
         self.timeout = check_timeout(timeout)
-        self._startup_timeout = float(startup_timeout)
+        self._startup_timeout = check_timeout(startup_timeout, "startup_timeout")
         self._seed = check_seed(seed)
 
         self._init_workers(factory, envs, workers, batch, counts)
