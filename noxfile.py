@@ -141,7 +141,12 @@ def install_pufferlib(session: nox.Session) -> bool:
     """
     session.install("--no-deps", "--only-binary", ":all:", *PUFFERLIB, env=uv_env(), success_codes=[0, 1, 2])
     probe = "import importlib.util; print(importlib.util.find_spec('pufferlib') is not None)"
-    if session.run("python", "-c", probe, silent=True).strip().endswith("True"):
+    # run_install: the probe runs under --install-only too; it is skipped (None) under --no-install,
+    # where the session's own commands run
+    found = session.run_install("python", "-c", probe, silent=True)
+    if found is None:
+        found = session.run("python", "-c", probe, silent=True) or ""
+    if found.strip().endswith("True"):
         return True
     session.warn(f"no PufferLib wheel for Python {session.python}: the bench's PufferLib rows are skipped")
     return False
