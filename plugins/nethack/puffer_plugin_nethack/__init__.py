@@ -34,6 +34,7 @@ TRAIN_DEFAULTS = {
     "policy": "lstm",
     "hidden_size": 128,
     "learning_rate": 1e-3,
+    "update_epochs": 2,
     "ent_coef": 0.01,
     "reward_scale": 0.1,
     "reward_clip": 10.0,
