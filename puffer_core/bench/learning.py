@@ -186,6 +186,7 @@ def render_markdown(row: dict[str, Any]) -> str:
             "policy",
             "num_envs",
             "rollout_steps",
+            "update_epochs",
             "learning_rate",
             "gamma",
             "ent_coef",
