@@ -22,7 +22,6 @@ __all__ = [
     "MAX_WORKERS",
     "NUM_ENVS",
     "NUM_WORKERS",
-    "PLACEMENTS",
     "SEED",
     "STEPS",
     "Bounded",

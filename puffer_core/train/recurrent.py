@@ -80,20 +80,23 @@ class Memory(nn.Module):
     def initial_state(self, rows: int, device: torch.device | str = "cpu") -> torch.Tensor:
         return torch.zeros(rows, 2, self.hidden, device=device)
 
+    def _run(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The LSTM over ``x [steps, rows, inputs]`` from ``state``: (outputs [steps, rows, hidden], the new state)."""
+        out, (h, c) = self.lstm(x, (state[None, :, 0].contiguous(), state[None, :, 1].contiguous()))
+        return out, torch.stack((h[0], c[0]), dim=1)
+
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of rows ``x [rows, inputs]`` from ``state``: (outputs [rows, hidden], the new state)."""
-        _, (h, c) = self.lstm(x[None], (state[None, :, 0].contiguous(), state[None, :, 1].contiguous()))
-        return h[0], torch.stack((h[0], c[0]), dim=1)
+        out, state = self._run(x[None], state)
+        return out[0], state
 
     def unroll(self, x: torch.Tensor, state: torch.Tensor, resets: torch.Tensor) -> torch.Tensor:
         """Outputs ``[steps, rows, hidden]`` for inputs ``x [steps, rows, inputs]`` from ``state``,
         zeroing a row's state before every step where ``resets [steps, rows]`` says so."""
         starts = [0, *(t for t in resets.any(dim=1).nonzero().flatten().tolist() if t > 0), len(x)]
-        h, c = state[None, :, 0], state[None, :, 1]
         outputs = []
         for start, end in itertools.pairwise(starts):
-            keep = (~resets[start]).to(h.dtype)[None, :, None]
-            out, (h, c) = self.lstm(x[start:end], ((h * keep).contiguous(), (c * keep).contiguous()))
+            out, state = self._run(x[start:end], zero_where(state, resets[start]))
             outputs.append(out)
         return torch.cat(outputs)
 

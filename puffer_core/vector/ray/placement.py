@@ -18,7 +18,6 @@ from puffer_core.errors import APIUsageError
 from puffer_core.limits import PLACEMENTS
 
 __all__ = [
-    "PLACEMENTS",
     "Placement",
     "bundle_cpus",
     "check_placement",
