@@ -15,6 +15,9 @@
 # The same way, PUFFER_LOCK_URL (`puffer tank build --lock FILE`) is a lock of an earlier
 # image (`puffer tank lock IMAGE`) served on the loopback: it is fetched, checked and added
 # to PIP_CONSTRAINT, so every pip install of the step resolves to the locked versions.
+# PUFFER_LOCK_HASHES_URL (layer 1 only) is the same lock with each file's sha256: fetched
+# into PUFFER_LOCK_HASHES, a constraint file layer 1's PyTorch step installs under with
+# --require-hashes, so PyTorch and everything it pulls in match the lock byte for byte.
 # Needs bash (the fetch uses /dev/tcp: the base image may have no curl yet).
 
 # __puffer_fetch URL FILE: GET http://HOST:PORT/SHA256.EXT into FILE, checked against SHA256.
@@ -45,7 +48,7 @@ __puffer_fetch() {
     }
 }
 
-if [ -n "${PUFFER_CA_URL:-}${PUFFER_LOCK_URL:-}" ]; then
+if [ -n "${PUFFER_CA_URL:-}${PUFFER_LOCK_URL:-}${PUFFER_LOCK_HASHES_URL:-}" ]; then
     if [ -d /dev/shm ] && [ -w /dev/shm ]; then
         __puffer_ca_dir="$(mktemp -d /dev/shm/puffer-ca.XXXXXX)"
     else
@@ -77,5 +80,14 @@ if [ -n "${PUFFER_LOCK_URL:-}" ]; then
     fi
     # pip splits PIP_CONSTRAINT on white space: the lock joins the step's other constraints.
     export PIP_CONSTRAINT="${PIP_CONSTRAINT:+$PIP_CONSTRAINT }$__puffer_ca_dir/lock.txt"
+fi
+
+if [ -n "${PUFFER_LOCK_HASHES_URL:-}" ]; then
+    if ! __puffer_fetch "$PUFFER_LOCK_HASHES_URL" "$__puffer_ca_dir/lock-hashes.txt"; then
+        echo "puffertank: cannot fetch the lock's hashes from $PUFFER_LOCK_HASHES_URL;" \
+            "builds with --lock need host networking (puffer tank build --network host)" >&2
+        exit 1
+    fi
+    export PUFFER_LOCK_HASHES="$__puffer_ca_dir/lock-hashes.txt"
 fi
 unset -f __puffer_fetch

@@ -48,9 +48,9 @@ from puffer_core.tank.lock import (
     image_lock,
     lock_base_image,
     lock_digest,
-    lock_file_constraints,
     lock_hashes,
     parse_lock,
+    read_build_lock,
 )
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
@@ -267,7 +267,8 @@ def _check_hashlock(
     "lock_path",
     type=click.Path(dir_okay=False, path_type=pathlib.Path),
     help="Rebuild under a lock (the output of `puffer tank lock IMAGE`): every pip install of the three layers "
-    "resolves to its versions, and layer 1 starts from the base image it records (unless --base-image). "
+    "resolves to its versions, layer 1's PyTorch step checks every file against the lock's sha256 "
+    "(--require-hashes), and layer 1 starts from the base image it records (unless --base-image). "
     "Needs --network host.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
@@ -304,10 +305,10 @@ def build_cmd(
     extra = _key_values(build_args, "--build-arg")
     stages = STAGES if stage == "all" else (stage,)
     tags = image_tags(tag)
-    lock_constraints, lock_base = (None, None) if lock_path is None else lock_file_constraints(lock_path, network, root)
-    if base_image is None and lock_base is not None and "base" in stages:
-        base_image = lock_base
-        console.print(f"[dim]note: layer 1 starts from the lock's base image {lock_base}[/]", soft_wrap=True)
+    lock = None if lock_path is None else read_build_lock(lock_path, network, root)
+    if base_image is None and lock is not None and lock.base_image is not None and "base" in stages:
+        base_image = lock.base_image
+        console.print(f"[dim]note: layer 1 starts from the lock's base image {base_image}[/]", soft_wrap=True)
     selection = select(
         root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages,
         requirements_path=requirements_path,
@@ -338,7 +339,7 @@ def build_cmd(
         no_cache=no_cache,
         build_args=args,
         render_command=selection.command,
-        lock_constraints=lock_constraints,
+        lock=lock,
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))

@@ -11,6 +11,7 @@ text. The final layer's lock is copied into its label (what ``puffer tank lock``
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pathlib
 import re
@@ -26,7 +27,7 @@ from puffer_core.tank.build_context import DOCKERFILES, layer_context
 from puffer_core.tank.errors import BuildError, TankError
 from puffer_core.tank.file_server import serve_ca_bundle, serve_files
 from puffer_core.tank.hashlock import HashLock
-from puffer_core.tank.lock import LOCK_IN_IMAGE, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
+from puffer_core.tank.lock import LOCK_IN_IMAGE, BuildLock, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
 from puffer_core.tank.render import DEFAULT_COMMAND, Constraints, render_envs
 
 __all__ = ["STAGES", "BuildPlan", "Printer", "StageResult", "build", "image_tags"]
@@ -55,6 +56,10 @@ def image_tags(tag: str) -> dict[str, str]:
     return {"base": f"{name}:base", "envs": f"{name}:envs", "final": f"{name}:latest"}
 
 
+#: The build argument (layer 1 only) naming the lock's hash pins: its PyTorch step installs under them.
+LOCK_HASHES_ARG = "PUFFER_LOCK_HASHES_URL"
+
+
 @dataclass
 class BuildPlan:
     """What one ``puffer tank build`` builds: which layers, tagged how, from what."""
@@ -71,8 +76,8 @@ class BuildPlan:
     no_cache: bool = False
     build_args: dict[str, str] = field(default_factory=dict)
     render_command: str = DEFAULT_COMMAND
-    #: pip constraints every pip step of the build obeys (``--lock FILE``, see lock.py).
-    lock_constraints: bytes | None = None
+    #: ``--lock FILE``: what every pip step obeys, and layer 1's hash pins (see lock.py).
+    lock: BuildLock | None = None
     #: The hash-locked set layer 2 installs (None: rendered without constraints).
     hashlock: HashLock | None = None
 
@@ -173,7 +178,7 @@ def _check_network(plan: BuildPlan) -> None:
     """Files served on the loopback reach only a build on the host's network."""
     for given, what in (
         (plan.ca_cert, "--ca-cert needs --network host: the bundle"),
-        (plan.lock_constraints, "--lock needs --network host: the lock"),
+        (plan.lock, "--lock needs --network host: the lock"),
     ):
         if given is not None and plan.network != "host":
             raise TankError(
@@ -213,7 +218,8 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
     built: dict[str, str] = {}  # stage -> image id of what this build made
     with _serve(plan) as urls:
         for stage in (stage for stage in STAGES if stage in plan.stages):
-            args = {**plan.build_args, **urls, **_stage_args(plan, stage, client, built, out)}
+            served = {key: url for key, url in urls.items() if stage == "base" or key != LOCK_HASHES_ARG}
+            args = {**plan.build_args, **served, **_stage_args(plan, stage, client, built, out)}
             if stage == "final":
                 built_for = _plugins_of(client, args["BASE"])
                 if built_for and built_for != plugin_names:
@@ -238,19 +244,15 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
 @contextmanager
 def _serve(plan: BuildPlan) -> Iterator[dict[str, str]]:
     """The build arguments naming the files served for the build (CA bundle, lock), if any."""
-    if plan.ca_cert is None and plan.lock_constraints is None:
-        yield {}
-        return
-    if plan.ca_cert is None:
-        with serve_files({".txt": plan.lock_constraints}) as urls:
-            yield {"PUFFER_LOCK_URL": urls[".txt"]}
-        return
-    with serve_ca_bundle(plan.ca_cert) as ca_url:  # checks the bundle; its URL as without --lock
-        if plan.lock_constraints is None:
-            yield {"PUFFER_CA_URL": ca_url}
-            return
-        with serve_files({".txt": plan.lock_constraints}) as urls:
-            yield {"PUFFER_CA_URL": ca_url, "PUFFER_LOCK_URL": urls[".txt"]}
+    with contextlib.ExitStack() as served:
+        urls: dict[str, str] = {}
+        if plan.ca_cert is not None:  # checks the bundle first
+            urls["PUFFER_CA_URL"] = served.enter_context(serve_ca_bundle(plan.ca_cert))
+        if plan.lock is not None:
+            files = served.enter_context(serve_files({".txt": plan.lock.constraints, ".hashes": plan.lock.hashes}))
+            urls["PUFFER_LOCK_URL"] = files[".txt"]
+            urls[LOCK_HASHES_ARG] = files[".hashes"]
+        yield urls
 
 
 def _add_lock_label(client: Any, image_id: str, tag: str, out: Printer) -> str:

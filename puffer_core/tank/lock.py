@@ -28,6 +28,7 @@ import re
 import sys
 import tarfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.matrix.pyproject import read_pyproject
@@ -37,16 +38,18 @@ __all__ = [
     "BASE_IMAGE_IN_IMAGE",
     "LOCK_IN_IMAGE",
     "LOCK_LABEL",
+    "BuildLock",
     "build_constraints",
     "canonical",
+    "hash_constraints",
     "image_lock",
     "label_lock",
     "local_projects",
     "lock_base_image",
     "lock_digest",
-    "lock_file_constraints",
     "lock_hashes",
     "parse_lock",
+    "read_build_lock",
     "read_lock",
     "render_lock",
     "report_hashes",
@@ -145,15 +148,43 @@ def build_constraints(text: str, local: set[str], source: str) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def lock_file_constraints(path: pathlib.Path, network: str | None, root: pathlib.Path) -> tuple[bytes, str | None]:
-    """``--lock FILE`` as the constraints a build serves (the checkout's own projects left out),
-    and the base image the lock records (None for a lock written before locks recorded it)."""
+def hash_constraints(text: str, local: set[str], source: str) -> bytes:
+    """The constraint file layer 1's PyTorch step installs under: every pin of ``text`` that records
+    its file's sha256, with that hash (pip then checks each file it installs against the lock,
+    and refuses a package the lock has no hash for)."""
+    entries = _entries(text, source)
+    lines = [f"# PufferTank layer 1 hash pins from {pathlib.PurePath(source).name} (puffer tank build --lock)"]
+    lines += [
+        f"{name}=={version} --hash={digest}"
+        for name, (version, digest) in sorted(entries.items())
+        if digest and name not in local
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class BuildLock:
+    """``puffer tank build --lock FILE`` as the build uses it."""
+
+    #: versions only, joined to PIP_CONSTRAINT in every pip step of the three layers
+    constraints: bytes
+    #: versions and sha256, for layer 1's PyTorch step (the only step not already hash-locked)
+    hashes: bytes
+    #: the base image the lock records (None for a lock written before locks recorded it)
+    base_image: str | None
+
+
+def read_build_lock(path: pathlib.Path, network: str | None, root: pathlib.Path) -> BuildLock:
+    """``--lock FILE`` as the files a build serves (the checkout's own projects left out)."""
     if not path.is_file():
         raise TankError(f"--lock {path}: no such file; write one with puffer tank lock IMAGE > FILE")
     if network != "host":
         raise TankError("--lock needs --network host: the lock is served to the build on this machine's loopback")
     text = path.read_text(encoding="utf-8")
-    return build_constraints(text, local_projects(root), str(path)), lock_base_image(text)
+    local = local_projects(root)
+    return BuildLock(
+        build_constraints(text, local, str(path)), hash_constraints(text, local, str(path)), lock_base_image(text)
+    )
 
 
 # -- writing the lock (in the image) -----------------------------------------------------------

@@ -56,3 +56,58 @@ def test_ca_cert_needs_host_network(tmp_path):
     plan = BuildPlan(ROOT, ("base",), {}, {}, Constraints.none(), ca_cert=bundle, network=None)
     with pytest.raises(TankError, match="--ca-cert needs --network host"):
         build(plan, client=None, out=lambda kind, line: None)
+
+
+def test_layer_1_installs_pytorch_under_the_locks_hashes_when_given():
+    base = (ROOT / "tank" / "Dockerfile.base").read_text()
+    torch_step = base[base.index('RUN if [ -n "${TORCH}" ]') :]
+    assert '${PUFFER_LOCK_HASHES:+--require-hashes --constraint "${PUFFER_LOCK_HASHES}"}' in torch_step
+    assert "ARG PUFFER_LOCK_HASHES_URL" in base
+    for later in ("Dockerfile.envs", "Dockerfile"):  # layers 2 and 3 are hash-locked by their own files
+        assert "PUFFER_LOCK_HASHES" not in (ROOT / "tank" / later).read_text()
+
+
+#: six 1.16.0's one wheel on the package index, and its sha256 (a public file: its digest is fixed).
+SIX = "six==1.16.0"
+SIX_SHA256 = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
+
+
+@pytest.fixture(scope="module")
+def pip_venv(tmp_path_factory):
+    """A venv with the pip PufferTank's layer 1 pins (older pips ignore hashes in constraint files)."""
+    import subprocess
+    import sys
+
+    path = tmp_path_factory.mktemp("pip-venv")
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True)
+    subprocess.run([path / "bin" / "python", "-m", "pip", "install", "-q", "pip==26.3"], check=True)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("digest, installs", [(SIX_SHA256, True), ("0" * 64, False)])
+def test_the_locks_hashes_reach_layer_1s_pip_and_a_different_file_fails(pip_venv, tmp_path, digest, installs):
+    """The served hash pins, fetched by tank/puffertank-ca.sh as layer 1's step does, make its
+    pip refuse a file whose sha256 is not the lock's (real pip, real package index)."""
+    import os
+    import subprocess
+
+    from puffer_core.tank.build import _serve
+    from puffer_core.tank.lock import BuildLock, hash_constraints
+
+    lock = f"# base-image sha256:{'e' * 64}\n{SIX} --hash=sha256:{digest}\n"
+    hashes = hash_constraints(lock, set(), "lock.txt")
+    plan = BuildPlan(ROOT, ("base",), {}, {}, Constraints.none(), network="host", lock=BuildLock(b"", hashes, None))
+    target = tmp_path / "site"
+    step = (
+        f". {ROOT / 'tank' / 'puffertank-ca.sh'} && {pip_venv / 'bin' / 'pip'} install --no-cache-dir -q "
+        f'${{PUFFER_LOCK_HASHES:+--require-hashes --constraint "${{PUFFER_LOCK_HASHES}}"}} --target {target} {SIX}'
+    )
+    with _serve(plan) as urls:
+        assert set(urls) == {"PUFFER_LOCK_URL", "PUFFER_LOCK_HASHES_URL"}
+        env = {**os.environ, "PUFFER_LOCK_HASHES_URL": urls["PUFFER_LOCK_HASHES_URL"]}
+        proc = subprocess.run(["bash", "-c", step], env=env, capture_output=True, text=True, timeout=300)
+    assert (proc.returncode == 0) == installs, proc.stderr[-2000:]
+    assert (target / "six.py").exists() == installs
+    if not installs:
+        assert "THESE PACKAGES DO NOT MATCH THE HASHES" in proc.stderr and SIX_SHA256 in proc.stderr

@@ -29,6 +29,7 @@ from puffer_core.tank.container import (
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.lock import (
     build_constraints,
+    hash_constraints,
     local_projects,
     lock_base_image,
     lock_digest,
@@ -215,6 +216,14 @@ def test_lock_with_hashes_parses_and_its_digest_covers_the_bytes():
     # The rebuild constraints keep versions only (pip constraints pin versions; the set pins bytes).
     text = build_constraints(LOCK_WITH_HASHES, local_projects(ROOT), "lock.txt").decode()
     assert text.splitlines()[1:] == ["gymnasium==1.2.0", "numpy==2.4.6", "pip==26.3"]
+    # Layer 1's PyTorch step gets the hashes too: each pin with its file's sha256, the checkout's own left out.
+    pins = hash_constraints(LOCK_WITH_HASHES, local_projects(ROOT), "lock.txt").decode().splitlines()
+    assert pins[0].startswith("# ") and pins[1:] == [
+        f"gymnasium==1.2.0 --hash={HEX['gymnasium']}",
+        f"numpy==2.4.6 --hash={HEX['numpy']}",
+        f"pip==26.3 --hash={HEX['pip']}",
+    ]
+    assert hash_constraints(LOCK, set(), "lock.txt").decode().count("==") == 0  # a lock without hashes pins none
 
 
 def test_lock_takes_each_files_hash_from_reports_or_a_single_hash_pin():
