@@ -1,5 +1,6 @@
-"""The shape of puffer_core, read from its source (nothing imported): no import cycle,
-deferred imports included; no module over 600 lines and no function over 80.
+"""The shape of puffer_core and of every plugin package, read from their source (nothing
+imported): no import cycle, deferred imports included; no module over 600 lines and no
+function over 80.
 
 The layers themselves are import-linter's contract in pyproject.toml (``nox -s lint``);
 import-linter reports a deferred import that goes up a layer, but not a cycle within one.
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "puffer_core"
@@ -105,9 +108,29 @@ def _path_through(group: list[str], graph: dict[str, set[str]]) -> list[str]:
     raise AssertionError(f"no cycle through {start}")  # a strongly connected group always has one
 
 
+#: Each plugin distribution of this repository: (its folder, its import package).
+PLUGINS = [(path.parent, f"puffer_plugin_{path.parent.name}") for path in sorted(ROOT.glob("plugins/*/pyproject.toml"))]
+
+
 def test_no_import_cycle_in_puffer_core():
     found = cycles(import_graph(ROOT, PACKAGE))
     assert not found, "import cycles (deferred imports count):\n" + "\n".join(" → ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("folder, package", PLUGINS, ids=[package for _, package in PLUGINS])
+def test_no_import_cycle_in_a_plugin(folder, package):
+    found = cycles(import_graph(folder, package))
+    assert not found, f"import cycles in {package}:\n" + "\n".join(" → ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("folder, package", PLUGINS, ids=[package for _, package in PLUGINS])
+def test_no_plugin_module_over_600_lines_and_no_function_over_80(folder, package):
+    over = oversized(folder, package)
+    assert not over, f"over {MAX_MODULE_LINES} lines a module or {MAX_FUNCTION_LINES} a function: {over}"
+
+
+def test_every_plugin_is_checked():
+    assert len(PLUGINS) >= 4 and all((folder / package / "__init__.py").is_file() for folder, package in PLUGINS)
 
 
 def oversized(root: Path, package: str) -> dict[str, int]:

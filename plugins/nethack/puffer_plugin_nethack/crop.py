@@ -23,10 +23,15 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from puffer_plugin_nethack.envs import CROP_KEY, CROP_SIZE
 from puffer_plugin_nethack.wrappers import bind_nle_buffers, find_nle
 
-__all__ = ["GlyphCrop", "blank_glyph"]
+__all__ = ["CROP_KEY", "CROP_SIZE", "GlyphCrop", "blank_glyph"]
+
+#: The plugin's own observation key: the glyphs around the agent (``puffer_plugin_nethack.crop``),
+#: ``CROP_SIZE`` x ``CROP_SIZE`` unless the ``crop_size`` kwarg says otherwise.
+CROP_KEY = "glyphs_crop"
+CROP_SIZE = 9
+
 # Indices into blstats (nle.nethack.NLE_BL_X, _Y, _DNUM, _DLEVEL), the same in nle 0.9 through 1.3.
 _BL_X, _BL_Y, _BL_DNUM, _BL_DLEVEL = 0, 1, 23, 24
 

@@ -14,6 +14,8 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from puffer_plugin_nethack.crop import CROP_KEY, CROP_SIZE, GlyphCrop
+
 __all__ = [
     "ALL",
     "CROP_KEY",
@@ -55,10 +57,6 @@ TASKS: dict[str, tuple[str, str, str]] = {
 #: screen_descriptions alone is 130 KB) is one kwarg away.
 DEFAULT_OBSERVATION_KEYS: tuple[str, ...] = ("glyphs", "blstats", "message")
 
-#: The plugin's own observation key: the glyphs around the agent (``puffer_plugin_nethack.crop``),
-#: ``CROP_SIZE`` x ``CROP_SIZE`` unless the ``crop_size`` kwarg says otherwise.
-CROP_KEY = "glyphs_crop"
-CROP_SIZE = 9
 
 #: ``observation_keys="all"``: every observation NLE offers except ``internal``, which
 #: NLE itself warns exposes hidden game state (ask for it by name if you need it).
@@ -206,8 +204,6 @@ def _nle_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
 def _with_crop(env: Any, keys: tuple[str, ...] | None, crop_size: int) -> Any:
     if keys is None or CROP_KEY not in keys:
         return env
-    from puffer_plugin_nethack.crop import GlyphCrop
-
     return GlyphCrop(env, keys, crop_size)
 
 
