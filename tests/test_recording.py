@@ -5,18 +5,31 @@ file appearing whole, and every bad input a one-line error."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import re
+import subprocess
+import sys
 
 import gymnasium
 import imageio.v3 as iio
 import numpy as np
 import pytest
-from plugin_site import run_puffer
+from PIL import Image, ImageSequence
+from plugin_site import puffer_env, run_puffer
 
 from puffer_core import vector
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
-from puffer_core.recording import CastSink, Recorder, plan_recording, plan_watch, text_size
+from puffer_core.recording import (
+    GIF_NOTE_FRAMES,
+    CastSink,
+    GifSink,
+    Recorder,
+    gif_frame_ms,
+    plan_recording,
+    plan_watch,
+    text_size,
+)
 from puffer_core.specs import EnvSpec
 from puffer_core.testing import played_frames
 
@@ -261,3 +274,126 @@ def test_puffer_run_overwrites_only_when_asked(tmp_path):
     assert replaced.returncode == 0, replaced.stderr
     assert iio.imread(path, index=None).shape[1:3] == CARTPOLE_FRAME[:2]
     assert sorted(os.listdir(tmp_path)) == ["cartpole.gif"]
+
+
+# -- GIFs in bounded memory --------------------------------------------------------------------
+
+
+def _moving_box_frames(count, shape=(37, 53)):
+    """``count`` frames of a few colours (a GIF's palette holds them exactly): a box moving over
+    a background, each frame shown twice in a row every fourth frame."""
+    colours = np.random.default_rng(0).integers(0, 256, (6, 3), dtype=np.uint8)
+    frames = []
+    for i in range(count):
+        frame = np.empty((*shape, 3), np.uint8)
+        frame[:] = colours[0]
+        frame[i % 20 : i % 20 + 5, (2 * i) % 40 : (2 * i) % 40 + 7] = colours[1 + i % 5]
+        frames.append(frame)
+        if i % 4 == 3:
+            frames.append(frame.copy())
+    return frames
+
+
+def test_a_gif_decodes_to_its_frames_with_their_durations_looping(tmp_path):
+    path = tmp_path / "box.gif"
+    frames = _moving_box_frames(12)
+    sink = GifSink(str(path), fps=25.0)
+    for frame in frames:
+        sink.write(np.dstack([frame, np.full(frame.shape[:2], 255, np.uint8)]))  # RGBA: alpha dropped
+    sink.close()
+    # A frame equal to the one before is that one shown longer, as Pillow's own save does.
+    shown = [frames[0]] + [b for a, b in itertools.pairwise(frames) if not np.array_equal(a, b)]
+    with Image.open(path) as gif:
+        assert gif.is_animated and gif.n_frames == len(shown) == 12 and gif.info["loop"] == 0
+        durations = [frame.info["duration"] for frame in ImageSequence.Iterator(gif)]
+    ms = gif_frame_ms(25.0)  # 40
+    assert durations == [ms, ms, ms, 2 * ms] * 3
+    decoded = iio.imread(path, index=None)
+    assert decoded.shape == (12, 37, 53, 3)
+    np.testing.assert_array_equal(decoded, np.array(shown))  # each frame whole, not only its changed box
+    assert played_frames(path, 25.0) == len(frames)
+    assert os.listdir(tmp_path) == ["box.gif"]
+
+
+def test_a_gif_keeps_each_frame_of_an_env_that_draws_into_one_buffer(tmp_path):
+    path = tmp_path / "reused.gif"
+    frames = _moving_box_frames(6)
+    screen = np.empty_like(frames[0])  # what render() returns each time, redrawn in place
+    sink = GifSink(str(path), fps=50.0)
+    for frame in frames:
+        screen[:] = frame
+        sink.write(screen)
+    sink.close()
+    np.testing.assert_array_equal(iio.imread(path, index=None), np.array(frames[:4] + frames[5:]))
+
+
+def test_a_long_gif_says_once_that_mp4_suits_it(tmp_path, capsys):
+    path = tmp_path / "long.gif"
+    sink = GifSink(str(path), fps=50.0)
+    for frame in _moving_box_frames(GIF_NOTE_FRAMES, shape=(8, 8))[:GIF_NOTE_FRAMES]:
+        sink.write(frame)
+    assert capsys.readouterr().err == ""  # not at 1,000 frames
+    for frame in _moving_box_frames(20, shape=(8, 8)):
+        sink.write(frame)
+    sink.close()
+    note = capsys.readouterr().err
+    assert note == (
+        f"note: the GIF recording {path} is past 1,000 frames (20 s); "
+        "a GIF this long is large and slow to open: record long runs to .mp4\n"
+    )
+
+
+PEAK_RSS = """
+import resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stderr.write(proc.stderr)
+print(proc.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB on Linux
+"""
+
+
+def _peak_rss(command, timeout=900):
+    """(return code, peak RSS in MB, stderr) of ``command`` run by a child that waits for it."""
+    proc = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *command],
+        capture_output=True,
+        text=True,
+        env=puffer_env(None),
+        timeout=timeout,
+    )
+    returncode, peak_kib = map(int, proc.stdout.split())
+    return returncode, peak_kib / 1024, proc.stderr
+
+
+WRITE_FRAMES = """
+import sys
+import numpy as np
+from puffer_core.recording import GifSink
+sink = GifSink(sys.argv[1], fps=50.0)
+for i in range(int(sys.argv[2])):
+    frame = np.zeros((400, 600, 3), np.uint8)  # CartPole's size, 720 KB
+    frame[:, i % 600 : i % 600 + 8] = (i % 256, 255 - i % 256, 7)  # a band moving right
+    sink.write(frame)
+sink.close()
+"""
+
+
+def test_a_gif_sink_holds_a_frame_or_two_whatever_the_length(tmp_path):
+    path = tmp_path / "long.gif"
+    returncode, peak_mb, stderr = _peak_rss([sys.executable, "-c", WRITE_FRAMES, str(path), "600"])
+    assert returncode == 0, stderr
+    # 600 frames of 0.72 MB: held until close (imageio's GIF writer) they took 1 GB.
+    assert peak_mb < 250, f"peak RSS {peak_mb:.0f} MB"
+    with Image.open(path) as gif:
+        assert gif.n_frames == 600  # each differs from the one before
+
+
+@pytest.mark.slow
+def test_a_3000_step_gif_recording_stays_under_500_mb(tmp_path):
+    path = tmp_path / "cartpole.gif"
+    command = [sys.executable, "-m", "puffer_core.cli.main", "run", "classic/cartpole", "--steps", "3000"]
+    returncode, peak_mb, stderr = _peak_rss([*command, "--record", str(path)])
+    assert returncode == 0, stderr
+    # imageio's GIF writer held every frame: 3.4 GB; written as they come: about 75 MB.
+    assert peak_mb < 500, f"peak RSS {peak_mb:.0f} MB"
+    assert played_frames(path, 50) == 3001  # the first reset, then a frame a step
+    assert stderr.count("note: the GIF recording") == 1 and "record long runs to .mp4" in stderr
