@@ -287,9 +287,11 @@ def compat(session: nox.Session) -> None:
     Options after `--`: --plugin NAME, --python X.Y, --quick, --force, --jobs N, --timeout S,
     --pass-env NAME (`puffer matrix run --help` lists all). The runner itself needs
     only the core; each cell gets its own fresh uv venv, so this small venv is reused between runs.
-    Cells see only an allowlist of this environment's variables (PATH, HOME, locale, proxies, CA
-    bundles, pip's and uv's index settings, pyenv's; the help lists them); `-- --pass-env NAME`
-    (repeatable, globs too) adds one.
+    Each cell command runs in an empty temporary directory with a temporary HOME and sees only an
+    allowlist of this environment's variables (PATH, locale, proxies, CA bundles, pyenv's, uv's
+    settings that hold no credentials; the help lists them). Index settings (PIP_*, UV_INDEX*,
+    UV_DEFAULT_INDEX, UV_EXTRA_INDEX_URL, UV_FIND_LINKS), whose URLs often hold credentials, reach
+    a cell only with `-- --pass-env NAME` (repeatable, globs too: `-- --pass-env 'UV_INDEX*'`).
     """
     session.install("-e", ".", env=uv_env())
     session.run("puffer", "matrix", "run", *session.posargs)

@@ -42,6 +42,13 @@ INSTRUCTION_STEP_RE = re.compile(
     r"^\s*(ADD|ARG|CMD|COPY|ENTRYPOINT|ENV|EXPOSE|HEALTHCHECK|LABEL|MAINTAINER|ONBUILD|RUN|SHELL|"
     r"STOPSIGNAL|VOLUME|WORKDIR)(\s|$)"
 )
+#: Endings an installer reads as a file to build or unpack rather than a package name (pip's and uv's lists).
+ARCHIVE_SUFFIXES = (".whl", ".zip", ".egg", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz")
+ARCHIVE_SUFFIXES += (".tar.zst", ".tar.lz", ".tar.lzma", ".tlz")
+_ARCHIVE_PROBLEM = (
+    "ends like an archive file, which an installer would build from this machine instead of fetching a package: "
+    "give a package name from the index"
+)
 # Control characters (tab allowed) would let a value end the Dockerfile line it sits on.
 CONTROL_CHAR_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
 # Docker stage names: lower case, start with a letter.
@@ -413,6 +420,8 @@ def package_name_problem(name: Any) -> str | None:
     ends), or None when it is. Such a name can never read as an option, a URL or a path."""
     if not isinstance(name, str) or not PACKAGE_NAME_RE.match(name):
         return "is not a package name (letters, digits, '.', '_' and '-', starting and ending with a letter or digit)"
+    if name.lower().endswith(ARCHIVE_SUFFIXES):
+        return _ARCHIVE_PROBLEM
     return None
 
 
@@ -433,7 +442,9 @@ def requirement_problem(text: Any) -> str | None:
     Accepted: a PEP 508 requirement naming a package of the index, with extras, a version
     specifier and a marker (``pettingzoo[butterfly]>=1.24; python_version < "3.13"``).
     Refused: anything an installer would read as an option (``--index-url=…``), a URL or a
-    path (``name @ https://…``, ``./wheel.whl``), and text with line breaks or outer spaces.
+    path (``name @ https://…``, ``./wheel.whl``, any ``/`` or ``\\``), a name ending like an
+    archive (``evil-1.0.tar.gz``: uv installs that file, running its build), and text with
+    line breaks or outer spaces.
     """
     if not isinstance(text, str) or not text:
         return "is not a requirement string"
@@ -445,10 +456,12 @@ def requirement_problem(text: Any) -> str | None:
         requirement = Requirement(text)
     except InvalidRequirement as exc:
         return f"is not a PEP 508 requirement: {str(exc).splitlines()[0]}"
-    if requirement.url is not None:
+    if requirement.url is not None or "/" in text or "\\" in text:
         return (
             "names a URL or path: matrix cells install from the package index only, so give name[extras] and a version"
         )
+    if requirement.name.lower().endswith(ARCHIVE_SUFFIXES):
+        return _ARCHIVE_PROBLEM
     return None
 
 

@@ -34,3 +34,13 @@ def test_the_names_it_gives_exist():
 
 def test_the_readme_links_it():
     assert "[docs/security.md](docs/security.md)" in (ROOT / "README.md").read_text()
+
+
+def test_the_matrix_and_ray_names_it_gives_exist():
+    from puffer_core.matrix.environment import INDEX_VARIABLES, NEVER_PASSED
+    from puffer_core.vector.ray.private import TOKEN_NAME
+
+    for name in ("PIP_*", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS"):
+        assert name in INDEX_VARIABLES and f"`{name}`" in PAGE
+    assert "HOME" in NEVER_PASSED and "`HOME`" in PAGE
+    assert f"`~/.ray/{TOKEN_NAME}`" in PAGE and "`RAY_AUTH_TOKEN_PATH`" in PAGE

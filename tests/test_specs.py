@@ -166,6 +166,12 @@ def test_valid_docker_layer():
         (CompatAxes("nle", ("1.0.0",), extras=("--find-links", "/tmp")), "extras"),
         (CompatAxes("nle", ("1.0.0",), extras=("six @ https://127.0.0.1:9/six.whl",)), "extras"),
         (CompatAxes("nle", ("1.0.0",), extras=("/tmp/six.whl",)), "extras"),
+        # A name ending like an archive is installed as that file, running its build.
+        (CompatAxes("nle", ("1.0.0",), extras=("evil-1.0.tar.gz",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=("evil.whl>=1",)), "extras"),
+        (CompatAxes("nle", ("1.0.0",), extras=('six; python_version == "3\\x"',)), "extras"),
+        (CompatAxes("evil-1.0.tar.gz", ("1.0.0",)), "package"),
+        (CompatAxes("nle", ("1.0.0",), axes={"evil.ZIP": ("1.0",)}), "axes"),
         (CompatAxes("nle", ("1.0.0",), extras=(" six",)), "extras"),
         (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({}, "everything"),)), "known_bad"),
         (CompatAxes("nle", ("1.0.0",), known_bad=(KnownBad({"--pre": "<1"}, "r"),)), "known_bad"),

@@ -170,7 +170,8 @@ machinery itself breaks.
     multiple=True,
     metavar="NAME",
     help="Also give cells this variable of the caller's environment (repeatable; '*' and '?' glob, "
-    "as in tox's pass_env). Results of cells already run stay: add --force to re-run them.",
+    "as in tox's pass_env): a private index's settings need it ('PIP_*', 'UV_INDEX*'). Results of "
+    "cells already run stay: add --force to re-run them.",
 )
 def run_cmd(
     plugins: tuple[str, ...],

@@ -2,29 +2,37 @@
 
 A cell runs code the core does not control: plugin code, environment packages and the
 build backends of any sdist it installs. None of them gets the caller's tokens, keys or
-passwords. Every command the matrix starts gets only these variables (when set):
+passwords, nor the caller's home. Every command the matrix starts runs in an empty
+temporary working directory with a temporary ``HOME`` of its own (:mod:`.processes`;
+removed after it), and gets only these variables (when set):
 
-- everywhere: PATH, HOME, TMPDIR, LD_LIBRARY_PATH; locale (LANG, LANGUAGE, LC_*, TZ);
-  proxies (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ALL_PROXY and their lower-case forms); CA
-  bundles (SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE); the XDG base
-  directories (where pip's and uv's configuration, uv's cache and uv's Pythons live);
-  PYENV_ROOT and PYENV_VERSION (interpreters are found through pyenv's shims); and what the
-  matrix sets itself: UV_PYTHON_DOWNLOADS=never (unless set), UV_NO_PROGRESS=1,
-  PYTHONFAULTHANDLER=1;
+- everywhere: PATH, TMPDIR, LD_LIBRARY_PATH; locale (LANG, LANGUAGE, LC_*, TZ); proxies
+  (HTTP_PROXY, HTTPS_PROXY, NO_PROXY, ALL_PROXY and their lower-case forms); CA bundles
+  (SSL_CERT_FILE, SSL_CERT_DIR, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE); PYENV_ROOT and
+  PYENV_VERSION (interpreters are found through pyenv's shims); and what the matrix sets
+  itself: UV_PYTHON_DOWNLOADS=never (unless set), UV_NO_PROGRESS=1, PYTHONFAULTHANDLER=1;
 - for the installer only (``uv venv``, ``uv build``, ``uv pip``, ``uv python find``, not
-  the smoke run): pip's configuration (PIP_*: index, find-links, trusted hosts, certificate,
-  config file), uv's index, TLS, cache and interpreter settings (``INSTALLER_VARIABLES``)
-  and the compiler variables an sdist build reads (CC, CXX, CFLAGS, CXXFLAGS, CPPFLAGS,
-  LDFLAGS, PKG_CONFIG_PATH);
+  the smoke run): the XDG base directories, where uv's configuration, cache and Pythons live
+  (each unset one set to its default under the caller's real home, so the temporary HOME
+  does not hide them: uv keeps one shared cache); uv's settings that carry no credentials
+  (``INSTALLER_VARIABLES``: index strategy, offline, TLS, cache, interpreter) and the
+  compiler variables an sdist build reads (CC, CXX, CFLAGS, CXXFLAGS, CPPFLAGS, LDFLAGS,
+  PKG_CONFIG_PATH);
 - whatever ``--pass-env NAME`` names, everywhere (repeatable; ``*`` and ``?`` match as in
-  tox's pass_env: ``--pass-env 'UV_INDEX_*'`` passes a private index's credentials).
+  tox's pass_env). The index settings (``INDEX_VARIABLES``: PIP_*, UV_INDEX, UV_INDEX_URL,
+  the index credentials, UV_DEFAULT_INDEX, UV_EXTRA_INDEX_URL, UV_FIND_LINKS,
+  SSL_CLIENT_CERT) pass only this way: their URLs often hold credentials, and an sdist's
+  build would see them (``--pass-env 'UV_INDEX*'`` for a private index). uv still reads its
+  configuration files (uv.toml), whose settings never reach a cell's environment.
 
-Never passed, even when named: ``NEVER_PASSED`` (PYTHONPATH, VIRTUAL_ENV, PUFFER_LOAD_PLUGINS,
-…): they would make a cell import from outside its venv or load other plugins than its own.
+Never passed, even when named: ``NEVER_PASSED`` (PYTHONPATH, VIRTUAL_ENV, HOME,
+PUFFER_LOAD_PLUGINS, …): they would make a cell import from outside its venv (HOME holds the
+user site-packages) or load other plugins than its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -34,6 +42,7 @@ from puffer_core.matrix.store import MatrixError
 
 __all__ = [
     "EVERYWHERE_VARIABLES",
+    "INDEX_VARIABLES",
     "INSTALLER_VARIABLES",
     "NEVER_PASSED",
     "STAGES",
@@ -46,7 +55,6 @@ __all__ = [
 #: Passed to every command of a cell (names, or globs with ``*``).
 EVERYWHERE_VARIABLES = (
     "PATH",
-    "HOME",
     "TMPDIR",
     "LD_LIBRARY_PATH",
     "LANG",
@@ -65,28 +73,21 @@ EVERYWHERE_VARIABLES = (
     "SSL_CERT_DIR",
     "REQUESTS_CA_BUNDLE",
     "CURL_CA_BUNDLE",
-    "XDG_CONFIG_HOME",
-    "XDG_CONFIG_DIRS",
-    "XDG_CACHE_HOME",
-    "XDG_DATA_HOME",
     "PYENV_ROOT",
     "PYENV_VERSION",
 )
 
-#: Passed to the installer's commands only: where packages come from and how they build.
+#: Passed to the installer's commands only: how packages are fetched and built (no credentials).
 INSTALLER_VARIABLES = (
-    "PIP_*",
-    "UV_INDEX",
-    "UV_DEFAULT_INDEX",
-    "UV_INDEX_URL",
-    "UV_EXTRA_INDEX_URL",
-    "UV_FIND_LINKS",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "XDG_CACHE_HOME",
+    "XDG_DATA_HOME",
     "UV_NO_INDEX",
     "UV_INDEX_STRATEGY",
     "UV_KEYRING_PROVIDER",
     "UV_INSECURE_HOST",
     "UV_NATIVE_TLS",
-    "SSL_CLIENT_CERT",
     "UV_HTTP_TIMEOUT",
     "UV_HTTP_RETRIES",
     "UV_OFFLINE",
@@ -110,9 +111,24 @@ INSTALLER_VARIABLES = (
     "PKG_CONFIG_PATH",
 )
 
-#: Never in a cell, even when ``--pass-env`` names them (a cell's venv and plugin are its own).
+#: Where packages come from: passed only when ``--pass-env`` names them (their URLs often hold
+#: credentials, and an sdist's build sees what uv sees). The help lists them.
+INDEX_VARIABLES = (
+    "PIP_*",
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_INDEX_*_USERNAME",
+    "UV_INDEX_*_PASSWORD",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "SSL_CLIENT_CERT",
+)
+
+#: Never in a cell, even when ``--pass-env`` names them (a cell's venv, plugin and HOME are its own).
 NEVER_PASSED = frozenset(
     {
+        "HOME",
         "PYTHONPATH",
         "PYTHONHOME",
         "PYTHONSTARTUP",
@@ -129,6 +145,10 @@ NEVER_PASSED = frozenset(
 #: ``interpreter-missing``, not a download), and what it always sets.
 _MATRIX_DEFAULTS = {"UV_PYTHON_DOWNLOADS": "never", "PYTHONFAULTHANDLER": "1"}
 _MATRIX_FORCED = {"UV_NO_PROGRESS": "1"}
+
+#: The XDG base directories uv's commands keep (its configuration, cache and Pythons live there),
+#: each at its default under the caller's home when unset: the temporary HOME must not hide them.
+_XDG_DEFAULTS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share"}
 
 #: ``install``: the uv commands (venv, build, pip, python find); ``smoke``: the run inside the venv.
 STAGES = ("install", "smoke")
@@ -169,7 +189,23 @@ def cell_environment(
     for name, value in _MATRIX_DEFAULTS.items():
         env.setdefault(name, value)
     env.update(_MATRIX_FORCED)
+    home = _caller_home(environ)
+    if stage == "install" and home:
+        for name, below in _XDG_DEFAULTS.items():
+            env.setdefault(name, os.path.join(home, below))
     return env
+
+
+def _caller_home(environ: Mapping[str, str]) -> str | None:
+    """The caller's real home: ``HOME``, else the account's (as Python's ``expanduser`` finds it)."""
+    home = environ.get("HOME")
+    if home:
+        return home
+    with contextlib.suppress(KeyError, ImportError, OSError):
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    return None
 
 
 def unmatched_pass_env(pass_env: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
@@ -183,11 +219,14 @@ def allowlist_help() -> str:
     return "\n".join(
         [
             "\b",
-            "Cells see only these variables of the caller's environment:",
+            "Each cell command runs in an empty temporary directory with a temporary HOME,",
+            "and sees only these variables of the caller's environment:",
             *_wrapped("  every command:", EVERYWHERE_VARIABLES),
             "  (and UV_PYTHON_DOWNLOADS=never, UV_NO_PROGRESS=1, PYTHONFAULTHANDLER=1)",
             *_wrapped("  uv's commands only (not the smoke run):", INSTALLER_VARIABLES),
-            "  plus each --pass-env NAME (a glob too: 'UV_INDEX_*'), everywhere.",
+            "  (each XDG_* unset is set there to its default under your home: uv's cache)",
+            "  plus each --pass-env NAME (a glob too: 'UV_INDEX*'), everywhere.",
+            *_wrapped("  index settings (may hold credentials), only with --pass-env:", INDEX_VARIABLES),
             *_wrapped("  never, even with --pass-env:", sorted(NEVER_PASSED)),
         ]
     )

@@ -34,7 +34,7 @@ from puffer_core.matrix.trees import CELL_MODULE
 from puffer_core.matrix.wheels import WheelError, Wheels
 from puffer_core.specs import PYTHON_VERSION_RE, requirement_problem
 
-__all__ = ["REPORTED", "Job", "JobResult", "read_smoke_report", "requirement_names", "run_job"]
+__all__ = ["REPORTED", "Job", "JobResult", "read_smoke_report", "rebuilt_requirement", "requirement_names", "run_job"]
 
 #: Packages whose installed versions every record keeps, when present.
 REPORTED = ("puffer-core", "gymnasium", "numpy", "pettingzoo", "shimmy", "gym")
@@ -77,6 +77,15 @@ def requirement_names(requirements: Iterable[str]) -> list[str]:
         except InvalidRequirement:
             continue
     return names
+
+
+def rebuilt_requirement(text: str) -> str:
+    """A requirement ``requirement_problem`` accepts, rebuilt from its parsed parts: canonical name,
+    extras, specifier, marker. uv gets this, never the original text (nothing of it can read as a path)."""
+    requirement = Requirement(text)
+    extras = ",".join(sorted(canonicalize_name(extra) for extra in requirement.extras))
+    rebuilt = canonicalize_name(requirement.name) + (f"[{extras}]" if extras else "") + str(requirement.specifier)
+    return rebuilt + (f"; {requirement.marker}" if requirement.marker else "")
 
 
 def _python_version(venv: pathlib.Path) -> str | None:
@@ -165,6 +174,7 @@ class _JobRun:
             self.result.error = f"refused to install {'; '.join(refused)}"
             self.log.write(f"\n{self.result.error}\n")
             return False
+        requirements = [rebuilt_requirement(req) for req in job.requirements]
         try:
             targets = [str(wheels.get("puffer-core", options.root, core_hash, core=True))]
             for plugin in job.plugins:
@@ -174,9 +184,7 @@ class _JobRun:
             self.log.write(f"\n{exc.summary}\n(see {exc.log})\n")
             self.result.error = exc.summary
             return False
-        rc, out, _ = self.run(
-            [self.uv, "pip", "install", "--python", str(self.python), "--", *targets, *job.requirements]
-        )
+        rc, out, _ = self.run([self.uv, "pip", "install", "--python", str(self.python), "--", *targets, *requirements])
         if rc != 0:
             self.result.error = summarize_log(out)
             return False

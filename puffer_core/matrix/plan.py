@@ -20,6 +20,7 @@ from puffer_core.matrix.environment import cell_environment, check_pass_env
 from puffer_core.matrix.job import JobResult
 from puffer_core.matrix.model import Cell, cells_for, select_cells, version_key
 from puffer_core.matrix.options import RunOptions
+from puffer_core.matrix.processes import scratch_dirs
 from puffer_core.matrix.sources import PluginSource, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
 from puffer_core.specs import PYTHON_VERSION_RE
@@ -147,11 +148,13 @@ def _needs_run(cell: Cell, input_hash: str, store: ResultStore, options: RunOpti
 
 @functools.cache
 def _interpreter_found(uv: str, python: str, pass_env: tuple[str, ...] = ()) -> bool:
-    env = cell_environment("install", pass_env)
-    try:
-        proc = subprocess.run([uv, "python", "find", "--", python], capture_output=True, env=env, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    with scratch_dirs() as (home, cwd):  # as the cell's own uv commands run: no .python-version of the caller's
+        env = {**cell_environment("install", pass_env), "HOME": home}
+        try:
+            cmd = [uv, "python", "find", "--", python]
+            proc = subprocess.run(cmd, capture_output=True, env=env, cwd=cwd, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return proc.returncode == 0
 
 

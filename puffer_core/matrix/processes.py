@@ -2,7 +2,10 @@
 
 Each runs with the allowlisted environment of its stage (``install`` for uv's commands,
 ``smoke`` for the run inside the venv; see :mod:`puffer_core.matrix.environment`), so an
-interrupt or a timeout ends exactly those processes and their children.
+interrupt or a timeout ends exactly those processes and their children. Each runs in a
+private temporary directory of its own (:func:`scratch_dirs`): an empty working directory
+(never the caller's, where a file named like a requirement would be installed as that file,
+and a pyproject.toml or uv.toml would configure uv) and a temporary ``HOME``.
 """
 
 from __future__ import annotations
@@ -10,15 +13,18 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import IO
 
 from puffer_core.matrix.environment import STAGES, cell_environment
 
-__all__ = ["CellTimeout", "Interrupted", "Processes"]
+__all__ = ["CellTimeout", "Interrupted", "Processes", "scratch_dirs"]
 
 
 class CellTimeout(Exception):
@@ -27,6 +33,20 @@ class CellTimeout(Exception):
 
 class Interrupted(Exception):
     """The run is stopping (Ctrl-C or SIGTERM): no new command starts."""
+
+
+@contextlib.contextmanager
+def scratch_dirs() -> Iterator[tuple[str, str]]:
+    """A new private directory (0700) for one command: an empty working directory and a HOME of
+    its own, as ``(home, cwd)``; removed with whatever the command left there."""
+    root = tempfile.mkdtemp(prefix="puffer-cell-")
+    try:
+        home, cwd = os.path.join(root, "home"), os.path.join(root, "cwd")
+        os.mkdir(home, 0o700)
+        os.mkdir(cwd, 0o700)
+        yield home, cwd
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 class Processes:
@@ -47,11 +67,19 @@ class Processes:
         stage: str = "install",
         capture_stdout: bool = False,
     ) -> tuple[int, str, str]:
-        """Run ``cmd``, copying its output to ``log``; (returncode, stdout, stderr). Raises CellTimeout."""
+        """Run ``cmd`` (in ``cwd``, else an empty temporary directory), copying its output to ``log``;
+        (returncode, stdout, stderr). Raises CellTimeout."""
         if self.stopping:
             raise Interrupted()
         log.write(f"\n$ {' '.join(cmd)}\n")
         log.flush()
+        with scratch_dirs() as (home, empty):
+            env = {**self.environments[stage], "HOME": home}
+            return self._run(cmd, log, deadline, str(cwd or empty), env, capture_stdout)
+
+    def _run(
+        self, cmd: list[str], log: IO[str], deadline: float, cwd: str, env: dict[str, str], capture_stdout: bool
+    ) -> tuple[int, str, str]:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise CellTimeout()
@@ -61,7 +89,7 @@ class Processes:
             stderr=subprocess.PIPE if capture_stdout else subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
-            env=self.environments[stage],
+            env=env,
             text=True,
             errors="replace",
             start_new_session=True,  # its own process group: a timeout ends its children too

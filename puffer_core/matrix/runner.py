@@ -16,14 +16,17 @@ failing cells never stop the run.
 What reaches a command line from plugin data was checked when the plugin loaded
 (``CompatAxes.validate``: package names, versions, PEP 508 requirements from the index) and
 is checked again just before ``uv pip install`` (the joint cell's pins come from
-results.json); options always come before a ``--``. Every command runs with an allowlisted
-environment, not the caller's: see :mod:`puffer_core.matrix.environment` and ``--pass-env``.
+results.json), which gets each requirement rebuilt from its parsed parts; options always
+come before a ``--``. Every command runs with an allowlisted environment, not the caller's,
+in an empty temporary directory with a temporary HOME: see :mod:`puffer_core.matrix.environment`
+and ``--pass-env``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -66,7 +69,7 @@ def require_uv() -> str:
     uv = find_uv()
     if uv is None:
         raise MatrixError("the matrix needs uv: pip install uv (or set PUFFER_UV to its path)")
-    return uv
+    return os.path.abspath(uv) if os.sep in uv else uv  # cells run elsewhere than the caller's directory
 
 
 def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummary:

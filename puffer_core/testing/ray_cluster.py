@@ -6,10 +6,12 @@ crosses between nodes goes through Ray's object transfer as it would between box
 over loopback. The nodes run in Ray's single-machine mode (every service bound to
 127.0.0.1, as the Ray backend's own local instance is) with token authentication on
 (``RAY_AUTH_MODE=token`` while the cluster lives; the token is Ray's, ``~/.ray/auth_token``
-or ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``). This process is not connected to it: pass
-its address (``cluster.address``) to ``vector.make(..., backend="ray", vector_kwargs={"address":
-address})``, to ``ray.init(address=address)``, or to another process (``puffer train
---ray-address``). Nodes a caller adds while it lives (``cluster.add_node``) bind to loopback too.
+written readable by this user only, or ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``). This
+process is not connected to it: pass its address (``cluster.address``) to ``vector.make(...,
+backend="ray", vector_kwargs={"address": address})``, to ``ray.init(address=address)``, or to
+another process (``puffer train --ray-address``). Nodes a caller adds while it lives
+(``cluster.add_node``) bind to loopback too. Its files are in Ray's shared temporary
+directory (``/tmp/ray``), unlike the Ray backend's own instance: it is for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from puffer_core.vector.ray.private import private_token
 from puffer_core.vector.ray.start import single_machine_mode
 
 __all__ = ["AUTH_ENV", "simulated_ray_cluster"]
@@ -85,14 +88,10 @@ def simulated_ray_cluster(
 
 def _token_auth_here() -> None:
     """Token authentication on in this process too, with a token to use: Ray caches the mode it
-    read (refreshed here, as Ray does when it turns it on itself) and writes a token file for
-    its first local instance only (made here if there is none)."""
-    from ray._raylet import AuthenticationTokenLoader, Config
+    read (refreshed here, as Ray does when it turns it on itself), and the token is made as the
+    Ray backend's own instance makes it (:func:`~puffer_core.vector.ray.private.private_token`:
+    readable by this user only, one readable by others replaced)."""
+    from ray._raylet import Config
 
     Config.initialize("")
-    loader = AuthenticationTokenLoader.instance()
-    if not loader.has_token(ignore_auth_mode=True):
-        from ray._private.authentication.authentication_token_setup import generate_and_save_token
-
-        generate_and_save_token()
-        loader.reset_cache()
+    private_token()

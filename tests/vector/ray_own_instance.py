@@ -1,8 +1,9 @@
 """Run by test_vector_ray.py in a fresh Python: the Ray backend with no Ray initialised, so it
 starts a Ray instance of its own. Prints one line ``RESULT <json>`` on stdout.
 
-``serve``: a vector env on that instance; reports where it runs and its token, then waits for
-a line on stdin (the test inspects the live processes meanwhile) before closing it.
+``serve``: a vector env on that instance; reports where it runs, its token and its temporary
+directory, then waits for a line on stdin (the test inspects the live processes meanwhile)
+before closing it; the process then exits (its exit removes that directory).
 ``refuse``: with ``RAY_AUTH_MODE=disabled`` in the environment, reports the refusal, then
 starts anyway with ``allow_unauthenticated_ray=True``.
 """
@@ -36,6 +37,7 @@ def serve() -> None:
         env.reset(seed=0)
         env.step(np.zeros(2, int))
         token_file = Path.home() / ".ray" / "auth_token"
+        temp_dir = Path(ray._private.worker._global_node.get_temp_dir_path()).parent  # Ray's is 0777 inside
         report(
             session_dir=ray._private.worker._global_node.get_session_dir_path(),
             gcs_address=ray.get_runtime_context().gcs_address,
@@ -43,6 +45,10 @@ def serve() -> None:
             auth_on=token_auth_on(),
             token=token_file.read_text().strip(),
             token_mode=token_file.stat().st_mode & 0o777,
+            ray_dir_mode=token_file.parent.stat().st_mode & 0o777,
+            temp_dir=str(temp_dir),
+            temp_dir_mode=temp_dir.stat().st_mode & 0o777,
+            temp_dir_uid=temp_dir.stat().st_uid,
         )
         sys.stdin.readline()
     ray.shutdown()

@@ -218,6 +218,11 @@ def _is_loopback(address: str) -> bool:
 
 @pytest.mark.ray
 def test_own_ray_instance_listens_on_loopback_and_wants_the_token(tmp_path):
+    # A token a former Ray left readable by everyone (Ray writes it with the umask): never reused.
+    leaked = "0" * 64
+    (tmp_path / "home" / ".ray").mkdir(parents=True, mode=0o755)
+    (tmp_path / "home" / ".ray" / "auth_token").write_text(leaked)
+    (tmp_path / "home" / ".ray" / "auth_token").chmod(0o644)
     proc = _own_instance(tmp_path, "serve")
     result: dict = {}
     try:
@@ -243,7 +248,14 @@ def test_own_ray_instance_listens_on_loopback_and_wants_the_token(tmp_path):
 
         # Token authentication: the GCS refuses a client without the token, answers one with it.
         assert result["auth_on"], result
-        assert result["token_mode"] & 0o077 == 0, oct(result["token_mode"])
+        assert result["token"] != leaked and len(result["token"]) == 64
+        assert (result["token_mode"], result["ray_dir_mode"]) == (0o600, 0o700), result
+        # Ray's sockets, session files and logs: in a directory of this user's only, not /tmp/ray.
+        assert (result["temp_dir_mode"], result["temp_dir_uid"]) == (0o700, os.getuid()), result
+        assert (
+            Path(session_dir).parent.parent == Path(result["temp_dir"])
+            and Path("/tmp/ray") not in Path(session_dir).parents
+        )
         stranger = _clean_env(tmp_path / "stranger")
         owner = _clean_env(tmp_path / "owner", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=result["token"])
         for env, want in [(stranger, "refused AuthenticationError"), (owner, "answered")]:
@@ -259,6 +271,7 @@ def test_own_ray_instance_listens_on_loopback_and_wants_the_token(tmp_path):
         proc.stdin.write("\n")
         proc.stdin.flush()
         assert proc.wait(60) == 0, (tmp_path / "stderr").read_text()[-3000:]
+        assert not Path(result["temp_dir"]).exists()  # removed as the process exited, after Ray
     finally:
         _stop(proc, result.get("session_dir"))
 

@@ -8,6 +8,8 @@ imported only when one is made (it is an optional extra). The modules:
     ``RAY_ADDRESS``) names, checked to answer before ``ray.init``, or our own instance.
 :mod:`.start`
     Our own instance: this machine only, services on loopback, token authentication on.
+:mod:`.private`
+    Our own instance's token and temporary directory, readable by this user only.
 :mod:`.placement`
     Where the actors run: a placement group (``placement="spread" | "pack"``), and each
     worker's node as its actor reports it (``envs.placement``).

@@ -110,7 +110,8 @@ class Ray(VectorEnv):
     their ports on a public interface, and keep Ray's token authentication on (a driver
     needs the cluster's token: ``RAY_AUTH_TOKEN`` or the token file). Our own instance's
     services listen on loopback only, the dashboard is off, and Ray's token authentication
-    is on (the token in ``~/.ray/auth_token``, made readable by its owner only). If token
+    is on (the token in ``~/.ray/auth_token``, written readable by its owner only; its files in a
+    temporary directory of the user's only: :mod:`.private`). If token
     authentication would be off (``RAY_AUTH_MODE`` set to anything but ``token``, or a Ray
     without it) it refuses with an APIUsageError, unless ``allow_unauthenticated_ray=True``
     says the caller accepts an instance any local user can run code on.

@@ -11,9 +11,11 @@ gRPC server) run whatever code a client sends them, so who can reach them matter
   loopback, and every service binds to it (Ray offers no bind option on Linux short of this;
   ``_node_ip_address="127.0.0.1"`` alone is replaced by the machine's address). The
   dashboard is off. Ray's token authentication must be on as well (Ray turns it on by
-  default for a new local instance, keeping the token in ``~/.ray/auth_token``, or
-  ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN``): loopback keeps the network out, the token
-  keeps out the machine's other users. The token file is made readable by its owner only.
+  default for a new local instance, reading the token from ``RAY_AUTH_TOKEN``,
+  ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``): loopback keeps the network out, the
+  token keeps out the machine's other users. The token file is written before Ray starts,
+  readable by its owner only from its creation, and one readable by others is replaced, never
+  reused; Ray's files go to a temporary directory of this user's only (:mod:`.private`).
   With token authentication off (``RAY_AUTH_MODE`` set to anything but ``token``, or a Ray
   without it) the backend refuses to start Ray unless the caller passes
   ``allow_unauthenticated_ray=True``.
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from puffer_core.errors import APIUsageError
+from puffer_core.vector.ray.private import private_temp_dir, private_token, remove_at_exit
 
 __all__ = ["AUTH_MODE", "OPT_IN", "single_machine_mode", "start_local_ray", "token_auth_on"]
 
@@ -40,15 +43,27 @@ def start_local_ray(ray: Any, allow_unauthenticated_ray: bool = False, num_cpus:
     """A new Ray instance on this machine, its services on loopback, with token authentication
     unless ``allow_unauthenticated_ray``; APIUsageError (nothing started) when that is off.
     ``num_cpus``: the CPUs Ray schedules on (None: Ray counts them)."""
-    why = None if allow_unauthenticated_ray else _why_unauthenticated(ray)
-    if why is not None:
+    why = _why_unauthenticated(ray)
+    if why is not None and not allow_unauthenticated_ray:
         raise APIUsageError(_refusal(*why))
-    with single_machine_mode():
-        # "local": a new instance, never one a `ray start` left recorded in Ray's temp dir
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    if token_auth_on():
-        _make_token_file_private()
-    elif not allow_unauthenticated_ray:  # the environment said "token" but Ray started without it
+    if why is None:
+        private_token()  # before Ray starts: Ray would write it readable by others
+    private = private_temp_dir()  # Ray makes its own temp dir 0777: it lives inside this 0700 one
+    try:
+        with single_machine_mode():
+            # "local": a new instance, never one a `ray start` left recorded in Ray's temp dir
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                _temp_dir=os.path.join(private, "ray"),
+            )
+    except BaseException:
+        shutil.rmtree(private, ignore_errors=True)
+        raise
+    remove_at_exit(ray, private)
+    if not token_auth_on() and not allow_unauthenticated_ray:  # the environment said "token", Ray did not
         ray.shutdown()
         raise APIUsageError(
             _refusal(f"Ray {ray.__version__} started it without token authentication", f"set {AUTH_MODE}=token")
@@ -108,17 +123,3 @@ def single_machine_mode() -> Iterator[None]:
             os.environ.pop(_SINGLE_MACHINE, None)
         else:
             os.environ[_SINGLE_MACHINE] = saved_env
-
-
-def _make_token_file_private() -> None:
-    """The token file Ray reads, owner-only (Ray writes it with the process umask, often
-    world-readable): anyone who can read it can use the instance."""
-    if os.environ.get("RAY_AUTH_TOKEN"):  # the token is in the environment, not a file
-        return
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token").expanduser()
-    try:
-        status = path.stat()
-        if status.st_mode & 0o077 and status.st_uid == os.getuid():
-            path.chmod(0o600)
-    except (OSError, AttributeError):  # no such file, not ours to change, or no getuid (Windows)
-        pass
