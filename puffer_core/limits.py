@@ -16,14 +16,19 @@ from typing import Any
 from puffer_core.errors import APIUsageError
 
 __all__ = [
+    "MAX_ACTOR_RESOURCES",
     "MAX_ENVS",
     "MAX_EPISODES",
     "MAX_FPS",
+    "MAX_INFO_BUFFER_BYTES",
+    "MAX_RESTARTS",
     "MAX_SECONDS",
     "MAX_SEED",
+    "MAX_SPIN_US",
     "MAX_STEPS",
     "MAX_WORKERS",
     "PLACEMENTS",
+    "check_flag",
     "check_int",
     "check_number",
     "int_in",
@@ -39,6 +44,15 @@ MAX_EPISODES = 1_000_000
 MAX_FPS = 1000.0
 #: the longest timeout: a week (``select.poll`` takes at most 2**31 - 1 ms, about 24.8 days)
 MAX_SECONDS = 7 * 24 * 3600.0
+#: the longest a vector env's waiting side spins before it sleeps, in µs: a second (the
+#: default is 100 µs; a sleep and its wake-up cost about that, so longer spins only burn a core)
+MAX_SPIN_US = 1_000_000.0
+#: a Multiprocessing worker's mailbox for infos and call arguments: 1 GiB (larger ones go over a pipe anyway)
+MAX_INFO_BUFFER_BYTES = 2**30
+#: CPUs or GPUs one Ray actor asks for (``actor_options["num_cpus"]``, ``["num_gpus"]``)
+MAX_ACTOR_RESOURCES = 1_000_000.0
+#: faults in a row an env may have under ``on_fault="restart"`` before the vector env raises
+MAX_RESTARTS = 1_000_000
 # The Ray backend's placement choices; here, not in puffer_core.vector, so that the CLI
 # and the training config name them without importing the vector package.
 PLACEMENTS = ("spread", "pack")
@@ -96,11 +110,28 @@ def check_number(
     return float(value)
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """``value`` if it is True or False: a typo like ``"no"`` or ``0`` must not pass for one.
+
+    Raises:
+        APIUsageError: naming ``name`` and the value.
+    """
+    if not isinstance(value, bool):
+        raise APIUsageError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def _range_text(low: float | None, high: float | None, low_open: bool) -> str:
     if low is None and high is None:
         return "a finite number"
     if high is None:
-        return f"a finite number {'>' if low_open else '≥'} {low:g}"
+        return f"a finite number {'>' if low_open else '≥'} {_bound(low)}"
     if low is None:
-        return f"a finite number ≤ {high:g}"
-    return f"a number in {'(' if low_open else '['}{low:g}, {high:g}]"
+        return f"a finite number ≤ {_bound(high)}"
+    return f"a number in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}]"
+
+
+def _bound(value: float) -> str:
+    """A bound as people write it: 0.5, 604800, 1,000,000 (``:g`` alone gives 1e+06)."""
+    text = f"{value:g}"
+    return f"{int(value):,}" if "e" in text and float(value).is_integer() else text

@@ -80,6 +80,50 @@ def puffer_envs():
 """
 
 
+def raises_in(hook: str, exception: str = "SystemExit(3)", when: str = "True") -> str:
+    """A plugin ``puffer_plugin_<name>`` with an env ``<name>/cartpole`` and every hook, whose
+    ``hook`` raises ``exception`` (Python source) whenever ``when`` (Python source) holds; its
+    other hooks return good values (``puffer_adapt`` and ``puffer_wrappers`` nothing)."""
+    return f"""
+import multiprocessing  # for `when`: whether this is a vector env's worker process
+import puffer_core
+from puffer_core import CompatAxes, DockerLayer, EnvSpec
+
+NAME = __name__.removeprefix("puffer_plugin_").replace("_", "-")
+
+def _fail(hook):
+    if hook == {hook!r} and ({when}):
+        raise {exception}
+
+def _make():
+    import gymnasium
+    return gymnasium.make("CartPole-v1")
+
+@puffer_core.hookimpl
+def puffer_envs():
+    _fail("puffer_envs")
+    return [EnvSpec(NAME + "/cartpole", _make)]
+
+@puffer_core.hookimpl
+def puffer_adapt(env, spec):
+    _fail("puffer_adapt")
+
+@puffer_core.hookimpl
+def puffer_wrappers(spec):
+    _fail("puffer_wrappers")
+
+@puffer_core.hookimpl
+def puffer_docker_layer():
+    _fail("puffer_docker_layer")
+    return DockerLayer(apt=("cowsay",))
+
+@puffer_core.hookimpl
+def puffer_compat_axes():
+    _fail("puffer_compat_axes")
+    return CompatAxes(package="gymnasium", versions=("1.2.0",), python=("3.11",))
+"""
+
+
 def write_plugin(site: Path, name: str, source: str, dist: str | None = None, version: str = "1.0.0") -> None:
     """Write module ``puffer_plugin_<name>`` and its dist-info declaring the entry point."""
     module = f"puffer_plugin_{name.replace('-', '_')}"

@@ -51,3 +51,21 @@ def test_the_predicates_behind_the_checks():
     assert not any(int_in(value, 1, 4) for value in (0, 5, True, 2.0, "2", None))
     assert number_in(1000, 0, 1000, low_open=True) and number_in(np.float32(0.5), 0, 1) and number_in(-3.0)
     assert not any(number_in(value, 0, 1000, low_open=True) for value in (0, 1000.5, float("nan"), False, "5"))
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, None, np.bool_(True)])
+def test_flags_are_true_or_false_only(value):
+    from puffer_core.limits import check_flag
+
+    with pytest.raises(APIUsageError, match=r"^check_actions must be True or False, got "):
+        check_flag("check_actions", value)
+    assert check_flag("check_actions", False) is False
+
+
+def test_large_bounds_read_as_people_write_them():
+    from puffer_core.limits import MAX_SPIN_US
+
+    with pytest.raises(APIUsageError, match=r"^spin_us must be a number in \[0, 1,000,000\], got 1000000000000.0$"):
+        check_number("spin_us", 1e12, 0, MAX_SPIN_US)
+    with pytest.raises(APIUsageError, match=r"^t must be a number in \[0.5, 1e-07\], got nan$"):
+        check_number("t", float("nan"), 0.5, 1e-7)

@@ -17,6 +17,8 @@ def test_the_limits_it_quotes_are_the_codes():
     assert f"`num_envs` ≤ {limits.MAX_ENVS:,}" in PAGE
     assert f"`hidden_size` ≤ {config.MAX_HIDDEN:,}" in PAGE
     assert limits.MAX_SECONDS == 7 * 24 * 3600 and "at most a\nweek" in PAGE
+    assert f"`spin_us` 0 to {limits.MAX_SPIN_US:,.0f} µs" in PAGE and limits.MAX_INFO_BUFFER_BYTES == 2**30
+    assert f"`max_restarts` 1 to {limits.MAX_RESTARTS:,}" in PAGE and "`info_buffer_bytes` 0 to 1 GiB" in PAGE
 
 
 def test_the_names_it_gives_exist():

@@ -4,6 +4,16 @@ Built-in plugins (the ``classic`` environments, the compatibility adapters) are 
 through the same path as entry points of the ``puffer`` group, so everything here applies
 to them too. A plugin that fails to import, registers an unknown hook or returns a bad
 value is marked ``failed`` with its cause and unregistered; the others keep working.
+
+Each plugin's hooks are called one plugin at a time, and anything a plugin raises is
+caught but ``KeyboardInterrupt`` (Ctrl-C is the user's): ``SystemExit`` and
+``GeneratorExit`` too, which can only come from the plugin's own code there. When
+``make`` calls ``puffer_adapt`` / ``puffer_wrappers`` for one env, a plugin whose hook
+raises for *its own* env makes that env's error (naming the plugin and the hook); one that
+raises for *another plugin's* env is marked failed as above (a warning says so once) and
+skipped, so one broken plugin cannot break ``classic/cartpole``. The built-in plugins are
+Puffer Core's own code: what one raises is the env's error, as it is. This isolates
+mistakes, not malice: a plugin is code you installed, and runs with your rights.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import importlib.metadata as metadata
 import os
 import threading
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +32,7 @@ from typing import Any
 import pluggy
 
 from puffer_core import hooks
-from puffer_core.errors import PluginError, UnknownEnvError
+from puffer_core.errors import PluginError, PufferError, UnknownEnvError
 from puffer_core.specs import CompatAxes, DockerLayer, EnvSpec, plugin_name_problem
 
 __all__ = [
@@ -125,8 +136,12 @@ def _entry_point_candidates(entry_points: Iterable[metadata.EntryPoint]) -> list
 
 
 def _short_error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    detail = str(exc).strip()
+    return f"{type(exc).__name__}: {detail}".splitlines()[0] if detail else type(exc).__name__
+
+
+#: Held while a plugin that raised in ``make`` is marked failed (envs may be made in threads).
+_lock_failing = threading.Lock()
 
 
 class PluginSet:
@@ -156,26 +171,41 @@ class PluginSet:
                 raise PluginError(problem, plugin=cand.name)
             try:
                 obj = cand.load()
-            except (Exception, SystemExit) as exc:  # a plugin calling sys.exit() must not end us
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a plugin calling sys.exit() must not end us (see the module docstring)
                 raise PluginError(
                     f"plugin '{cand.name}' failed to import ({cand.target}): {_short_error(exc)}",
                     plugin=cand.name,
                 ) from exc
             self._register(cand.name, obj, info)
-        except Exception as exc:
-            info.status = FAILED
-            info.error = str(exc) if isinstance(exc, PluginError) else f"plugin '{cand.name}': {_short_error(exc)}"
-            info.traceback = "".join(traceback.format_exception(exc))
-            info.envs = []
-            info.hooks = []
-            if self.pm.get_plugin(cand.name) is not None:
-                self.pm.unregister(name=cand.name)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            error = str(exc) if isinstance(exc, PluginError) else f"plugin '{cand.name}': {_short_error(exc)}"
+            self._mark_failed(cand.name, error, exc)
+
+    def _mark_failed(self, name: str, error: str, exc: BaseException) -> None:
+        """Plugin ``name`` failed (``error``): unregistered, its envs, layer and axes gone."""
+        info = self.plugins[name]
+        info.status, info.error = FAILED, error
+        info.traceback = "".join(traceback.format_exception(exc))
+        for env_id in info.envs:
+            if self.env_owner.get(env_id) == name and env_id not in self.duplicates:
+                del self.env_owner[env_id], self.env_specs[env_id]
+        info.envs, info.hooks = [], []
+        self.docker_layers.pop(name, None)
+        self.compat_axes.pop(name, None)
+        if self.pm.get_plugin(name) is not None:
+            self.pm.unregister(name=name)
 
     def _register(self, name: str, obj: Any, info: PluginInfo) -> None:
         if isinstance(obj, type):  # an entry point may name a plugin class; hooks live on an instance
             try:
                 obj = obj()
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 raise PluginError(f"plugin '{name}': {obj.__name__}() raised {_short_error(exc)}", plugin=name) from exc
         unknown = [
             attr
@@ -224,7 +254,9 @@ class PluginSet:
             return []
         try:
             result = impl.function()
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise PluginError(f"plugin '{name}': puffer_envs() raised {_short_error(exc)}", plugin=name) from exc
         if result is None:
             return []
@@ -253,7 +285,9 @@ class PluginSet:
             return None
         try:
             result = impl.function()
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise PluginError(f"plugin '{name}': {hook_name}() raised {_short_error(exc)}", plugin=name) from exc
         if result is None:
             return None
@@ -311,26 +345,76 @@ class PluginSet:
     # -- hook calls used by make() ------------------------------------------------------
 
     def adapt(self, env: Any, spec: EnvSpec) -> Any:
-        return self.pm.hook.puffer_adapt(env=env, spec=spec)
+        """The first non-None ``puffer_adapt`` result in pluggy's call order, or None; each
+        plugin's hook called on its own (``_call_one``)."""
+        for name, caller in self._callers("puffer_adapt"):
+            result = self._call_one(name, caller, spec, env=env)
+            if result is not None:
+                return result
+        return None
 
     def wrappers(self, spec: EnvSpec) -> list[Callable[[Any], Any]]:
         """Wrappers for ``spec`` in plugin registration order, each plugin's in its own order."""
         found: list[Callable[[Any], Any]] = []
         # pluggy calls the last-registered plugin first; reverse to registration order.
-        for result in reversed(self.pm.hook.puffer_wrappers(spec=spec)):
-            if result is None:
-                continue
-            if callable(result) and not isinstance(result, (list, tuple)):
-                result = [result]
-            for wrapper in result:
-                if not callable(wrapper):
-                    raise PluginError(
-                        f"a puffer_wrappers() result for {spec.id!r} is {wrapper!r}, which is not callable",
-                        plugin=spec.plugin,
-                        field="puffer_wrappers",
-                    )
-                found.append(wrapper)
+        for name, caller in reversed(self._callers("puffer_wrappers")):
+            for result in self._call_one(name, caller, spec) or []:
+                if result is None:
+                    continue
+                if callable(result) and not isinstance(result, (list, tuple)):
+                    result = [result]
+                for wrapper in result:
+                    if not callable(wrapper):
+                        raise PluginError(
+                            f"plugin '{name}': a puffer_wrappers() result for {spec.id!r} is {wrapper!r}, "
+                            "which is not callable",
+                            plugin=name,
+                            field="puffer_wrappers",
+                        )
+                    found.append(wrapper)
         return found
+
+    def _callers(self, hook_name: str) -> list[tuple[str, Any]]:
+        """(plugin, a caller of that plugin's part of ``hook_name`` alone), in pluggy's call order."""
+        impls = reversed(getattr(self.pm.hook, hook_name).get_hookimpls())
+        callers = []
+        for name in dict.fromkeys(impl.plugin_name for impl in impls):
+            plugin = self.pm.get_plugin(name)
+            others = [other for other in self.pm.get_plugins() if other is not plugin]
+            callers.append((name, self.pm.subset_hook_caller(hook_name, remove_plugins=others)))
+        return callers
+
+    def _call_one(self, name: str, caller: Any, spec: EnvSpec, **kwargs: Any) -> Any:
+        """Plugin ``name``'s part of a hook ``make`` calls for ``spec``; None when it raised for
+        another plugin's env (it is marked failed: see the module docstring)."""
+        try:
+            return caller(spec=spec, **kwargs)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            info = self.plugins.get(name)
+            own = self.env_owner.get(spec.id) == name
+            if info is None or (own and isinstance(exc, PufferError)):
+                raise  # the plugin's own error about its own env, as it meant it
+            if info.source == "builtin":
+                raise  # Puffer Core's own code: the env's error (a missing shimmy, a broken env)
+            hook_name = caller.name
+            if own:
+                raise PluginError(
+                    f"{spec.id}: its plugin '{name}' raised {_short_error(exc)} in {hook_name}(); "
+                    f"fix or update the plugin, or disable it ({DISABLE_ENV}={name})",
+                    plugin=name,
+                    field=hook_name,
+                ) from exc
+            error = (
+                f"plugin '{name}': {hook_name}() raised {_short_error(exc)} for {spec.id!r}, another plugin's "
+                f"env; it is skipped from now on (fix or update it, or disable it: {DISABLE_ENV}={name})"
+            )
+            with _lock_failing:
+                if info.status == LOADED:
+                    self._mark_failed(name, error, exc)
+                    warnings.warn(error, RuntimeWarning, stacklevel=4)
+            return None
 
 
 def load_plugins(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError
+from puffer_core.limits import check_flag
 from puffer_core.vector.base import VectorEnv
-from puffer_core.vector.checks import check_timeout
+from puffer_core.vector.checks import check_info_buffer_bytes, check_main_share, check_spin_us, check_timeout
+from puffer_core.vector.faults import check_max_restarts
 from puffer_core.vector.serial import Serial
 
 __all__ = ["BACKENDS", "COMMON_VECTOR_KWARGS", "backend_kwargs_of", "make"]
@@ -71,7 +74,9 @@ def make(
             every backend ``check_actions`` (False leaves only ``send``'s shape check) and
             ``record`` (a path, ``.mp4``/``.gif`` for pixel envs or ``.cast`` for text envs, or
             a planned ``Recording``: env 0 records its episodes there, inside the process that
-            steps it).
+            steps it). Each value is checked against :mod:`puffer_core.limits` before anything
+            starts (``spin_us`` 0 to 1,000,000 µs, ``info_buffer_bytes`` 0 to 1 GiB, ``main_share``
+            a count up to 65,536, timeouts up to a week, flags True or False).
         **env_kwargs: The env's creator kwargs.
 
     Returns:
@@ -79,8 +84,8 @@ def make(
 
     Raises:
         APIUsageError: a count, seed, mode or vector_kwargs value that cannot work (an unknown
-            key, a timeout that is not a positive finite number of seconds up to a week), in
-            one line naming it and what works.
+            key, a timeout that is not a positive finite number of seconds up to a week, a NaN,
+            a negative or absurd size, a wrong type), in one line naming it and what works.
         UnknownEnvError: ``env`` is not a registered id.
         RayConnectionError: (Ray) the cluster ``address`` or ``RAY_ADDRESS`` names cannot be
             found, reached or joined: one line naming it and how to start a head.
@@ -88,7 +93,7 @@ def make(
     """
     cls = _backend_class(backend)
     backend_kwargs = _check_vector_kwargs(cls, vector_kwargs)
-    check_actions = _check_actions_flag(backend_kwargs.pop("check_actions", True))
+    check_actions = backend_kwargs.pop("check_actions", True)
     factory = EnvFactory(env, env_kwargs, _recording(env, backend_kwargs.pop("record", None), env_kwargs))
     envs = cls(
         factory,
@@ -113,6 +118,20 @@ _RAY_ONLY = {
     "actor_options": "Ray's options of each actor",
     "allow_unauthenticated_ray": "whether Ray may run without token authentication",
 }
+#: The checks of the vector_kwargs values that need no backend loaded, each called as
+#: ``check(value, "vector_kwargs['key']")``; the backends' constructors check the same again
+#: (a backend built directly) and the Ray-only and structured ones themselves, before anything
+#: starts (``start_method``, ``address``, ``placement``, ``actor_options``,
+#: ``allow_unauthenticated_ray``; ``record`` is planned in ``_recording``).
+_VALUE_CHECKS = {
+    "timeout": check_timeout,
+    "startup_timeout": check_timeout,
+    "spin_us": check_spin_us,
+    "info_buffer_bytes": check_info_buffer_bytes,
+    "main_share": check_main_share,
+    "max_restarts": check_max_restarts,
+    "check_actions": lambda value, name: check_flag(name, value),
+}
 #: ``make``'s own parameters, which a backend's constructor also takes but ``vector_kwargs`` must not set
 _MAKE_PARAMETERS = ("env", "env_kwargs", "num_envs", "num_workers", "batch_size", "seed", "autoreset", "on_fault")
 
@@ -129,7 +148,8 @@ def backend_kwargs_of(cls: type) -> list[str]:
 
 
 def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
-    """``vector_kwargs`` as a dict of keys ``cls`` takes, timeouts checked; one-line errors otherwise."""
+    """``vector_kwargs`` as a dict of keys ``cls`` takes, their values checked (``_VALUE_CHECKS``);
+    one-line errors otherwise."""
     if vector_kwargs is None:
         return {}
     if not isinstance(vector_kwargs, dict):
@@ -150,10 +170,11 @@ def _check_vector_kwargs(cls: type, vector_kwargs: Any) -> dict[str, Any]:
             f"vector_kwargs {', '.join(map(repr, unknown))} not taken by the {cls.__name__} backend; "
             f"it takes: {', '.join(known)}"
         )
-    for name in ("timeout", "startup_timeout"):
-        if name in vector_kwargs:
-            check_timeout(vector_kwargs[name], f"vector_kwargs[{name!r}]")
-    return dict(vector_kwargs)
+    checked = dict(vector_kwargs)
+    for key, check in _VALUE_CHECKS.items():
+        if key in checked:
+            checked[key] = check(checked[key], f"vector_kwargs[{key!r}]")
+    return checked
 
 
 def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
@@ -162,11 +183,10 @@ def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
         return None
     from puffer_core.recording import Recording, plan_recording  # deferred: only a recording run needs it
 
-    return record if isinstance(record, Recording) else plan_recording(env, record, env_kwargs)
-
-
-def _check_actions_flag(value: Any) -> bool:
-    """``vector_kwargs["check_actions"]``: a bool, so a typo like "no" cannot silently mean True."""
-    if not isinstance(value, bool):
-        raise APIUsageError(f"vector_kwargs['check_actions'] must be True or False, got {value!r}")
-    return bool(value)
+    if isinstance(record, Recording):
+        return record
+    if not isinstance(record, (str, os.PathLike)):
+        raise APIUsageError(
+            f"vector_kwargs['record'] must be a path (.mp4, .gif or .cast) or a planned Recording, got {record!r}"
+        )
+    return plan_recording(env, record, env_kwargs)

@@ -1,5 +1,6 @@
-"""The checks of a vector env's counts and timeouts: what ``make`` accepts, and an error
-that proposes values that work for what it does not."""
+"""The checks of a vector env's counts and settings: what ``make`` accepts, and an error
+that proposes values that work for what it does not. Every bound is one of
+:mod:`puffer_core.limits`'s."""
 
 from __future__ import annotations
 
@@ -8,9 +9,27 @@ from collections.abc import Sequence
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import MAX_ENVS, MAX_SECONDS, MAX_WORKERS, check_int, check_number
+from puffer_core.limits import (
+    MAX_ENVS,
+    MAX_INFO_BUFFER_BYTES,
+    MAX_SECONDS,
+    MAX_SPIN_US,
+    MAX_WORKERS,
+    check_int,
+    check_number,
+    int_in,
+)
 
-__all__ = ["available_cpus", "check_counts", "check_timeout", "format_choices", "split_envs"]
+__all__ = [
+    "available_cpus",
+    "check_counts",
+    "check_info_buffer_bytes",
+    "check_main_share",
+    "check_spin_us",
+    "check_timeout",
+    "format_choices",
+    "split_envs",
+]
 
 
 def format_choices(values: Sequence[int], limit: int = 8) -> str:
@@ -105,3 +124,27 @@ def check_counts(
 def check_timeout(timeout: Any, name: str = "timeout") -> float:
     """A worker's silence limit in seconds: positive, finite and at most a week."""
     return check_number(f"{name} (seconds)", timeout, 0, MAX_SECONDS, low_open=True)
+
+
+def check_spin_us(spin_us: Any, name: str = "spin_us") -> float | None:
+    """How long a waiting side may spin, in µs: None (the default), or a finite number in
+    [0, ``MAX_SPIN_US``] (NaN would never spin, 1e12 would spin for days)."""
+    return None if spin_us is None else check_number(f"{name} (microseconds)", spin_us, 0, MAX_SPIN_US)
+
+
+def check_info_buffer_bytes(size: Any, name: str = "info_buffer_bytes") -> int:
+    """A worker's mailbox size: an int in [0, ``MAX_INFO_BUFFER_BYTES``] (below 64 bytes it
+    holds 64; what does not fit goes over the worker's pipe)."""
+    return check_int(name, size, 0, MAX_INFO_BUFFER_BYTES)
+
+
+def check_main_share(main_share: Any, name: str = "main_share") -> bool | str | int:
+    """True, False, "auto", or the envs the main process steps (an int in [1, ``MAX_ENVS``])."""
+    if isinstance(main_share, bool) or (isinstance(main_share, str) and main_share == "auto"):
+        return main_share
+    if not int_in(main_share, 1, MAX_ENVS):
+        raise APIUsageError(
+            f"{name} must be True, False, 'auto' or a number of envs (an int ≥ 1 and ≤ {MAX_ENVS:,}), "
+            f"got {main_share!r}"
+        )
+    return int(main_share)

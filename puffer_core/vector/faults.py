@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
-from puffer_core.limits import check_int
+from puffer_core.limits import MAX_RESTARTS, check_int
 from puffer_core.vector.autoreset import SEED_LIMIT
 
 __all__ = ["DEFAULT_MAX_RESTARTS", "FAULT_POLICIES", "FaultLog", "check_on_fault", "fault_info", "restart_seeds"]
@@ -44,8 +44,9 @@ def check_on_fault(on_fault: Any, backend: str) -> str:
     return on_fault
 
 
-def check_max_restarts(value: Any) -> int:
-    return check_int("max_restarts", value, 1)
+def check_max_restarts(value: Any, name: str = "max_restarts") -> int:
+    """Faults in a row an env may have: an int in [1, ``MAX_RESTARTS``]."""
+    return check_int(name, value, 1, MAX_RESTARTS)
 
 
 def restart_seeds(run_seed: int | None, first_env: int, count: int, restart: int) -> np.ndarray | None:

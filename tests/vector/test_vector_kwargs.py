@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 
+import numpy as np
 import pytest
 
 from puffer_core import vector
@@ -32,6 +33,85 @@ def test_bad_vector_kwargs_are_one_line_errors(backend, vector_kwargs, message):
         vector.make("classic/cartpole", num_envs=2, backend=backend, vector_kwargs=vector_kwargs)
     assert message in str(caught.value) and len(str(caught.value).splitlines()) == 1
     assert multiprocessing.active_children() == before
+
+
+SPIN = "vector_kwargs['spin_us'] (microseconds) must be a number in [0, 1,000,000], got"
+MAILBOX = "vector_kwargs['info_buffer_bytes'] must be"
+MAILBOX_RANGE = "≥ 0 and ≤ 1,073,741,824, got"
+MAIN_SHARE = (
+    "vector_kwargs['main_share'] must be True, False, 'auto' or a number of envs (an int ≥ 1 and ≤ 65,536), got"
+)
+CPUS = "must be a number in [0, 1,000,000], got"
+
+
+@pytest.mark.parametrize(
+    ("backend", "vector_kwargs", "message"),
+    [
+        # issue 33: a spin of NaN, -1 or 1e12 µs (a busy-wait of days) started workers
+        ("multiprocessing", {"spin_us": float("nan")}, f"{SPIN} nan"),
+        ("multiprocessing", {"spin_us": -1}, f"{SPIN} -1"),
+        ("multiprocessing", {"spin_us": 1e12}, f"{SPIN} 1000000000000.0"),
+        ("multiprocessing", {"spin_us": "5"}, f"{SPIN} '5'"),
+        # issue 33: -1 was accepted, 2**62 a raw ValueError from numpy
+        ("multiprocessing", {"info_buffer_bytes": -1}, f"{MAILBOX} {MAILBOX_RANGE} -1"),
+        ("multiprocessing", {"info_buffer_bytes": 2**62}, f"{MAILBOX} {MAILBOX_RANGE} 4,611,686,018,427,387,904"),
+        ("multiprocessing", {"info_buffer_bytes": 2.5}, f"{MAILBOX} an int {MAILBOX_RANGE} 2.5"),
+        # issue 33: -1 said it "leaves 5 for 2 worker(s)"
+        ("multiprocessing", {"main_share": -1}, f"{MAIN_SHARE} -1"),
+        ("multiprocessing", {"main_share": float("nan")}, f"{MAIN_SHARE} nan"),
+        ("multiprocessing", {"max_restarts": 10**15}, "max_restarts'] must be ≥ 1 and ≤ 1,000,000, got 1,000,"),
+        ("multiprocessing", {"start_method": 5}, "start_method must be one of 'fork'"),
+        ("serial", {"record": float("nan")}, "vector_kwargs['record'] must be a path (.mp4, .gif or .cast)"),
+        ("ray", {"actor_options": {"num_cpus": float("nan")}}, f"actor_options['num_cpus'] {CPUS} nan"),
+        ("ray", {"actor_options": {"num_gpus": -1}}, f"actor_options['num_gpus'] {CPUS} -1"),
+        ("ray", {"actor_options": {1: 2}}, "actor_options must be a dict (Ray's actor .options()), got {1: 2}"),
+        ("ray", {"timeout": float("nan")}, "vector_kwargs['timeout'] (seconds) must be a number in (0,"),
+    ],
+)
+def test_unchecked_settings_of_issue_33_are_one_line_errors(backend, vector_kwargs, message):
+    test_bad_vector_kwargs_are_one_line_errors(backend, vector_kwargs, message)
+
+
+def _every_key():
+    for backend in vector.BACKENDS:
+        cls = {"serial": vector.Serial, "multiprocessing": vector.Multiprocessing, "ray": vector.Ray}[backend]
+        yield from ((backend, key) for key in vector.backend_kwargs_of(cls))
+
+
+@pytest.mark.parametrize(("backend", "key"), list(_every_key()))
+@pytest.mark.parametrize("value", [float("nan"), -1, 10**18, object()], ids=["nan", "negative", "huge", "object"])
+def test_every_vector_kwarg_of_every_backend_refuses_nonsense_in_one_line(backend, key, value):
+    """Whatever the key, a NaN, a negative, an absurdly large or a wrong-typed value is refused
+    before anything starts, in one line naming the key (Ray's too: before Ray is imported)."""
+    before = multiprocessing.active_children()
+    with pytest.raises(APIUsageError) as caught:
+        vector.make("classic/cartpole", num_envs=2, backend=backend, vector_kwargs={key: value})
+    assert key in str(caught.value) and len(str(caught.value).splitlines()) == 1
+    assert multiprocessing.active_children() == before
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"spin_us": float("nan")}, r"^spin_us \(microseconds\) must be a number in \[0, 1,000,000\], got nan$"),
+        ({"info_buffer_bytes": -1}, r"^info_buffer_bytes must be ≥ 0 and ≤ 1,073,741,824, got -1$"),
+        ({"main_share": -1}, r"^main_share must be True, False, 'auto' or a number of envs \(an int ≥ 1 and ≤ 65,536"),
+        ({"max_restarts": 10**7}, r"^max_restarts must be ≥ 1 and ≤ 1,000,000, got 10,000,000$"),
+    ],
+)
+def test_a_multiprocessing_env_built_directly_checks_its_settings_too(setting, message):
+    before = multiprocessing.active_children()
+    with pytest.raises(APIUsageError, match=message):
+        vector.Multiprocessing("classic/cartpole", num_envs=2, **setting)
+    assert multiprocessing.active_children() == before
+
+
+def test_settings_within_bounds_still_run():
+    kwargs = {"spin_us": 0, "info_buffer_bytes": 0, "main_share": np.int64(1), "max_restarts": 1_000_000}
+    with vector.make("classic/cartpole", num_envs=3, num_workers=2, backend="mp", vector_kwargs=kwargs) as envs:
+        envs.reset(seed=1)
+        observations, *_ = envs.step(np.zeros(3, dtype=np.int64))
+        assert observations.shape == (3, 4) and envs.num_workers == 2
 
 
 def test_the_keys_each_backend_takes_are_listed():

@@ -17,7 +17,7 @@ from puffer_core.errors import EnvCallError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import VectorEnv
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
-from puffer_core.vector.checks import available_cpus, check_timeout
+from puffer_core.vector.checks import available_cpus, check_info_buffer_bytes, check_spin_us, check_timeout
 from puffer_core.vector.faults import DEFAULT_MAX_RESTARTS, Fault, FaultLog, check_max_restarts, check_on_fault
 from puffer_core.vector.mp.commands import Commands
 from puffer_core.vector.mp.main_share import MainShare, plan_units
@@ -90,7 +90,9 @@ class Multiprocessing(VectorEnv):
         self._started = False
         self.timeout = check_timeout(timeout)
         self._seed = check_seed(seed)
-        spin = max(0.0, float(DEFAULT_SPIN_US if spin_us is None else spin_us)) / 1e6
+        info_buffer_bytes = check_info_buffer_bytes(info_buffer_bytes)
+        spin_us = check_spin_us(spin_us)
+        spin = (DEFAULT_SPIN_US if spin_us is None else spin_us) / 1e6
         # Workers spin only when each can have a core; the main process's spin yields at every
         # look, so it costs a worker sharing its core no more than a context switch. When every
         # process has a core of its own, a spin costs nobody anything and sleeping costs both

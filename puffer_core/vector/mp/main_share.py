@@ -20,12 +20,13 @@ env's ``_fault`` like a worker's; a restart re-creates its envs here (``rebuild`
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.vector.autoreset import ResetPlan
 from puffer_core.vector.calls import sendable
-from puffer_core.vector.checks import check_counts, split_envs
+from puffer_core.vector.checks import check_counts, check_main_share, split_envs
 from puffer_core.vector.env_group import EnvFault, EnvGroup, env_fault_message
 from puffer_core.vector.faults import Fault, restart_seeds
 from puffer_core.vector.mp.commands import Commands
@@ -36,10 +37,9 @@ __all__ = ["MainShare", "plan_units", "wants_main_share"]
 
 def wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: int) -> bool:
     """Whether the main process steps a share of the envs itself (see the module docstring)."""
+    main_share = check_main_share(main_share)
     if _is_count(main_share):
         return True  # _main_counts checks the count against the envs and workers
-    if main_share not in (False, True, "auto"):
-        raise APIUsageError(f"main_share must be True, False, 'auto' or a number of envs (int ≥ 1), got {main_share!r}")
     if not isinstance(num_envs, int) or isinstance(num_envs, bool):
         return False  # check_counts says what is wrong with num_envs
     if main_share == "auto":  # on when the main process would be one process too many for the cores
@@ -57,6 +57,7 @@ def plan_units(
 ) -> tuple[int, int, int, int, list[int]]:
     """(envs, worker processes, units, batch, envs per unit): the main share, if any, is the
     last unit, after the workers (default: one fewer worker than cores then)."""
+    main_share = check_main_share(main_share)
     if not wants_main_share(main_share, num_envs, num_workers, cpus):
         envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "multiprocessing")
         return envs, workers, workers, batch, counts
@@ -68,15 +69,16 @@ def plan_units(
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
 
 
 def _main_counts(main_envs: int, envs: int, workers: int, batch: int) -> list[int]:
     """Env counts per unit when the main process steps ``main_envs`` of ``envs`` itself and the
     workers share the rest (full batches only: smaller ones need units of one size)."""
     if not 1 <= main_envs <= envs - workers:
+        left = f"leaves {envs - main_envs}" if main_envs <= envs else f"is more than num_envs {envs}, leaving none"
         raise APIUsageError(
-            f"main_share={main_envs} envs for the main process leaves {envs - main_envs} for {workers} "
+            f"main_share={main_envs} envs for the main process {left} for {workers} "
             f"worker(s); give 1 to {envs - workers}, or True for an even share"
         )
     if batch != envs:

@@ -133,8 +133,10 @@ def resolve_start_method(method: str | None) -> str:
     if method is None:
         return default_start_method()
     available = multiprocessing.get_all_start_methods()
+    known = ", ".join(repr(m) for m in available)
+    if not isinstance(method, str):
+        raise APIUsageError(f"start_method must be one of {known} or None (the default), got {method!r}")
     if method not in available:
-        known = ", ".join(repr(m) for m in available)
         raise APIUsageError(f"start_method {method!r} is not available here; use one of {known} (or None: the default)")
     return method
 

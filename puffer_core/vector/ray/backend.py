@@ -33,6 +33,7 @@ import numpy as np
 
 from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
+from puffer_core.limits import MAX_ACTOR_RESOURCES, check_flag, check_number
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import VectorEnv, allocate_arrays
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
@@ -151,8 +152,7 @@ class Ray(VectorEnv):
         placement: str | None = None,
     ):
         self._closed = True
-        if not isinstance(allow_unauthenticated_ray, bool):  # a typo like "no" must not mean True
-            raise APIUsageError(f"allow_unauthenticated_ray must be True or False, got {allow_unauthenticated_ray!r}")
+        check_flag("allow_unauthenticated_ray", allow_unauthenticated_ray)  # a typo like "no" must not mean True
         address = check_address(address)
         strategy = check_placement(placement)
         actor_options = self._check_actor_options(actor_options, strategy)
@@ -207,8 +207,11 @@ class Ray(VectorEnv):
     def _check_actor_options(actor_options: Any, strategy: str | None) -> dict:
         if actor_options is None:
             return {}
-        if not isinstance(actor_options, dict):
+        if not isinstance(actor_options, dict) or not all(isinstance(key, str) for key in actor_options):
             raise APIUsageError(f"actor_options must be a dict (Ray's actor .options()), got {actor_options!r}")
+        for key in ("num_cpus", "num_gpus"):  # Ray checks its other options itself
+            if key in actor_options:
+                check_number(f"actor_options[{key!r}]", actor_options[key], 0, MAX_ACTOR_RESOURCES)
         if strategy is not None and "scheduling_strategy" in actor_options:
             raise APIUsageError(
                 f"placement={strategy!r} schedules the actors into its placement group; drop "

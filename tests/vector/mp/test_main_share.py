@@ -225,7 +225,9 @@ def test_a_lighter_main_share_keeps_serial_trajectories():
     "k, batch, message",
     [
         (6, None, "main_share=6 envs for the main process leaves 0 for 1 worker"),
-        (0, None, "give 1 to 5, or True for an even share"),
+        (0, None, r"main_share'\] must be True, False, 'auto' or a number of envs \(an int ≥ 1 and ≤ 65,536\), got 0"),
+        (-1, None, r"main_share'\] must be True, False, 'auto' or a number of envs \(an int ≥ 1 and ≤ 65,536\), got -"),
+        (9, None, "main_share=9 envs for the main process is more than num_envs 6, leaving none for 1 worker"),
         (2, 3, "an uneven share\\) needs full batches"),
     ],
 )
