@@ -56,5 +56,5 @@ def test_a_keep_folder_others_can_write_is_refused_before_training(tmp_path):
     shared.mkdir()
     os.chmod(shared, 0o777)  # the curve and the recording would land where anyone can plant a symlink
     with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):
-        learning.learning_run("classic/cartpole", minutes=30, keep=shared)
+        learning.learning_run("classic/cartpole", minutes=0.05, keep=shared)
     assert os.listdir(shared) == []
