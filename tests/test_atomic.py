@@ -163,7 +163,9 @@ def test_a_directory_others_can_write_is_refused(tmp_path, mode):
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, mode)  # sticky or not: others could still plant a symlink under a new name
-    with pytest.raises(APIUsageError, match=rf"^{shared} is writable by others \(mode {mode:04o}\): .*`chmod go-w {shared}`"):
+    with pytest.raises(
+        APIUsageError, match=rf"^{shared} is writable by others \(mode {mode:04o}\): .*`chmod go-w {shared}`"
+    ):
         private_directory(shared)
     assert list(shared.iterdir()) == []
 

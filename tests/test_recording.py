@@ -271,7 +271,9 @@ def test_a_file_that_appears_during_the_recording_is_never_overwritten(tmp_path,
     path = tmp_path / "run.gif"
     recording = plan_recording("classic/cartpole", path)  # checked here: no file yet
     workers = {"num_workers": 2} if backend != "serial" else {}
-    with vector.make("classic/cartpole", num_envs=2, backend=backend, vector_kwargs={"record": recording}, **workers) as envs:
+    with vector.make(
+        "classic/cartpole", num_envs=2, backend=backend, vector_kwargs={"record": recording}, **workers
+    ) as envs:
         envs.reset(seed=0)
         path.write_bytes(b"appeared meanwhile")  # another program's file, or a second run's
         for _ in range(5):
