@@ -172,10 +172,10 @@ def _sync_directory(directory: Path) -> None:
 
 
 def private_directory(path: str | os.PathLike, create: bool = True) -> Path:
-    """``path``, a directory only this user can write into: made (0700, missing parents too) when
-    ``create`` and it is missing; refused with one line when another user owns it or its group
-    (unless the user's own private group) or others can write it: they could replace what is
-    written there, or plant a symlink where a file is about to be written."""
+    """``path``, a directory only this user can write into: made 0700 (missing parents as ``mkdir -p``
+    makes them) when ``create`` and it is missing; refused with one line when another user owns it
+    or its group (unless the user's own private group) or others can write it: they could replace
+    what is written there, or plant a symlink where a file is about to be written."""
     directory = Path(path) if str(path) else Path(".")
     if create:
         try:
