@@ -10,7 +10,8 @@ pays anything. Pixel frames (``render_mode="rgb_array"``) go to an MP4 through i
 to a GIF through Pillow, written as they come: a recording of any length holds a frame or
 two. Text frames (``render_mode="ansi"``) go to an asciinema v2 ``.cast`` file or the
 terminal. Files are written under a temporary name and renamed when the recording ends,
-so a crash never leaves a half-written file under the name asked for.
+so a crash never leaves a half-written file under the name asked for; without ``overwrite``
+the rename never replaces a file that took the name during the run (``publish_new``).
 """
 
 from __future__ import annotations
@@ -24,13 +25,20 @@ import sys
 import time
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from puffer_core.atomic import make_temporary, remove_stale_temporaries, replace_durably, temporary_beside
+from puffer_core.atomic import (
+    make_temporary,
+    private_directory,
+    publish_new,
+    remove_stale_temporaries,
+    replace_durably,
+    temporary_beside,
+)
 from puffer_core.env_factory import EnvFactory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
 from puffer_core.limits import MAX_EPISODES, MAX_FPS, check_int, check_number
@@ -60,14 +68,15 @@ GIF_NOTE_FRAMES = 1_000
 @dataclass(frozen=True)
 class Recording:
     """What env 0 records: ``path`` (None: the terminal), the render ``mode``, the creator
-    kwargs that make the env render that way, frames per second, and how many episodes
-    (None: every one until the vector env closes)."""
+    kwargs that make the env render that way, frames per second, how many episodes
+    (None: every one until the vector env closes), and whether the file may replace one."""
 
     path: str | None
     mode: str
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     fps: float = DEFAULT_FPS
     episodes: int | None = None
+    overwrite: bool = False
 
     @property
     def watch(self) -> bool:
@@ -111,7 +120,7 @@ def plan_recording(
     mode = FORMATS[suffix]
     if mode == "rgb_array":
         _require_imageio(suffix)
-    return _plan(env, str(target), mode, env_kwargs, episodes, f"record to {suffix}")
+    return replace(_plan(env, str(target), mode, env_kwargs, episodes, f"record to {suffix}"), overwrite=overwrite)
 
 
 def plan_watch(env: Any, env_kwargs: Mapping[str, Any] | None = None, fps: float | None = None) -> Recording:
@@ -238,6 +247,10 @@ def _check_writable(target: Path, overwrite: bool) -> None:
         raise APIUsageError(
             f"cannot record to {str(target)!r}: not writable here ({exc.strerror}); choose another path"
         ) from exc
+    try:
+        private_directory(parent, create=False)
+    except APIUsageError as exc:
+        raise APIUsageError(f"cannot record to {str(target)!r}: {exc}") from None
 
 
 def _require_imageio(suffix: str) -> None:
@@ -318,10 +331,9 @@ def open_sink(recording: Recording) -> Any:
     if recording.watch:
         return TerminalSink(recording.fps)
     if recording.mode == "ansi":
-        return CastSink(recording.path, recording.fps)
-    if Path(recording.path).suffix.lower() == ".gif":
-        return GifSink(recording.path, recording.fps)
-    return VideoSink(recording.path, recording.fps)
+        return CastSink(recording.path, recording.fps, overwrite=recording.overwrite)
+    sink = GifSink if Path(recording.path).suffix.lower() == ".gif" else VideoSink
+    return sink(recording.path, recording.fps, overwrite=recording.overwrite)
 
 
 def _partial(path: str) -> Path:
@@ -333,11 +345,12 @@ def _partial(path: str) -> Path:
 
 
 class _FileSink:
-    """Frames into ``path`` through a hidden partial file, renamed when the recording ends;
-    subclasses open the writer at the first frame (``_open``) and write each (``_write``)."""
+    """Frames into ``path`` through a hidden partial file, renamed when the recording ends (over
+    a file of that name only with ``overwrite``); subclasses open the writer at the first frame
+    (``_open``) and write each (``_write``)."""
 
-    def __init__(self, path: str, fps: float):
-        self.path, self.fps = path, fps
+    def __init__(self, path: str, fps: float, overwrite: bool = False):
+        self.path, self.fps, self.overwrite = path, fps, overwrite
         self.partial = _partial(path)
         self.out: Any = None
         self.frames = 0
@@ -354,7 +367,19 @@ class _FileSink:
             return
         out, self.out = self.out, None
         out.close()
-        replace_durably(self.partial, self.path)
+        if self.overwrite:
+            replace_durably(self.partial, self.path)
+            return
+        kept = publish_new(self.partial, self.path)
+        if kept != Path(self.path):
+            # A note, not an error: the run (perhaps hours of training) stands, and the vector
+            # env's close, which may call this one, reports nothing raised in it.
+            print(
+                f"note: {self.path} appeared during the recording and was left as it is; "
+                f"the recording is {kept} (--overwrite, overwrite=True, replaces such a file)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def _open(self, first: Any) -> Any:
         raise NotImplementedError

@@ -1,8 +1,10 @@
-"""`puffer_core.atomic`: a reader sees the old file or the new one, never half of one, and
-two writers of one target never share a temporary file."""
+"""`puffer_core.atomic`: a reader sees the old file or the new one, never half of one, two
+writers of one target never share a temporary file, a finished file never replaces one that
+appeared meanwhile, and a directory others can write into is refused."""
 
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import stat
@@ -12,13 +14,21 @@ import textwrap
 
 import pytest
 
+from puffer_core import atomic
 from puffer_core.atomic import (
     is_temporary_of,
     make_temporary,
+    private_directory,
+    publish_new,
     remove_stale_temporaries,
     temporary_beside,
     write_atomically,
 )
+from puffer_core.errors import APIUsageError
+
+#: Only root can give a file to another user (os.chown): the multi-user cases need it.
+AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="os.chown to another uid needs root")
+OTHER_UID = 12345  # no user of this machine: a directory it owns is no one's we trust
 
 
 def test_temporaries_are_unique_hidden_and_beside_the_target(tmp_path):
@@ -104,3 +114,85 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(tmp_path):
     assert target.read_bytes() == b"old"
     write_atomically(target, b"newer")  # and the next write sweeps the dead writer's file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"] and target.read_bytes() == b"newer"
+
+
+# -- publishing without replacing ------------------------------------------------------------
+
+
+def test_a_file_that_appears_before_publishing_is_never_replaced(tmp_path):
+    target = tmp_path / "run.gif"
+    first = make_temporary(target)
+    first.write_bytes(b"first")
+    assert publish_new(first, target) == target and target.read_bytes() == b"first"
+    late = make_temporary(target)
+    late.write_bytes(b"mine")
+    # Another file takes a name between the check and the end: the run's file goes beside it.
+    (tmp_path / "run-2.gif").symlink_to(tmp_path / "victim")  # a dangling symlink is not followed either
+    assert publish_new(late, target) == tmp_path / "run-3.gif"
+    assert target.read_bytes() == b"first" and (tmp_path / "run-3.gif").read_bytes() == b"mine"
+    assert not (tmp_path / "victim").exists() and not late.exists()
+
+
+def test_without_hard_links_the_name_is_claimed_exclusively(tmp_path, monkeypatch):
+    def no_links(*args, **kwargs):  # vfat and some FUSE file systems: link(2) is refused
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    target = tmp_path / "run.cast"
+    target.write_bytes(b"theirs")
+    mine = make_temporary(target)
+    mine.write_bytes(b"mine")
+    assert publish_new(mine, target) == tmp_path / "run-2.cast"
+    assert target.read_bytes() == b"theirs" and (tmp_path / "run-2.cast").read_bytes() == b"mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run-2.cast", "run.cast"]
+
+
+# -- private directories ---------------------------------------------------------------------
+
+
+def test_a_new_directory_is_private_to_its_user(tmp_path):
+    made = private_directory(tmp_path / "a" / "run")
+    assert made.is_dir() and stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert private_directory(made) == made  # an existing one of ours, writable by us only, passes
+    os.chmod(made, 0o755)  # readable by others is fine (a checkout's compat_matrix/, bench-results/)
+    assert private_directory(made, create=False) == made
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o757])
+def test_a_directory_others_can_write_is_refused(tmp_path, mode):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)  # sticky or not: others could still plant a symlink under a new name
+    with pytest.raises(
+        APIUsageError, match=rf"^{shared} is writable by others \(mode {mode:04o}\): .*`chmod go-w {shared}`"
+    ):
+        private_directory(shared)
+    assert list(shared.iterdir()) == []
+
+
+@AS_ROOT
+def test_a_directory_its_group_can_write_is_refused_unless_the_group_is_the_users_own(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o775)
+    os.chown(shared, 0, OTHER_UID)
+    with pytest.raises(APIUsageError, match=rf"{shared} is writable by group {OTHER_UID} \(mode 0775\)"):
+        private_directory(shared)
+    os.chown(shared, 0, 0)  # root's own group, no other member (Debian, Ubuntu): no one else writes
+    assert private_directory(shared) == shared
+
+
+@AS_ROOT
+def test_a_directory_of_another_user_is_refused(tmp_path):
+    theirs = tmp_path / "myrun"  # made earlier by another user, as /tmp/myrun could be
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    with pytest.raises(APIUsageError, match=rf"^{theirs} belongs to uid {OTHER_UID}, not to you: .*of your own$"):
+        private_directory(theirs)
+    assert list(theirs.iterdir()) == []
+
+
+def test_a_file_is_no_directory(tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(APIUsageError, match="out is not a directory"):
+        private_directory(tmp_path / "out")

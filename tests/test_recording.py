@@ -397,3 +397,47 @@ def test_a_3000_step_gif_recording_stays_under_500_mb(tmp_path):
     assert peak_mb < 500, f"peak RSS {peak_mb:.0f} MB"
     assert played_frames(path, 50) == 3001  # the first reset, then a frame a step
     assert stderr.count("note: the GIF recording") == 1 and "record long runs to .mp4" in stderr
+
+
+# -- files of others -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_file_that_appears_during_the_recording_is_never_overwritten(tmp_path, backend, capfd):
+    path = tmp_path / "run.gif"
+    recording = plan_recording("classic/cartpole", path)  # checked here: no file yet
+    workers = {"num_workers": 2} if backend != "serial" else {}
+    with vector.make(
+        "classic/cartpole", num_envs=2, backend=backend, vector_kwargs={"record": recording}, **workers
+    ) as envs:
+        envs.reset(seed=0)
+        path.write_bytes(b"appeared meanwhile")  # another program's file, or a second run's
+        for _ in range(5):
+            envs.step(np.zeros(2, dtype=np.int64))
+    assert path.read_bytes() == b"appeared meanwhile"
+    kept = tmp_path / "run-2.gif"
+    assert played_frames(kept, 50) == 6 and sorted(os.listdir(tmp_path)) == ["run-2.gif", "run.gif"]
+    note = f"note: {path} appeared during the recording and was left as it is; the recording is {kept}"
+    assert note in capfd.readouterr().err
+
+
+def test_with_overwrite_a_file_that_appears_is_replaced(tmp_path):
+    path = tmp_path / "run.gif"
+    recording = plan_recording("classic/cartpole", path, overwrite=True)
+    with vector.make("classic/cartpole", num_envs=1, vector_kwargs={"record": recording}) as envs:
+        envs.reset(seed=0)
+        path.write_bytes(b"appeared meanwhile")
+        envs.step(np.zeros(1, dtype=np.int64))
+    assert played_frames(path, 50) == 2 and os.listdir(tmp_path) == ["run.gif"]
+
+
+def test_a_directory_others_can_write_is_no_place_for_a_recording(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # as /tmp is: anyone could plant run.gif -> ~/.bashrc there
+    with pytest.raises(APIUsageError, match=rf"cannot record to '{shared}/run.gif': {shared} is writable by others"):
+        plan_recording("classic/cartpole", shared / "run.gif")
+    monkeypatch.chdir(shared)  # a bare name's directory is the current one: the same rule
+    proc = run_puffer(None, "run", "classic/cartpole", "--steps", "5", "--record", "x.gif")
+    assert proc.returncode == 1 and f"cannot record to 'x.gif': {shared} is writable by others" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and os.listdir(shared) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from puffer_core import limits
+from puffer_core import atomic, limits
 from puffer_core.train import config, run_lock
 from puffer_core.vector.ray.start import OPT_IN
 
@@ -32,6 +32,8 @@ def test_the_names_it_gives_exist():
     assert "--pass-env" in PAGE and "--pass-env" in inspect.getsource(matrix_cli)
     assert "--cap-add" in PAGE and "--cap-add" in inspect.getsource(tank_cli)
     assert "weights_only=True" in PAGE and "weights_only=True" in checkpoint
+    for name in ("private_directory", "publish_new"):
+        assert f"`{name}`" in PAGE and callable(getattr(atomic, name, None)), name
 
 
 def test_the_readme_links_it():

@@ -30,6 +30,7 @@ import contextlib
 import os
 from typing import Any
 
+from puffer_core.atomic import private_directory
 from puffer_core.bench.runs import write_run
 from puffer_core.environments import unavailable_reason
 from puffer_core.errors import APIUsageError
@@ -307,6 +308,7 @@ def run_cluster_standard(
     """``run_cluster`` over ``envs`` (default ``CLUSTER_ENVS``), stored in ``out_dir`` as one
     dated JSON file (``kind: "cluster"``); envs whose plugin or package is missing are listed
     under ``skipped``. Returns the stored document."""
+    private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
     for env_id, num_envs in (envs or CLUSTER_ENVS).items():

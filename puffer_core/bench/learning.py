@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.atomic import private_directory
 from puffer_core.vector.random_run import run_random
 
 __all__ = [
@@ -91,7 +92,7 @@ def _keep_files(run_dir: Path, keep: Path, env_id: str, record_steps: int) -> di
     """The curve plot and a recording of one episode of the trained policy, in ``keep``."""
     from puffer_core.train import evaluate  # deferred: torch, an optional extra
 
-    keep.mkdir(parents=True, exist_ok=True)
+    private_directory(keep)
     shutil.copyfile(run_dir / "curve.png", keep / "curve.png")
     cast = keep / f"{env_id.replace('/', '-')}.cast"
     # Sampled, as in training (a greedy NetHack policy can walk into a wall for good), and
@@ -133,6 +134,8 @@ def learning_run(
         raise ValueError(f"minutes must be in (0, {MAX_MINUTES:g}], got {minutes!r}")
     from puffer_core.train import load, ppo  # deferred: torch, an optional extra
 
+    if keep is not None:
+        private_directory(keep)  # refused now, not after the training
     chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60}
     chosen.setdefault("steps", 10**12)  # the clock ends the run
     with tempfile.TemporaryDirectory(prefix="puffer-learning-") as scratch:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from puffer_core.atomic import write_atomically
+from puffer_core.atomic import private_directory, write_atomically
 from puffer_core.environments import installed_versions
 
 __all__ = ["SCHEMA", "describe_machine", "load_runs", "package_versions", "source_commit", "write_run"]
@@ -85,7 +85,8 @@ def write_run(out_dir: str | os.PathLike, sections: dict[str, Any]) -> dict[str,
     """Store one standard run in ``out_dir`` as ``<UTC time>.json`` and return the stored document.
 
     Args:
-        out_dir: The folder of runs (created if missing); ``bench-results`` in the repository.
+        out_dir: The folder of runs (created if missing, refused if others can write it:
+            ``atomic.private_directory``); ``bench-results`` in the repository.
         sections: What the run measured: ``seconds``, ``rounds``, ``results`` (env id → rows),
             ``uneven``, ``training`` and ``skipped``.
 
@@ -93,8 +94,7 @@ def write_run(out_dir: str | os.PathLike, sections: dict[str, Any]) -> dict[str,
         The document as written: ``sections`` plus ``schema``, ``run`` (the file's stem),
         ``created`` (UTC), ``machine``, ``versions`` and ``commit``.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = private_directory(out_dir)
     now = datetime.datetime.now(datetime.timezone.utc)
     stem = now.strftime("%Y-%m-%dT%H%M%SZ")
     run, n = stem, 1

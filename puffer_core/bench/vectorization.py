@@ -39,6 +39,7 @@ import platform
 from collections.abc import Callable
 
 from puffer_core._multiagent import is_multiagent
+from puffer_core.atomic import private_directory
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
 from puffer_core.bench.cases import puffer_cases
@@ -301,6 +302,7 @@ def run_standard(
     and at least two rounds. ``learning_minutes`` adds the training section's learning row
     (NetHack, ``puffer_core.bench.learning``), its curve plot and recording kept in ``keep``.
     """
+    private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
     for env_id, num_envs in (envs or STANDARD).items():

@@ -25,7 +25,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from puffer_core.atomic import write_atomically
+from puffer_core.atomic import private_directory, write_atomically
 from puffer_core.errors import PufferError
 
 __all__ = ["SCHEMA", "CellRecord", "MatrixError", "ResultStore", "atomic_write_text", "now"]
@@ -42,8 +42,9 @@ def now() -> str:
 
 
 def atomic_write_text(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never a part; its
+    folder is made private if new, refused if others can write it (``atomic.private_directory``)."""
+    private_directory(path.parent)
     write_atomically(path, text.encode("utf-8"))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from puffer_core import vector
+from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.config import RAY_ONLY, PPOConfig
@@ -66,8 +67,7 @@ def _prepare_out(out: Any) -> Path | None:
     directory = Path(out)
     if directory.exists() and not directory.is_dir():
         raise APIUsageError(f"{directory} is a file; give a directory for the run's files")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
+    return private_directory(directory)
 
 
 def _check_fresh(directory: Path | None) -> None:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
 from puffer_core.limits import MAX_SEED, MAX_STEPS, check_int
 from puffer_core.train.config import PPOConfig
@@ -165,7 +166,7 @@ def sweep(
 
     puffer_core.train.ppo  # noqa: B018  (imports torch: a one-line error here, before any trial, without it)
     require_matplotlib()
-    plan.out.mkdir(parents=True, exist_ok=True)
+    private_directory(plan.out)
     stopped = 0
     with RunLock(plan.out, LOCK_NAME, "puffer sweep run"):
         study = _open_study(optuna, plan, create=True)

@@ -4,11 +4,13 @@ a tiny budget: it trains, plays the random baseline, keeps its files and renders
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from optional import require
 
 from puffer_core.bench import learning, training
+from puffer_core.errors import APIUsageError
 
 
 def test_a_tiny_learning_run_on_nethack_fills_its_row(tmp_path):
@@ -46,3 +48,13 @@ def _no_cartpole() -> dict:
 def test_the_budget_is_at_most_thirty_minutes():
     with pytest.raises(ValueError, match="minutes must be in"):
         learning.learning_run(minutes=31)
+
+
+def test_a_keep_folder_others_can_write_is_refused_before_training(tmp_path):
+    require("torch")
+    shared = tmp_path / "assets"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # the curve and the recording would land where anyone can plant a symlink
+    with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):
+        learning.learning_run("classic/cartpole", minutes=0.05, keep=shared)
+    assert os.listdir(shared) == []

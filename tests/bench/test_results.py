@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from puffer_core.bench import results, runs
+from puffer_core.bench import results, runs, vectorization
 from puffer_core.bench.results import CLUSTER_END, CLUSTER_START, README_END, README_START
+from puffer_core.errors import APIUsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 DATE_OR_TIME = re.compile(r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}:\d{2}\b")
@@ -68,6 +70,19 @@ def test_a_run_is_stored_under_its_utc_time_with_machine_versions_and_commit(tmp
     assert stored["versions"]["puffer-core"] and stored["versions"]["numpy"]
     if (ROOT / ".git").exists():
         assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", stored["commit"])
+
+
+def test_runs_go_only_into_a_directory_of_the_users_own(tmp_path):
+    runs.write_run(tmp_path / "new" / "runs", {"seconds": 1.0, "rounds": 2, "results": {}})
+    assert (tmp_path / "new" / "runs").stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # another user could link the next run's name to a file of yours
+    with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):
+        runs.write_run(shared, {"seconds": 1.0, "rounds": 2, "results": {}})
+    with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):  # before any measuring
+        vectorization.run_standard(shared, envs={"classic/no-such-env": 1})
+    assert os.listdir(shared) == []
 
 
 def test_runs_load_oldest_first_and_a_file_that_is_not_a_run_is_named(tmp_path):

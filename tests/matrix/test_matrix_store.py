@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import pytest
 from matrix_samples import record
 
+from puffer_core.errors import APIUsageError
 from puffer_core.matrix.store import MatrixError, ResultStore
 
 
@@ -29,3 +31,14 @@ def test_store_writes_atomically_from_many_threads(tmp_path):
     (tmp_path / "results.json").write_text("{not json")
     with pytest.raises(MatrixError, match="not valid JSON"):
         ResultStore(tmp_path / "results.json")
+
+
+def test_results_go_only_into_a_directory_of_the_users_own(tmp_path):
+    ResultStore(tmp_path / "new" / "results.json").put(record("p", "1.0", {}))
+    assert (tmp_path / "new").stat().st_mode & 0o777 == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)  # anyone could plant results.json's temporary or a symlink there
+    with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):
+        ResultStore(shared / "results.json").put(record("p", "1.0", {}))
+    assert os.listdir(shared) == []

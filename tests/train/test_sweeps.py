@@ -65,6 +65,7 @@ def test_a_sweep_stopped_by_sigint_resumes_without_repeating_a_trial_and_its_bes
     code, stderr = interrupt_after_first_trial(out)
     assert code == 130, stderr
     assert "sweep stopped by SIGINT with 1 of 3 trials done" in stderr and "Traceback" not in stderr, stderr
+    assert out.stat().st_mode & 0o777 == 0o700  # made by the sweep: private to the user
     study = load_study(out)
     first = study.trials[0]
     assert first.state.name == "COMPLETE" and set(first.params) == {"learning_rate", "ent_coef"}
@@ -124,6 +125,22 @@ def test_parallel_jobs_share_the_study_and_stop_at_the_total(tmp_path):
     trials = load_study(tmp_path).trials
     assert len(trials) == 3 and all(t.state.name == "COMPLETE" for t in trials)
     assert len({t.params["ent_coef"] for t in trials}) == 3  # the workers' samplers differ
+
+
+def test_a_sweep_directory_others_can_write_or_a_symlinked_lock_is_refused(tmp_path):
+    victim = tmp_path / "bashrc"
+    victim.write_text("keep\n")
+    linked, shared = tmp_path / "linked", tmp_path / "shared"
+    linked.mkdir()
+    (linked / ".puffer-sweep.lock").symlink_to(victim)
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    common = dict(trials=1, steps=64, params=["ent_coef=0:0.05"])
+    with pytest.raises(APIUsageError, match=r"\.puffer-sweep\.lock is a symbolic link, not a lock file of yours"):
+        train.sweep("classic/probe_1", out=linked, **common)
+    with pytest.raises(APIUsageError, match=f"^{shared} is writable by others"):
+        train.sweep("classic/probe_1", out=shared, **common)
+    assert victim.read_text() == "keep\n" and os.listdir(shared) == [] and os.listdir(linked) == [".puffer-sweep.lock"]
 
 
 def test_param_specs_read_back_as_they_were_given():

@@ -300,6 +300,28 @@ def test_bad_input_is_one_line(tmp_path, site):
     assert not (tmp_path / "new").exists() or not os.listdir(tmp_path / "new")
 
 
+def test_an_out_directory_is_the_users_own_and_its_lock_never_followed(tmp_path):
+    train.ppo("classic/probe_1", 64, out=tmp_path / "new" / "run", num_envs=8)
+    assert (tmp_path / "new" / "run").stat().st_mode & 0o777 == 0o700
+    victim = tmp_path / "bashrc"
+    victim.write_text("alias ll='ls -l'\n")
+    linked, shared, theirs = (tmp_path / name for name in ("linked", "shared", "theirs"))
+    for directory in (linked, shared, theirs):
+        directory.mkdir()
+    (linked / ".puffer-train.lock").symlink_to(victim)  # `ln -s ~/.bashrc OUT/.puffer-train.lock`
+    os.chmod(shared, 0o1777)
+    cases = [(linked, "is a symbolic link, not a lock file of yours"), (shared, "is writable by others (mode 1777)")]
+    if os.geteuid() == 0:  # another user's directory, made earlier (/tmp/myrun): only root can make one here
+        os.chown(theirs, 12345, 12345)
+        cases.append((theirs, "belongs to uid 12345, not to you"))
+    args = [("train", "classic/probe_1", "--steps", "64", "--out", str(out)) for out, _ in cases]
+    for (out, fragment), proc in zip(cases, run_puffer_many(args, puffer_env(None), preload=("torch",))):
+        assert proc.returncode == 1 and fragment in proc.stderr and str(out) in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert sorted(os.listdir(out)) == ([".puffer-train.lock"] if out == linked else [])
+    assert victim.read_text() == "alias ll='ls -l'\n"
+
+
 def test_python_api_errors_name_the_problem():
     with pytest.raises(UnknownEnvError):
         train.ppo("classic/nope", 64)
