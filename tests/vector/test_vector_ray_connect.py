@@ -51,6 +51,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.ray  # a real Ray answers the attempt
 def test_an_unreachable_address_is_one_line_naming_it_and_how_to_start_a_head():
     address = f"127.0.0.1:{closed_port()}"
     for given in (address, f"ray://{address}"):
@@ -62,6 +63,7 @@ def test_an_unreachable_address_is_one_line_naming_it_and_how_to_start_a_head():
         assert result["seconds"] < 30  # a closed port answers at once; bounded either way
 
 
+@pytest.mark.ray
 def test_auto_with_no_cluster_is_one_line(tmp_path):
     from ray._private.services import find_gcs_addresses
 
@@ -83,6 +85,7 @@ def test_ray_settings_on_another_backend_are_refused(key, value, backend):
     assert "backend='ray'" in message
 
 
+@pytest.mark.ray  # imports Ray to show it was never initialised
 @pytest.mark.parametrize(
     "kwargs, match",
     [
