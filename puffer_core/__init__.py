@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from puffer_core import errors
-from puffer_core.environments import make, make_raw
+from puffer_core.env.environments import make, make_raw
 from puffer_core.hooks import hookimpl
 from puffer_core.specs import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad
 

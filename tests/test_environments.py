@@ -8,7 +8,7 @@ from plugin_site import GOOD, site_entry_points, write_plugin
 
 import puffer_core
 from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
-from puffer_core.environments import make_raw, missing_requirements
+from puffer_core.env.environments import make_raw, missing_requirements
 from puffer_core.errors import MissingDependencyError, UnknownEnvError
 from puffer_core.plugins import load_plugins
 from puffer_core.plugins import manager as plugin_module

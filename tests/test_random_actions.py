@@ -1,4 +1,4 @@
-"""Random flat actions (puffer_core.random_actions): in the space, masks respected, drawn ahead."""
+"""Random flat actions (puffer_core.env.random_actions): in the space, masks respected, drawn ahead."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from gymnasium import spaces
 
 from puffer_core import vector
-from puffer_core.random_actions import masked_random_actions, random_action_batches, random_actions
+from puffer_core.env.random_actions import masked_random_actions, random_action_batches, random_actions
 
 SPACES = [
     spaces.Discrete(3, start=-1),

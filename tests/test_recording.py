@@ -1,4 +1,4 @@
-"""Recording env 0 (`puffer_core.recording`, `vector_kwargs={"record": ...}`, `puffer run
+"""Recording env 0 (`puffer_core.env.recording`, `vector_kwargs={"record": ...}`, `puffer run
 --record`): videos decoded back with imageio, env 0 only, trajectories unchanged, the
 file appearing whole, and every bad input a one-line error."""
 
@@ -19,17 +19,10 @@ from PIL import Image, ImageSequence
 from plugin_site import puffer_env, run_puffer
 
 from puffer_core import vector
+from puffer_core.env.gif import gif_frame_ms
+from puffer_core.env.recording import Recorder, plan_recording, plan_watch
+from puffer_core.env.sinks import GIF_NOTE_FRAMES, CastSink, GifSink, text_size
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
-from puffer_core.recording import (
-    GIF_NOTE_FRAMES,
-    CastSink,
-    GifSink,
-    Recorder,
-    gif_frame_ms,
-    plan_recording,
-    plan_watch,
-    text_size,
-)
 from puffer_core.specs import EnvSpec
 from puffer_core.testing import played_frames
 
@@ -367,7 +360,7 @@ def _peak_rss(command, timeout=900):
 WRITE_FRAMES = """
 import sys
 import numpy as np
-from puffer_core.recording import GifSink
+from puffer_core.env.sinks import GifSink
 sink = GifSink(sys.argv[1], fps=50.0)
 for i in range(int(sys.argv[2])):
     frame = np.zeros((400, 600, 3), np.uint8)  # CartPole's size, 720 KB

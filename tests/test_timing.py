@@ -1,4 +1,4 @@
-"""The one timing harness (puffer_core.timing): interleaved rounds, errors kept per setting,
+"""The one timing harness (puffer_core.vector.timing): interleaved rounds, errors kept per setting,
 steps per second, and the CPU-time comparison of two step loops."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gymnasium
 import pytest
 
 from puffer_core import vector
-from puffer_core.timing import Turn, interleaved, run_rounds, time_async, time_raw
+from puffer_core.vector.timing import Turn, interleaved, run_rounds, time_async, time_raw
 
 
 def test_rounds_interleave_the_settings_and_alternate_their_order():

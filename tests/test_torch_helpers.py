@@ -12,8 +12,8 @@ from optional import require
 torch = require("torch")
 
 from puffer_core.emulation import GymnasiumEmulator, ObservationLayout  # noqa: E402
+from puffer_core.env.torch_helpers import unflatten  # noqa: E402
 from puffer_core.errors import SpaceError  # noqa: E402
-from puffer_core.torch_helpers import unflatten  # noqa: E402
 
 MIXED = spaces.Dict(
     {

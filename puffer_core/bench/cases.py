@@ -14,11 +14,11 @@ from typing import Any
 
 from puffer_core import vector
 from puffer_core.bench.ceiling import parallel_ceiling
-from puffer_core.environments import make, make_raw
-from puffer_core.random_actions import random_action_batches
-from puffer_core.timing import Measured, time_async, time_gym_vector, time_raw, time_sb3
+from puffer_core.env.environments import make, make_raw
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.settings import main_share_settings, mp_settings
+from puffer_core.vector.timing import Measured, time_async, time_gym_vector, time_raw, time_sb3
 
 __all__ = ["Case", "puffer_cases"]
 
@@ -45,7 +45,7 @@ class Case:
         self.extra: dict[str, Any] = {}
 
     def row(self, measured: Measured) -> dict:
-        """The row of this configuration given its figures over the rounds (``puffer_core.timing``)."""
+        """The row of this configuration given its figures over the rounds (``puffer_core.vector.timing``)."""
         return {
             "name": self.name,
             "kind": self.kind,

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from puffer_core import vector
-from puffer_core.random_actions import random_action_batches
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.vector.checks import available_cpus, split_envs
 
 __all__ = ["parallel_ceiling"]

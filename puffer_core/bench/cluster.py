@@ -32,13 +32,13 @@ from typing import Any
 
 from puffer_core.atomic import private_directory
 from puffer_core.bench.runs import write_run
-from puffer_core.environments import unavailable_reason
+from puffer_core.env.environments import unavailable_reason
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import APIUsageError
-from puffer_core.random_actions import random_action_batches
 from puffer_core.testing.ray_cluster import simulated_ray_cluster
-from puffer_core.timing import Measured, Progress, Turn, error_summary, run_rounds, time_async
 from puffer_core.vector.backends import make
 from puffer_core.vector.base import allocate_arrays
+from puffer_core.vector.timing import Measured, Progress, Turn, error_summary, run_rounds, time_async
 
 __all__ = ["CLUSTER_ENVS", "SIMULATED_NODES", "format_bytes", "render_markdown", "run_cluster", "run_cluster_standard"]
 

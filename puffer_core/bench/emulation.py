@@ -2,7 +2,7 @@
 
 Run ``python -m puffer_core.bench.emulation [cartpole|breakout|nethack ...] [--steps N]``.
 Both loops run in this process on the same action sequence and seed, interleaved in short
-rounds (``puffer_core.timing.interleaved``) so that drift (CPU frequency, other processes)
+rounds (``puffer_core.vector.timing.interleaved``) so that drift (CPU frequency, other processes)
 hits both alike; the ratio is
 emulated step time (``step_in_place``, as the vector backends step it: the public ``step``
 adds one copy of the observation) over raw step time (lower is better, 1.0 is free). The
@@ -23,9 +23,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from puffer_core.emulation import GymnasiumEmulator
-from puffer_core.postprocess import EpisodeStats, episode_info
-from puffer_core.timing import interleaved
+from puffer_core.env.emulation import GymnasiumEmulator
+from puffer_core.env.postprocess import EpisodeStats, episode_info
+from puffer_core.vector.timing import interleaved
 
 __all__ = ["FACTORIES", "emulation_overhead", "floor_overhead"]
 

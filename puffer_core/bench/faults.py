@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core import vector
-from puffer_core.random_actions import random_action_batches
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.vector.checks import available_cpus
 
 __all__ = ["render_line", "restart_latency"]

@@ -12,11 +12,11 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from puffer_core._multiagent import is_multiagent
 from puffer_core.bench.cases import Case
-from puffer_core.environments import make_raw
-from puffer_core.timing import time_async, time_gym_vector
+from puffer_core.env.environments import make_raw
+from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
+from puffer_core.vector.timing import time_async, time_gym_vector
 
 __all__ = ["PUFFERLIB_INSTALL", "PUFFERLIB_REQUIREMENTS", "peer_cases", "pufferlib_version"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from puffer_core.timing import interleaved
+from puffer_core.vector.timing import interleaved
 
 __all__ = ["RefuseZeroCopy", "overhead_parser", "report_repeats", "time_against_raw"]
 

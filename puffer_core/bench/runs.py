@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import private_directory, write_atomically
-from puffer_core.environments import installed_versions
+from puffer_core.env.environments import installed_versions
 
 __all__ = ["SCHEMA", "describe_machine", "load_runs", "package_versions", "source_commit", "write_run"]
 

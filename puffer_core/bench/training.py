@@ -8,7 +8,7 @@
   neither pays for importing torch), with torch's default threads for SB3 and the
   trainer's own choice for Puffer.
 * **Training steps/second** on envs with 2 workers, against the same vector env stepped
-  with random actions (env-only steps/second, ``puffer_core.timing.time_async``).
+  with random actions (env-only steps/second, ``puffer_core.vector.timing.time_async``).
 * **Learning** (``puffer_core.bench.learning``): PPO on NetHack for a fixed time against a
   random policy in the same run.
 
@@ -30,8 +30,8 @@ import numpy as np
 
 from puffer_core import vector
 from puffer_core.bench import learning
-from puffer_core.environments import unavailable_reason
-from puffer_core.timing import time_async
+from puffer_core.env.environments import unavailable_reason
+from puffer_core.vector.timing import time_async
 
 __all__ = ["CARTPOLE_SETTINGS", "SOLVED", "run_training", "solve_trial", "training_throughput"]
 

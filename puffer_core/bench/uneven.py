@@ -30,8 +30,8 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core import vector
-from puffer_core.timing import Progress, Turn, run_rounds, time_async, time_gym_vector
 from puffer_core.vector.checks import available_cpus
+from puffer_core.vector.timing import Progress, Turn, run_rounds, time_async, time_gym_vector
 
 __all__ = ["BusyEnv", "headline", "ideal_ratio", "layout_cells", "render_markdown", "run_uneven", "slow_seeds"]
 

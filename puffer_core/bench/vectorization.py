@@ -22,7 +22,7 @@ ratio_vs_raw, ratio_vs_serial, ratio_vs_async, ratio_vs_pufferlib}``; ratios are
 row's steps/second over the baseline's (the best PufferLib Multiprocessing setting for
 ``ratio_vs_pufferlib``) and ``None`` where the baseline did not run. Steps count agent
 rows. Each setting runs ``rounds`` times, interleaved with the others, and keeps its best
-round (``puffer_core.timing.run_rounds``), which makes the comparison robust to a noisy
+round (``puffer_core.vector.timing.run_rounds``), which makes the comparison robust to a noisy
 machine.
 
 ``run_standard(out_dir)`` runs the standard set (CartPole, and Breakout / NetHack when
@@ -38,7 +38,6 @@ import os
 import platform
 from collections.abc import Callable
 
-from puffer_core._multiagent import is_multiagent
 from puffer_core.atomic import private_directory
 from puffer_core.bench import training as bench_training
 from puffer_core.bench import uneven as bench_uneven
@@ -47,10 +46,11 @@ from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.peers import PUFFERLIB_INSTALL, peer_cases, pufferlib_version
 from puffer_core.bench.runs import write_run
-from puffer_core.environments import make_raw, unavailable_reason
-from puffer_core.timing import Progress, Turn, error_summary, run_rounds, time_raw
+from puffer_core.env.environments import make_raw, unavailable_reason
+from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.settings import STANDARD
+from puffer_core.vector.timing import Progress, Turn, error_summary, run_rounds, time_raw
 
 __all__ = ["annotation", "format_ratio", "render_markdown", "run_bench", "run_standard"]
 

@@ -32,9 +32,9 @@ from puffer_core.cli.sweep import sweep_cmd
 from puffer_core.cli.tables import print_table
 from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
-from puffer_core.environments import missing_requirements
+from puffer_core.env.environments import missing_requirements
+from puffer_core.env.recording import plan_recording, plan_watch
 from puffer_core.plugins import get_plugins
-from puffer_core.recording import plan_recording, plan_watch
 from puffer_core.vector.random_run import run_random
 
 

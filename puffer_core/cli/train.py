@@ -26,9 +26,9 @@ from puffer_core.cli.options import (
     ray_options,
     record_option,
 )
+from puffer_core.env.recording import plan_recording
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
-from puffer_core.recording import plan_recording
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
 

@@ -19,11 +19,11 @@ mistakes, not malice: a plugin is code you installed, and runs with your rights.
 from __future__ import annotations
 
 import difflib
-import importlib
 import importlib.metadata as metadata
 import os
 import threading
 import traceback
+import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +33,7 @@ import pluggy
 
 from puffer_core import hooks
 from puffer_core.errors import PluginError, PufferError, UnknownEnvError
+from puffer_core.plugins.builtin import adapters, classic
 from puffer_core.specs import CompatAxes, DockerLayer, EnvSpec, plugin_name_problem
 
 __all__ = [
@@ -49,11 +50,12 @@ __all__ = [
 DISABLE_ENV = "PUFFER_DISABLE_PLUGINS"
 LOAD_ENV = "PUFFER_LOAD_PLUGINS"
 
-#: Built-in plugins: name -> "module" or "module:attribute".
-BUILTIN_PLUGINS: dict[str, str] = {
-    "classic": "puffer_core.plugins.builtin.classic",
-    "gym": "puffer_core.adapters:GymAdapter",
-    "pettingzoo-legacy": "puffer_core.adapters:LegacyPettingZooAdapter",
+#: Built-in plugins: name -> the module or class that holds their hooks (imported, not named
+#: by strings: the layer test and import-linter see these dependencies).
+BUILTIN_PLUGINS: dict[str, Any] = {
+    "classic": classic,
+    "gym": adapters.GymAdapter,
+    "pettingzoo-legacy": adapters.LegacyPettingZooAdapter,
 }
 
 # Status values shown by `puffer plugins`.
@@ -104,18 +106,17 @@ class _Candidate:
         )
 
 
+def _target_of(plugin: Any) -> str:
+    """What ``puffer plugins`` shows as a built-in's target: ``module`` or ``module:Class``."""
+    if isinstance(plugin, types.ModuleType):
+        return plugin.__name__
+    return f"{plugin.__module__}:{plugin.__qualname__}"
+
+
 def _split_names(value: str | None) -> list[str]:
     if value is None:
         return []
     return [part.strip() for part in value.split(",") if part.strip()]
-
-
-def _import_target(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in filter(None, attr.split(".")):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _entry_point_candidates(entry_points: Iterable[metadata.EntryPoint]) -> list[_Candidate]:
@@ -419,7 +420,7 @@ class PluginSet:
 
 def load_plugins(
     entry_points: Iterable[metadata.EntryPoint] | None = None,
-    builtins: Mapping[str, str] | None = None,
+    builtins: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> PluginSet:
     """Discover and load every plugin, honouring PUFFER_DISABLE_PLUGINS / PUFFER_LOAD_PLUGINS.
@@ -436,7 +437,7 @@ def load_plugins(
     selected = None if environ.get(LOAD_ENV) is None else set(_split_names(environ.get(LOAD_ENV)))
 
     candidates = [
-        _Candidate(name, "builtin", target, (lambda t=target: _import_target(t))) for name, target in builtins.items()
+        _Candidate(name, "builtin", _target_of(plugin), (lambda p=plugin: p)) for name, plugin in builtins.items()
     ]
     candidates += _entry_point_candidates(entry_points)
 

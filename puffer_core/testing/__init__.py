@@ -10,9 +10,9 @@ helpers for plugin tests and benchmarks (a simulated multi-node Ray cluster amon
 
 from __future__ import annotations
 
+from puffer_core.env.random_actions import random_actions
+from puffer_core.env.recording import plan_recording
 from puffer_core.plugins import get_plugins, load_plugins, reset_plugins
-from puffer_core.random_actions import random_actions
-from puffer_core.recording import plan_recording
 from puffer_core.testing.assertions import assert_trees_equal, played_frames
 from puffer_core.testing.conformance import (
     GYMNASIUM_CHECK,
@@ -27,7 +27,7 @@ from puffer_core.testing.conformance import (
 from puffer_core.testing.envs import CountingEnv, FaultEnv, TinyParallelEnv, rollout
 from puffer_core.testing.isolation import BLOCK_IMPORT, envs_json, run_puffer, run_python
 from puffer_core.testing.ray_cluster import simulated_ray_cluster
-from puffer_core.timing import interleaved
+from puffer_core.vector.timing import interleaved
 
 __all__ = [
     "BLOCK_IMPORT",

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.recording import gif_frame_ms
+from puffer_core.env.gif import gif_frame_ms
 
 __all__ = ["assert_trees_equal", "played_frames"]
 
@@ -14,7 +14,7 @@ __all__ = ["assert_trees_equal", "played_frames"]
 def played_frames(path: Any, fps: float) -> int:
     """Frames a recorded video shows (``puffer run --record``): an MP4's frame count, a GIF's
     total duration over one frame's (a recorded GIF shows identical consecutive frames as one
-    longer frame; see ``recording.gif_frame_ms``). Needs imageio."""
+    longer frame; see ``puffer_core.env.gif.gif_frame_ms``). Needs imageio."""
     if str(path).lower().endswith(".gif"):
         from PIL import Image, ImageSequence
 

@@ -31,12 +31,12 @@ from gymnasium import spaces
 
 import puffer_core
 from puffer_core import vector
-from puffer_core._multiagent import is_multiagent
-from puffer_core.emulation import PettingZooEmulator
-from puffer_core.environments import make_raw, missing_requirements
+from puffer_core.env.emulation import PettingZooEmulator
+from puffer_core.env.environments import make_raw, missing_requirements
+from puffer_core.env.random_actions import random_actions
 from puffer_core.errors import PufferError, UnknownEnvError
 from puffer_core.plugins import LOADED, PluginSet, get_plugins
-from puffer_core.random_actions import random_actions
+from puffer_core.plugins.apis import is_multiagent
 from puffer_core.testing.assertions import assert_trees_equal
 
 __all__ = [

@@ -36,7 +36,7 @@ import traceback
 from typing import Any
 
 # Loaded already: Python imports puffer_core (whose __init__ imports environments) before this module.
-from puffer_core.environments import installed_versions
+from puffer_core.env.environments import installed_versions
 
 __all__ = ["main", "smoke"]
 
@@ -153,7 +153,7 @@ def import_requirements(spec: Any) -> None:
     mismatch) as import failures rather than as failures of the first ``make``.
     """
     try:
-        from puffer_core.environments import missing_requirements  # deferred: see the module docstring
+        from puffer_core.env.environments import missing_requirements  # deferred: see the module docstring
     except ImportError:  # pragma: no cover - a core without the helper
         missing = []
     else:

@@ -1,7 +1,7 @@
 """The observation encoder: flat observation rows → one feature vector per row.
 
 The encoder views each leaf of the original observation space through
-``puffer_core.torch_helpers.unflatten`` (no copy) and reads it by what it is:
+``puffer_core.env.torch_helpers.unflatten`` (no copy) and reads it by what it is:
 
 * **Discrete** and small **MultiDiscrete** leaves: one-hots.
 * **Pictures** (3-D uint8, both sides ≥ 32): Nature DQN's CNN.
@@ -26,8 +26,8 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
+from puffer_core.env.torch_helpers import unflatten
 from puffer_core.errors import SpaceError
-from puffer_core.torch_helpers import unflatten
 
 __all__ = ["EMBEDDING_SIZE", "GRID_CELLS", "MAX_CATEGORIES", "MAX_ONE_HOT", "Encoder", "categories", "layer"]
 

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from puffer_core import vector
+from puffer_core.env.recording import Recording, plan_recording
 from puffer_core.errors import APIUsageError
 from puffer_core.limits import MAX_EPISODES, check_int
-from puffer_core.recording import Recording, plan_recording
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.policy import Policy
 from puffer_core.train.recurrent import step_flags, zero_where
@@ -75,7 +75,7 @@ def evaluate(
         device: where the policy runs.
         max_steps: give up (APIUsageError) when the episodes have not ended by then.
         record: a path (.mp4, .gif, .cast) that gets the episodes played, or a ``Recording``
-            already planned (``puffer_core.recording.plan_recording``).
+            already planned (``puffer_core.env.recording.plan_recording``).
         env_kwargs: override the saved env kwargs, key by key.
         overwrite: let ``record`` replace an existing file.
 

@@ -5,13 +5,13 @@ What ``puffer_core.vector.autotune(env, ...)`` and ``puffer autotune ENV`` run, 
 grid of :mod:`puffer_core.vector.settings`.
 
 Each setting is built, stepped with random actions and closed, ``rounds`` times (at least
-two), interleaved with the others (``puffer_core.timing.run_rounds``), so a burst of noise
+two), interleaved with the others (``puffer_core.vector.timing.run_rounds``), so a burst of noise
 on a shared machine hits one round of several settings rather than every round of one;
 each keeps its best round. The budget covers building and closing too: before each
 measurement the time left is split evenly over the measurements left, less what building
 and closing this setting took before.
 
-Per setting: steps/second (agent rows, timed by ``puffer_core.timing.time_async``, the loop
+Per setting: steps/second (agent rows, timed by ``puffer_core.vector.timing.time_async``, the loop
 ``puffer bench`` uses), RAM per env (the memory of the main process and the workers over
 ``num_envs``, :mod:`puffer_core.vector.process_memory`) and the reset fraction (episode
 ends over steps, counted in an untimed pass before the timed one, since every end costs
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import PufferError
 from puffer_core.limits import MAX_SECONDS, check_int, check_number
-from puffer_core.random_actions import random_action_batches
-from puffer_core.timing import Measured, Progress, Turn, run_rounds, time_async
 from puffer_core.vector.backends import make
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.process_memory import child_pids, ram_per_env
 from puffer_core.vector.settings import Setting, default_num_envs, ray_grid, settings_grid
+from puffer_core.vector.timing import Measured, Progress, Turn, run_rounds, time_async
 
 __all__ = [
     "COLUMNS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from puffer_core.env_factory import EnvFactory
+from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError
 from puffer_core.limits import check_flag
 from puffer_core.vector.base import VectorEnv
@@ -181,7 +181,7 @@ def _recording(env: Any, record: Any, env_kwargs: dict[str, Any]) -> Any:
     """``vector_kwargs["record"]``: a path (checked here, in the main process) or a planned ``Recording``."""
     if record is None:
         return None
-    from puffer_core.recording import Recording, plan_recording  # deferred: only a recording run needs it
+    from puffer_core.env.recording import Recording, plan_recording  # deferred: only a recording run needs it
 
     if isinstance(record, Recording):
         return record

@@ -1,6 +1,6 @@
 """``VectorEnv``: the API every vector backend implements, and the layout of its rows.
 
-Envs are built by ``puffer_core.env_factory.EnvFactory``, stepped by
+Envs are built by ``puffer_core.env.factory.EnvFactory``, stepped by
 ``puffer_core.vector.env_group.EnvGroup``; counts are checked by
 ``puffer_core.vector.checks``.
 
@@ -19,7 +19,7 @@ Infos
     shallow copy of the env's info plus ``"env_id"``: the agent row it came from (the same
     numbering as ``env_ids``; for single-agent envs that is the env index). Infos of
     multi-agent envs are split per agent and also carry ``"agent"`` (the agent's name).
-    Episode statistics (``puffer_core.postprocess``) make infos empty on ordinary steps,
+    Episode statistics (``puffer_core.env.postprocess``) make infos empty on ordinary steps,
     so almost nothing crosses process boundaries.
 
 Autoreset
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.env_factory import EnvFactory
+from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError, PufferError, WorkerError
 from puffer_core.vector.actions import ActionCheck
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_autoreset, reset_plan
@@ -93,7 +93,7 @@ def action_buffer_spec(action_space: Any) -> tuple[tuple[int, ...], np.dtype]:
         return tuple(action_space.shape), np.dtype(action_space.dtype)
     raise APIUsageError(
         f"the vector backends take Discrete, MultiDiscrete, MultiBinary or Box action spaces, got {action_space}; "
-        "wrap the env with puffer_core.emulation.emulate so its actions are flattened"
+        "wrap the env with puffer_core.env.emulation.emulate so its actions are flattened"
     )
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.emulation import Buffers
-from puffer_core.env_factory import EnvFactory, attach
+from puffer_core.env.emulation import Buffers
+from puffer_core.env.factory import EnvFactory, attach
 from puffer_core.errors import APIUsageError, WorkerError
 from puffer_core.vector.autoreset import NEXT_STEP, NO_SEED, SAME_STEP, ResetPlan, check_autoreset
 from puffer_core.vector.calls import CallResult, EnvCall, run_call

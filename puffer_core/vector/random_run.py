@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env.random_actions import masked_random_actions, random_actions
 from puffer_core.errors import APIUsageError
-from puffer_core.random_actions import masked_random_actions, random_actions
 from puffer_core.vector.backends import make
 
 __all__ = ["RunResult", "run_random"]
@@ -89,7 +89,7 @@ def run_random(
     """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps, or
     (``episodes``) until at least that many episodes ended, whichever comes first (None: no
     such limit; one of the two must be given); ``record`` (a path or
-    ``puffer_core.recording.Recording``) records env 0, and ``vector_kwargs`` go to
+    ``puffer_core.env.recording.Recording``) records env 0, and ``vector_kwargs`` go to
     ``vector.make`` (e.g. the Ray backend's ``address`` and ``placement``). Where the
     observations carry an action mask (``masked_random_actions``), the actions are drawn
     among the allowed ones."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.env_factory import EnvFactory
+from puffer_core.env.factory import EnvFactory
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import (
     VectorEnv,

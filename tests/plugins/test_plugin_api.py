@@ -74,12 +74,12 @@ def test_the_checker_catches_an_inner_import(tmp_path):
     plugin = tmp_path / "sneaky"
     (plugin / "tests").mkdir(parents=True)
     (plugin / "tests" / "test_x.py").write_text(
-        "from puffer_core.environments import make_raw\n"
+        "from puffer_core.env.environments import make_raw\n"
         "from puffer_core import plugins\n"
         "def f():\n    import puffer_core.vector.mp\n"
     )
     assert [v.split(": ", 1)[1] for v in violations(plugin)] == [
-        "imports puffer_core.environments, not part of the plugin author's API",
+        "imports puffer_core.env.environments, not part of the plugin author's API",
         "imports puffer_core.plugins, not part of the plugin author's API",
         "imports puffer_core.vector.mp, not part of the plugin author's API",
     ]

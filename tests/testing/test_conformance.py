@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import puffer_core
-from puffer_core.environments import missing_requirements
+from puffer_core.env.environments import missing_requirements
 from puffer_core.plugins import FAILED, get_plugins
 from puffer_core.testing import run_peer_checker
 

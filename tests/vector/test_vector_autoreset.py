@@ -18,7 +18,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 import puffer_core
 from puffer_core import vector
-from puffer_core.environments import make_raw
+from puffer_core.env.environments import make_raw
 from puffer_core.errors import APIUsageError
 from puffer_core.testing import CountingEnv, TinyParallelEnv
 

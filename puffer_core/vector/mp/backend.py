@@ -12,7 +12,7 @@ import tempfile
 import weakref
 from typing import Any
 
-from puffer_core.env_factory import EnvFactory
+from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import EnvCallError, WorkerError
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
 from puffer_core.vector.base import VectorEnv

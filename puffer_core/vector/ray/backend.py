@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.env_factory import EnvFactory
+from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
 from puffer_core.limits import MAX_ACTOR_RESOURCES, check_flag, check_number
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed

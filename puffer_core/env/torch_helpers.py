@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core._flatten import tree_from_dtype
+from puffer_core.env.flatten import tree_from_dtype
 from puffer_core.errors import APIUsageError, MissingDependencyError, SpaceError
 
 __all__ = ["torch_dtype", "unflatten"]
@@ -20,7 +20,7 @@ try:
     import torch
 except ImportError as e:  # pragma: no cover - exercised only where torch is absent
     raise MissingDependencyError(
-        "puffer_core.torch_helpers needs torch; install it with `pip install puffer-core[torch]` "
+        "puffer_core.env.torch_helpers needs torch; install it with `pip install puffer-core[torch]` "
         "(or `pip install torch`)"
     ) from e
 

@@ -27,9 +27,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from puffer_core._multiagent import is_multiagent
+from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import one_line
-from puffer_core.random_actions import random_action_batches
+from puffer_core.plugins.apis import is_multiagent
 
 __all__ = [
     "Loop",

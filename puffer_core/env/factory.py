@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
-from puffer_core.environments import emulate_with_stats, make
+from puffer_core.env.emulation import GymnasiumEmulator, PettingZooEmulator
+from puffer_core.env.environments import emulate_with_stats, make
 from puffer_core.errors import APIUsageError
 
 __all__ = ["EnvFactory", "attach"]
@@ -87,7 +87,7 @@ class EnvFactory:
             )
         self.env = env
         self.env_kwargs = dict(env_kwargs or {})
-        #: A ``puffer_core.recording.Recording`` of env 0, or None: its ``wrap(env)`` records
+        #: A ``puffer_core.env.recording.Recording`` of env 0, or None: its ``wrap(env)`` records
         #: env 0 (the recording layer sits above this one, so it is handed in, not imported).
         self.recording = recording
 

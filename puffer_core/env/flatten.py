@@ -1,4 +1,4 @@
-"""Space trees ⇄ flat arrays: the layouts behind ``puffer_core.emulation``.
+"""Space trees ⇄ flat arrays: the layouts behind ``puffer_core.env.emulation``.
 
 Observations: every leaf keeps its own dtype and shape inside one C-style aligned numpy
 structured dtype, so unflattening is a set of zero-copy views (and the byte offsets also
