@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
+import threading
 import time
+from typing import NamedTuple
 
 
 def alive(pid: int) -> bool:
@@ -40,3 +44,30 @@ def wait_gone(pids: list[int], seconds: float = 5.0) -> list[int]:
     while time.monotonic() < deadline and any(map(alive, pids)):
         time.sleep(0.05)
     return [pid for pid in pids if alive(pid)]
+
+
+class Measured(NamedTuple):
+    """A finished process: exit code, output, and its peak resident memory in bytes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss: int
+
+
+def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> Measured:
+    """Run ``args`` to its end and measure its peak resident memory (``os.wait4``'s ``ru_maxrss``).
+
+    ``timeout`` only keeps a broken test from hanging: the process is killed then."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+        out.seek(0)
+        err.seek(0)
+        return Measured(proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss * 1024)

@@ -327,9 +327,9 @@ def test_eval_names_what_it_builds_and_takes_kwarg_overrides(tmp_path):
     saved, overridden = run_puffer_many(cases, puffer_env(None), preload=("torch",))
     source = tmp_path / "policy.pt"
     assert saved.returncode == 0 and overridden.returncode == 0, (saved.stderr, overridden.stderr)
-    assert f"playing classic/probe_1 with number=2 (from {source}; --kwarg K=V overrides)" in saved.stderr
+    assert f"playing 'classic/probe_1' with number=2 (from {source}; --kwarg K=V overrides)" in saved.stderr
     assert "mean length 1.0" in saved.stdout
-    assert "playing classic/probe_1 with number=3" in overridden.stderr
+    assert "playing 'classic/probe_1' with number=3" in overridden.stderr
     assert "mean length 2.0" in overridden.stdout  # probe 3's episodes take two steps
 
 
