@@ -125,7 +125,7 @@ class EnvSpec:
             ``puffer train --resume DIR``), each with a ``KwargRule`` saying what it may hold:
             ``{"frame_stack": IntRange(1, 16), "grayscale": Flag()}``. A saved kwarg not
             named here, or out of its bounds, is refused unless the user trusts it
-            (``--trust-kwargs``); every ``train_kwargs`` key must be named.
+            (``--trust-kwargs``); the plugin's own ``train_kwargs`` values come back without one.
     """
 
     id: str
@@ -167,11 +167,19 @@ class EnvSpec:
         return self.id.split("/", 1)[1]
 
     def unrestorable(self, kwargs: Mapping[str, Any]) -> dict[str, str]:
-        """Each of ``kwargs`` a checkpoint may not bring back, with why (empty: all of them may)."""
+        """Each of ``kwargs`` a checkpoint may not bring back, with why (empty: all of them may).
+
+        A kwarg comes back when its rule in ``restorable`` takes its value, or, without a rule,
+        when it is the plugin's own ``train_kwargs`` value (what every run of the env saves)."""
         found = {}
         for key, value in kwargs.items():
             rule = self.restorable.get(key)
-            why = "is not one the plugin declares restorable" if rule is None else rule.problem(value)
+            if rule is not None:
+                why = rule.problem(value)
+            elif key in self.train_kwargs and _same(value, self.train_kwargs[key]):
+                why = None
+            else:
+                why = "is not one the plugin declares restorable"
             if why is not None:
                 found[key] = why
         return found
@@ -224,11 +232,18 @@ class EnvSpec:
             isinstance(key, str) and key.isidentifier() and isinstance(rule, KwargRule) for key, rule in rules.items()
         ):
             raise _fail(plugin, what, "restorable", "must map kwarg names to rules (IntRange, Flag, OneOf, …)")
-        # Every run saves its train_kwargs: a checkpoint must be able to bring them back.
+        # Every run saves its train_kwargs: a rule for one must take the plugin's own value.
         for key, why in self.unrestorable(self.train_kwargs).items():
-            raise _fail(
-                plugin, what, "restorable", f"does not cover train_kwargs {key}={self.train_kwargs[key]!r}: it {why}"
-            )
+            raise _fail(plugin, what, "restorable", f"refuses train_kwargs {key}={self.train_kwargs[key]!r}: it {why}")
+
+
+def _same(value: Any, expected: Any) -> bool:
+    """Equal plain data of the same types (a saved ``True`` is not a declared ``1``)."""
+    if type(value) is not type(expected):
+        return False
+    if isinstance(value, (list, tuple)):
+        return len(value) == len(expected) and all(map(_same, value, expected))
+    return value == expected
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tempfile
-import threading
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 
@@ -47,7 +48,7 @@ def wait_gone(pids: list[int], seconds: float = 5.0) -> list[int]:
 
 
 class Measured(NamedTuple):
-    """A finished process: exit code, output, and its peak resident memory in bytes."""
+    """A finished Python process: exit code, output, and its peak resident memory in bytes."""
 
     returncode: int
     stdout: str
@@ -55,19 +56,38 @@ class Measured(NamedTuple):
     peak_rss: int
 
 
-def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> Measured:
-    """Run ``args`` to its end and measure its peak resident memory (``os.wait4``'s ``ru_maxrss``).
+# Runs ``-m MODULE ARGS`` or ``-c CODE ARGS`` and, at exit, writes the process's VmHWM (peak
+# resident memory of its own address space) to the file named first. Not os.wait4's
+# ru_maxrss: a child started with vfork inherits its parent's peak at exec.
+_MEASURED = """
+import atexit, runpy, sys
 
-    ``timeout`` only keeps a broken test from hanging: the process is killed then."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, stdout=out, stderr=err, env=env)
-        timer = threading.Timer(timeout, proc.kill)
-        timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-        out.seek(0)
-        err.seek(0)
-        return Measured(proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss * 1024)
+def report(path=sys.argv[1]):
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(path, "w") as out:
+        out.write(kib)
+
+atexit.register(report)
+if sys.argv[2] == "-m":
+    sys.argv = sys.argv[3:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    code, sys.argv = sys.argv[3], ["-c", *sys.argv[4:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> Measured:
+    """Run ``python ARGS`` (``-m MODULE …`` or ``-c CODE …``) to its end and measure its peak
+    resident memory. ``timeout`` only keeps a broken test from hanging (the process is killed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak = Path(tmp) / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURED, str(peak), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+        return Measured(proc.returncode, proc.stdout, proc.stderr, int(peak.read_text()) * 1024)

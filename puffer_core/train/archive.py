@@ -78,14 +78,16 @@ def check_archive(path: str | Path) -> Archive:
 
 
 def _check_entries(path: Path, entries: list[zipfile.ZipInfo]) -> None:
+    packed = [e for e in entries if e.compress_type != zipfile.ZIP_STORED or e.file_size != e.compress_size]
+    if packed:
+        entry = max(packed, key=lambda e: e.file_size)  # the largest says most
+        raise _refuse(
+            path,
+            f"has a compressed entry ({entry.filename[:80]!r}: {entry.compress_size:,} bytes that would expand to "
+            f"{entry.file_size:,}); torch.save stores entries uncompressed, and a compressed one can expand to any "
+            "size (a zip bomb)",
+        )
     for entry in entries:
-        if entry.compress_type != zipfile.ZIP_STORED or entry.file_size != entry.compress_size:
-            raise _refuse(
-                path,
-                f"has a compressed entry ({entry.filename[:80]!r}: {entry.compress_size:,} bytes that would expand "
-                f"to {entry.file_size:,}); torch.save stores entries uncompressed, and a compressed one can expand "
-                "to any size (a zip bomb)",
-            )
         note = "/data/" not in entry.filename and not entry.filename.endswith("/data.pkl")
         if note and entry.file_size > MAX_NOTE_BYTES:
             raise _refuse(

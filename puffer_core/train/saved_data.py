@@ -12,6 +12,7 @@ stops at a node budget besides.
 from __future__ import annotations
 
 import reprlib
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,10 +57,12 @@ def check_plain(value: Any, what: str, shape: Shape) -> None:
             int, or a value of another type.
     """
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(value, 0)]
+    # Breadth first: a container held twice is met twice at the same level, before the walk
+    # goes deeper.
+    queue: deque[tuple[Any, int]] = deque([(value, 0)])
     nodes = 0
-    while stack:
-        item, depth = stack.pop()
+    while queue:
+        item, depth = queue.popleft()
         nodes += 1
         if isinstance(item, (list, tuple, dict)):
             if depth >= shape.max_depth:
@@ -70,13 +73,13 @@ def check_plain(value: Any, what: str, shape: Shape) -> None:
                     "exponentially when printed: a 'billion laughs'): not plain data"
                 )
             seen.add(id(item))
-            if nodes + len(stack) + len(item) > shape.max_nodes:
+            if nodes + len(queue) + len(item) > shape.max_nodes:
                 raise APIUsageError(f"{what} holds more than {shape.max_nodes:,} values, more than it ever holds")
             children = item.items() if isinstance(item, dict) else ((None, entry) for entry in item)
             for key, entry in children:
                 if isinstance(item, dict):
                     _check_key(key, what, shape)
-                stack.append((entry, depth + 1))
+                queue.append((entry, depth + 1))
         else:
             _check_leaf(item, what, shape)
 

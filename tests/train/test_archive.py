@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
@@ -58,7 +57,7 @@ def zip_bomb(tmp_path_factory):
 
 
 def python(*code_lines: str) -> list[str]:
-    return [sys.executable, "-c", "\n".join(code_lines)]
+    return ["-c", "\n".join(code_lines)]
 
 
 def test_torch_save_stores_its_entries_uncompressed(tmp_path):
@@ -77,11 +76,11 @@ def test_the_zip_bomb_takes_a_gigabyte_of_torch_load_but_is_refused_unread(zip_b
     assert attack.returncode == 0, attack.stderr
     assert attack.peak_rss > GIB
     # The fix: `puffer eval` refuses it in one line, having read only the zip's directory.
-    legit = run_measured([sys.executable, "-m", "puffer_core.cli.main", "eval", str(OLD_CHECKPOINT), "--episodes", "1"])
+    legit = run_measured(["-m", "puffer_core.cli.main", "eval", str(OLD_CHECKPOINT), "--episodes", "1"])
     assert legit.returncode == 0, legit.stderr
-    refused = run_measured([sys.executable, "-m", "puffer_core.cli.main", "eval", str(zip_bomb)], puffer_env(None))
+    refused = run_measured(["-m", "puffer_core.cli.main", "eval", str(zip_bomb)], puffer_env(None))
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "has a compressed entry ('archive/data/" in refused.stderr and "a zip bomb" in refused.stderr
+    assert f"bytes that would expand to {GIB:,})" in refused.stderr and "a zip bomb" in refused.stderr
     assert refused.peak_rss < legit.peak_rss + 64 * 2**20, (refused.peak_rss, legit.peak_rss)
     with pytest.raises(APIUsageError, match="has a compressed entry"):
         train.evaluate(zip_bomb, episodes=1)
@@ -100,18 +99,17 @@ def test_stored_tensors_beyond_the_policys_are_refused_without_reading_them(tmp_
         train.load(in_extra)
     with pytest.raises(APIUsageError, match=r"the optimizer holds a tensor of shape \(67108864,\), which no weight"):
         train.load(beside)
-    script = python(
-        "import sys, resource",
+    load = python(
+        "import sys",
         "from puffer_core.train import checkpoint",
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss",
         "try:",
         "    checkpoint.load(sys.argv[1])",
         "except Exception as exc:",
-        "    print(type(exc).__name__, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)",
+        "    print(type(exc).__name__)",
     )
-    measured = run_measured([*script, str(in_extra)])
-    kind, grown_kib = measured.stdout.split()
-    assert kind == "APIUsageError" and int(grown_kib) * 1024 < 32 * 2**20, measured  # not the 256 MiB
+    legit, refused = run_measured([*load, str(OLD_CHECKPOINT)]), run_measured([*load, str(in_extra)])
+    assert legit.stdout == "" and refused.stdout.split() == ["APIUsageError"], (legit, refused)
+    assert refused.peak_rss < legit.peak_rss + 32 * 2**20, (refused.peak_rss, legit.peak_rss)  # not the 256 MiB
 
 
 def test_a_shape_that_matches_is_still_weighed_against_the_file(tmp_path):
@@ -140,7 +138,7 @@ def _rezip(path: Path, entries) -> None:
     ("entries", "fragment"),
     [
         (lambda held: {**held, "archive/version": b"3" * 10_000}, "where torch writes a note"),
-        (lambda held: {n.replace("data.pkl", "other.pkl"): d for n, d in held.items()}, "holds 0 pickles"),
+        (lambda held: {**held, "second/data.pkl": held["policy/data.pkl"]}, "holds 2 pickles (data.pkl), not one"),
         (lambda held: {**held, "archive/byteorder": b"big"}, "was not written in this machine's byte order"),
     ],
 )

@@ -104,7 +104,7 @@ def copy_run(directory: Path, **config) -> Path:
 @pytest.mark.parametrize(("name", "value"), [("num_workers", 1_024), ("num_envs", 65_536), ("torch_threads", 1_024)])
 def test_a_resumed_run_refuses_absurd_saved_settings_but_takes_them_given(tmp_path, name, value):
     run = copy_run(tmp_path / "run", **{name: value})
-    with pytest.raises(APIUsageError, match=rf"policy.pt: its {name}={value:,} is more than this machine's"):
+    with pytest.raises(APIUsageError, match=rf"run: its {name}={value:,} is more than this machine's"):
         train.ppo(resume=run, steps=1024)
     given = {"torch_threads": 1, "num_envs": 4, "num_workers": 1}[name]
     curve = train.ppo(resume=run, steps=1024, **{name: given})

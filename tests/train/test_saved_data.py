@@ -6,7 +6,6 @@ turned into an install hint."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,7 @@ def test_a_memo_bomb_in_the_env_kwargs_is_refused_in_bounded_time_and_memory(tmp
 
     with pytest.raises(APIUsageError, match=r"env_kwargs holds the same list more than once"):
         train.load(path)
-    eval_cmd = [sys.executable, "-m", "puffer_core.cli.main", "eval"]
+    eval_cmd = ["-m", "puffer_core.cli.main", "eval"]
     legit = run_measured([*eval_cmd, str(OLD_CHECKPOINT), "--episodes", "1"], puffer_env(None))
     refused = run_measured([*eval_cmd, str(bomb)], puffer_env(None))
     assert legit.returncode == 0, legit.stderr
