@@ -72,13 +72,14 @@ def test_the_zip_bomb_takes_a_gigabyte_of_torch_load_but_is_refused_unread(zip_b
     assert path.stat().st_size < 2 * 2**20  # about 1 MB on disk ...
     assert sum(entry.file_size for entry in zipfile.ZipFile(path).infolist()) > GIB  # ... 1 GiB unpacked
     # The attack: what loading it did before (torch.load, weights_only) inflates the tensor.
-    attack = run_measured([*python("import sys, torch", "torch.load(sys.argv[1], weights_only=True)"), str(path)])
+    load = python("import sys, torch", "torch.load(sys.argv[1], weights_only=True)")
+    attack = run_measured([*load, str(path)], max_memory=8 * GIB)
     assert attack.returncode == 0, attack.stderr
     assert attack.peak_rss > GIB
     # The fix: `puffer eval` refuses it in one line, having read only the zip's directory.
     legit = run_measured(["-m", "puffer_core.cli.main", "eval", str(OLD_CHECKPOINT), "--episodes", "1"])
     assert legit.returncode == 0, legit.stderr
-    refused = run_measured(["-m", "puffer_core.cli.main", "eval", str(zip_bomb)], puffer_env(None))
+    refused = run_measured(["-m", "puffer_core.cli.main", "eval", str(zip_bomb)], puffer_env(None), 4 * GIB)
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert f"bytes that would expand to {GIB:,})" in refused.stderr and "a zip bomb" in refused.stderr
     assert refused.peak_rss < legit.peak_rss + 64 * 2**20, (refused.peak_rss, legit.peak_rss)
@@ -107,7 +108,8 @@ def test_stored_tensors_beyond_the_policys_are_refused_without_reading_them(tmp_
         "except Exception as exc:",
         "    print(type(exc).__name__)",
     )
-    legit, refused = run_measured([*load, str(OLD_CHECKPOINT)]), run_measured([*load, str(in_extra)])
+    legit = run_measured([*load, str(OLD_CHECKPOINT)])
+    refused = run_measured([*load, str(in_extra)], max_memory=4 * GIB)
     assert legit.stdout == "" and refused.stdout.split() == ["APIUsageError"], (legit, refused)
     assert refused.peak_rss < legit.peak_rss + 32 * 2**20, (refused.peak_rss, legit.peak_rss)  # not the 256 MiB
 

@@ -108,7 +108,7 @@ def test_a_memo_bomb_in_the_env_kwargs_is_refused_in_bounded_time_and_memory(tmp
         train.load(path)
     eval_cmd = ["-m", "puffer_core.cli.main", "eval"]
     legit = run_measured([*eval_cmd, str(OLD_CHECKPOINT), "--episodes", "1"], puffer_env(None))
-    refused = run_measured([*eval_cmd, str(bomb)], puffer_env(None))
+    refused = run_measured([*eval_cmd, str(bomb)], puffer_env(None), max_memory=4 * 2**30)
     assert legit.returncode == 0, legit.stderr
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert "env_kwargs holds the same list more than once" in refused.stderr
@@ -118,10 +118,11 @@ def test_a_memo_bomb_in_the_env_kwargs_is_refused_in_bounded_time_and_memory(tmp
 @pytest.mark.parametrize(
     "change",
     [
-        {"config": {"hidden_size": laughs(30)}},  # its error message would print it
-        {"curve": {"rows": [{"policy_loss": laughs(30)}], "episodes": []}},  # curve.csv would print it
-        {"extra": {"note": laughs(30)}},
-        {"spaces": {"observation": laughs(30), "action": "Discrete(1)"}},
+        # Twenty levels: a million items, refused as sixty would be, and harmless where not.
+        {"config": {"hidden_size": laughs(20)}},  # its error message would print it
+        {"curve": {"rows": [{"policy_loss": laughs(20)}], "episodes": []}},  # curve.csv would print it
+        {"extra": {"note": laughs(20)}},
+        {"spaces": {"observation": laughs(20), "action": "Discrete(1)"}},
     ],
 )
 def test_every_field_printed_or_written_later_is_checked_too(tmp_path, change):
