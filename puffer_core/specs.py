@@ -3,6 +3,9 @@
 Each dataclass has a ``validate(plugin)`` method the plugin manager calls when it
 loads a plugin, so a malformed value is reported once, naming the plugin and the
 field, instead of failing later somewhere deep in ``make`` or the matrix runner.
+
+``EnvSpec.restorable`` says, with the rules of :mod:`puffer_core.kwarg_rules`, which creator
+kwargs a checkpoint may bring back.
 """
 
 from __future__ import annotations
@@ -17,14 +20,18 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
+from puffer_core.kwarg_rules import KwargRule
 from puffer_core.limits import MAX_FPS, number_in
 
-__all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad"]
+__all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad", "env_id_problem"]
 
 #: APIs the core understands natively; an adapter plugin may add its own names.
 KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
 
-ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# ``\Z``: ids read from files (checkpoints) are checked with it too, and ``$`` would let a
+# trailing newline through.
+ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+MAX_ENV_ID_LENGTH = 128
 # ``\Z``, not ``$``: ``$`` also matches before a trailing newline. Plugin names and Python
 # versions reach the matrix's command lines (``--plugin NAME``, ``uv venv --python X.Y``).
 PLUGIN_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
@@ -66,6 +73,13 @@ def plugin_name_problem(name: str) -> str | None:
     if PLUGIN_NAME_RE.match(name):
         return None
     return f"plugin name {name!r} is not valid: use lower-case letters, digits, '-' and '_'"
+
+
+def env_id_problem(value: Any) -> str | None:
+    """Why ``value`` is not an env id (``plugin/name``, lower-case plugin part), or None when it is."""
+    if isinstance(value, str) and len(value) <= MAX_ENV_ID_LENGTH and ENV_ID_RE.match(value):
+        return None
+    return f"is not an env id: 'plugin/name' of [A-Za-z0-9_.-], at most {MAX_ENV_ID_LENGTH} characters"
 
 
 def _fail(plugin: str, what: str, field_name: str, problem: str) -> PluginError:
@@ -114,6 +128,11 @@ class EnvSpec:
             settings override them.
         train_kwargs: Creator kwargs ``puffer train`` builds the env with, under the user's
             (e.g. the observation keys a policy learns best from).
+        restorable: The creator kwargs a checkpoint may bring back (``puffer eval DIR``,
+            ``puffer train --resume DIR``), each with a ``KwargRule`` saying what it may hold:
+            ``{"frame_stack": IntRange(1, 16), "grayscale": Flag()}``. A saved kwarg not
+            named here, or out of its bounds, is refused unless the user trusts it
+            (``--trust-kwargs``); the plugin's own ``train_kwargs`` values come back without one.
     """
 
     id: str
@@ -141,6 +160,9 @@ class EnvSpec:
     train_defaults: Mapping[str, Any] = field(default_factory=dict)
     #: Creator kwargs for training (under the user's ``--kwarg``); kept in the checkpoint.
     train_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: The creator kwargs a checkpoint may bring back, and what each may hold: a file is data,
+    #: and a kwarg such as a directory to write into must not come from one unchecked.
+    restorable: Mapping[str, KwargRule] = field(default_factory=dict)
 
     @property
     def plugin(self) -> str:
@@ -151,9 +173,27 @@ class EnvSpec:
     def name(self) -> str:
         return self.id.split("/", 1)[1]
 
+    def unrestorable(self, kwargs: Mapping[str, Any]) -> dict[str, str]:
+        """Each of ``kwargs`` a checkpoint may not bring back, with why (empty: all of them may).
+
+        A kwarg comes back when its rule in ``restorable`` takes its value, or, without a rule,
+        when it is the plugin's own ``train_kwargs`` value (what every run of the env saves)."""
+        found = {}
+        for key, value in kwargs.items():
+            rule = self.restorable.get(key)
+            if rule is not None:
+                why = rule.problem(value)
+            elif key in self.train_kwargs and _same(value, self.train_kwargs[key]):
+                why = None
+            else:
+                why = "is not one the plugin declares restorable"
+            if why is not None:
+                found[key] = why
+        return found
+
     def validate(self, plugin: str) -> None:
         what = f"EnvSpec {self.id!r}"
-        if not isinstance(self.id, str) or not ENV_ID_RE.match(self.id):
+        if env_id_problem(self.id) is not None:
             raise _fail(
                 plugin,
                 "EnvSpec",
@@ -191,6 +231,26 @@ class EnvSpec:
         for key, value in self.train_defaults.items():
             if value is not None and not isinstance(value, (bool, int, float, str)):
                 raise _fail(plugin, what, "train_defaults", f"holds {key}={value!r}; give numbers, flags or strings")
+        self._validate_restorable(plugin, what)
+
+    def _validate_restorable(self, plugin: str, what: str) -> None:
+        rules = self.restorable
+        if not isinstance(rules, Mapping) or not all(
+            isinstance(key, str) and key.isidentifier() and isinstance(rule, KwargRule) for key, rule in rules.items()
+        ):
+            raise _fail(plugin, what, "restorable", "must map kwarg names to rules (IntRange, Flag, OneOf, …)")
+        # Every run saves its train_kwargs: a rule for one must take the plugin's own value.
+        for key, why in self.unrestorable(self.train_kwargs).items():
+            raise _fail(plugin, what, "restorable", f"refuses train_kwargs {key}={self.train_kwargs[key]!r}: it {why}")
+
+
+def _same(value: Any, expected: Any) -> bool:
+    """Equal plain data of the same types (a saved ``True`` is not a declared ``1``)."""
+    if type(value) is not type(expected):
+        return False
+    if isinstance(value, (list, tuple)):
+        return len(value) == len(expected) and all(map(_same, value, expected))
+    return value == expected
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 
 def alive(pid: int) -> bool:
@@ -40,3 +45,49 @@ def wait_gone(pids: list[int], seconds: float = 5.0) -> list[int]:
     while time.monotonic() < deadline and any(map(alive, pids)):
         time.sleep(0.05)
     return [pid for pid in pids if alive(pid)]
+
+
+class Measured(NamedTuple):
+    """A finished Python process: exit code, output, and its peak resident memory in bytes."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    peak_rss: int
+
+
+# Runs ``-m MODULE ARGS`` or ``-c CODE ARGS`` and, at exit, writes the process's VmHWM (peak
+# resident memory of its own address space) to the file named first. Not os.wait4's
+# ru_maxrss: a child started with vfork inherits its parent's peak at exec.
+_MEASURED = """
+import atexit, runpy, sys
+
+def report(path=sys.argv[1]):
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(path, "w") as out:
+        out.write(kib)
+
+atexit.register(report)
+if sys.argv[2] == "-m":
+    sys.argv = sys.argv[3:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    code, sys.argv = sys.argv[3], ["-c", *sys.argv[4:]]
+    exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
+"""
+
+
+def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> Measured:
+    """Run ``python ARGS`` (``-m MODULE …`` or ``-c CODE …``) to its end and measure its peak
+    resident memory. ``timeout`` only keeps a broken test from hanging (the process is killed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peak = Path(tmp) / "peak"
+        proc = subprocess.run(
+            [sys.executable, "-c", _MEASURED, str(peak), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+        return Measured(proc.returncode, proc.stdout, proc.stderr, int(peak.read_text()) * 1024)

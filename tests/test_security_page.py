@@ -6,7 +6,8 @@ import inspect
 from pathlib import Path
 
 from puffer_core import atomic, limits
-from puffer_core.train import config, run_lock
+from puffer_core.plugins import manager
+from puffer_core.train import archive, config, restore, run_lock
 from puffer_core.vector.ray.start import OPT_IN
 
 ROOT = Path(__file__).parents[1]
@@ -19,6 +20,12 @@ def test_the_limits_it_quotes_are_the_codes():
     assert limits.MAX_SECONDS == 7 * 24 * 3600 and "at most a\nweek" in PAGE
     assert f"`spin_us` 0 to {limits.MAX_SPIN_US:,.0f} µs" in PAGE and limits.MAX_INFO_BUFFER_BYTES == 2**30
     assert f"`max_restarts` 1 to {limits.MAX_RESTARTS:,}" in PAGE and "`info_buffer_bytes` 0 to 1 GiB" in PAGE
+
+
+def test_the_checkpoint_bounds_it_quotes_are_the_codes():
+    assert f"more than {archive.MAX_ENTRIES:,} entries" in PAGE
+    assert archive.MAX_PICKLE_BYTES == 256 * 2**20 and "a pickle over 256 MiB" in PAGE
+    assert f"({restore.ENVS_PER_CPU:,} envs\n  and {restore.WORKERS_PER_CPU} workers per CPU" in PAGE
 
 
 def test_the_names_it_gives_exist():
@@ -34,6 +41,14 @@ def test_the_names_it_gives_exist():
     assert "weights_only=True" in PAGE and "weights_only=True" in checkpoint
     for name in ("private_directory", "publish_new"):
         assert f"`{name}`" in PAGE and callable(getattr(atomic, name, None)), name
+    assert "mmap=True" in PAGE and "mmap=True" in checkpoint
+    assert "`PUBLISHED_PLUGINS`" in PAGE and hasattr(manager, "PUBLISHED_PLUGINS")
+    assert "`EnvSpec.restorable`" in PAGE
+    from puffer_core.cli import train as train_cli
+
+    options = {option for param in train_cli.eval_cmd.params for option in param.opts}
+    assert {"--trust-kwargs", "--no-saved-kwargs", "--kwarg"} <= options
+    assert all(flag in PAGE for flag in ("--trust-kwargs", "--no-saved-kwargs", "--kwarg"))
 
 
 def test_the_readme_links_it():

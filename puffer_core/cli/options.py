@@ -27,6 +27,8 @@ __all__ = [
     "Bounded",
     "ray_options",
     "ray_vector_kwargs",
+    "saved_kwargs_mode",
+    "saved_kwargs_options",
 ]
 
 
@@ -89,6 +91,28 @@ def record_option(help: str) -> Any:
 env_kwargs_option = click.option(
     "--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON)."
 )
+
+
+def saved_kwargs_options(command: Any) -> Any:
+    """``--trust-kwargs`` (``trust_kwargs``) and ``--no-saved-kwargs`` (``no_saved_kwargs``): what
+    becomes of the env kwargs a checkpoint holds (``saved_kwargs_mode`` turns them into one)."""
+    trust = click.option(
+        "--trust-kwargs",
+        is_flag=True,
+        help="Restore the checkpoint's env kwargs as they are, also those its env's plugin does not declare "
+        "restorable (only for a checkpoint you trust: a kwarg can name a directory to write into).",
+    )
+    drop = click.option(
+        "--no-saved-kwargs", is_flag=True, help="Leave the checkpoint's env kwargs out (the env's defaults, --kwarg)."
+    )
+    return trust(drop(command))
+
+
+def saved_kwargs_mode(trust_kwargs: bool, no_saved_kwargs: bool) -> str:
+    """``saved_kwargs`` of ``evaluate`` / ``ppo``: "trust", "drop" or "check" (neither flag)."""
+    if trust_kwargs and no_saved_kwargs:
+        raise click.UsageError("--trust-kwargs restores the saved env kwargs, --no-saved-kwargs drops them: give one")
+    return "trust" if trust_kwargs else "drop" if no_saved_kwargs else "check"
 
 
 RAY_ADDRESS_HELP = (

@@ -25,6 +25,8 @@ from puffer_core.cli.options import (
     parse_pairs,
     ray_options,
     record_option,
+    saved_kwargs_mode,
+    saved_kwargs_options,
 )
 from puffer_core.env.recording import plan_recording
 from puffer_core.errors import APIUsageError
@@ -79,8 +81,12 @@ A resumed run takes a new --ray-address (without one its envs run on this machin
 `puffer eval` plays on this machine.
 
 Ctrl-C or SIGTERM stops at the next step and leaves a loadable checkpoint; `puffer train
---resume OUT` continues (ENV_ID may then be left out; the run's env kwargs are used,
---kwarg overrides any of them). A crash, or a loss or weight that stops being finite,
+--resume OUT` continues (ENV_ID may then be left out). It prints every setting and env kwarg
+it takes from the checkpoint; --set and --kwarg replace any of them. A saved env kwarg is
+restored only where the env's plugin declares it restorable, within its bounds
+(--trust-kwargs takes them as they are, --no-saved-kwargs leaves them out), and a saved
+num_envs, num_workers or torch_threads beyond what this machine runs is refused unless
+--set again. A crash, or a loss or weight that stops being finite,
 saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
 OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
 (next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
@@ -113,6 +119,7 @@ Needs the train extra: pip install 'puffer-core[train]'.
 )
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
 @env_kwargs_option
+@saved_kwargs_options
 @record_option("After training, record evaluation episodes of the policy (.mp4, .gif or .cast).")
 @click.option("--record-episodes", default=1, show_default=True, type=EPISODES, help="Episodes --record plays.")
 @click.option("--wandb", "wandb_project", metavar="PROJECT", help="Send the logs to this W&B project too.")
@@ -133,6 +140,8 @@ def train_cmd(
     resume: Path | None,
     settings: tuple[str, ...],
     kwargs: tuple[str, ...],
+    trust_kwargs: bool,
+    no_saved_kwargs: bool,
     record_path: str | None,
     overwrite: bool,
     record_episodes: int,
@@ -150,6 +159,11 @@ def train_cmd(
     env_kwargs = parse_pairs(kwargs, "--kwarg") or None
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
+    saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
+    if resume is None and saved_kwargs != "check":
+        raise click.UsageError(
+            "--trust-kwargs and --no-saved-kwargs are about a checkpoint's kwargs: give --resume DIR"
+        )
     _check_before_torch(env_id, resume, chosen)
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
     total = _announce_defaults(env_id, chosen) if resume is None else None
@@ -158,13 +172,14 @@ def train_cmd(
         recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
     train = _import_train(logs=True)
     if resume is not None:
-        _announce_resume(train, resume, env_id, env_kwargs)
+        _announce_resume(train, resume, env_id, env_kwargs, saved_kwargs, chosen)
     if resume is None and out is None:
         out = _default_out(env_id)
     total = total or chosen.get("steps") or train.PPOConfig().steps
     started = time.perf_counter()
+    run_kwargs = {"out": out, "resume": resume, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs, "wandb": wandb}
     if as_json:
-        curve = train.ppo(env_id, out=out, resume=resume, env_kwargs=env_kwargs, wandb=wandb, **chosen)
+        curve = train.ppo(env_id, **run_kwargs, **chosen)
     else:
         with _progress(total, env_id or str(resume)) as bar:
             task = bar.add_task("train", total=total, sps="–", mean_return="–")
@@ -173,23 +188,41 @@ def train_cmd(
                 mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
                 bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
 
-            curve = train.ppo(
-                env_id, out=out, resume=resume, env_kwargs=env_kwargs, on_update=show, wandb=wandb, **chosen
-            )
+            curve = train.ppo(env_id, on_update=show, **run_kwargs, **chosen)
     recorded = None
     if record_path is not None:
-        recorded = train.evaluate(out or resume, record_episodes, record=recording, overwrite=overwrite).to_json()
+        # The run's own checkpoint, written just now from the kwargs the run was checked with.
+        played = train.evaluate(
+            out or resume, record_episodes, record=recording, overwrite=overwrite, saved_kwargs="trust"
+        )
+        recorded = played.to_json()
         recorded["record"] = record_path
     _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
 
 
-def _announce_resume(train: Any, resume: Path, env_id: str | None, env_kwargs: dict[str, Any] | None) -> None:
-    saved = train.load(resume)
-    if env_id is not None and env_id != saved.env:
-        message = f"the run to resume was trained on {saved.env}, not {env_id}; drop ENV_ID or pick its run"
-        raise APIUsageError(message)
+def _announce_resume(
+    train: Any, resume: Path, env_id: str | None, env_kwargs: dict | None, saved_kwargs: str, chosen: dict[str, Any]
+) -> None:
+    """Say which env, kwargs and settings the run takes from its checkpoint, refusing first the
+    kwargs its env's plugin does not declare restorable and settings beyond this machine."""
+    from puffer_core.train.restore import adopted_settings, check_fits_machine, restored_kwargs, saved_env_id
+
     source = _checkpoint_file(resume, "--resume")
-    _announce("resuming", saved.env, {**saved.env_kwargs, **(env_kwargs or {})}, source)
+    saved = train.load(source)
+    if env_id is not None and env_id != saved.env:
+        message = f"the run to resume was trained on {saved.env!r}, not {env_id!r}; drop ENV_ID or pick its run"
+        raise APIUsageError(message)
+    env = saved_env_id(saved.env, str(source))
+    kwargs = restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(source))
+    config = saved.settings(str(source))
+    adopted = adopted_settings(config, chosen)
+    check_fits_machine(config.replace(**chosen), adopted, str(source))
+    settings = ", ".join(f"{key}={value!r}" for key, value in adopted.items())
+    line = (
+        f"resuming {env!r} at step {saved.step:,} with {_shown(kwargs)} and the settings {settings} "
+        f"(from {source}; --kwarg K=V and --set KEY=VALUE override)"
+    )
+    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
@@ -202,10 +235,16 @@ def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
     return wandb
 
 
-def _announce(doing: str, env: str, kwargs: dict[str, Any], source: Path) -> None:
-    """Say, before anything is built, which env and kwargs a checkpoint makes this command build."""
-    shown = ", ".join(f"{key}={value!r}" for key, value in kwargs.items()) or "no kwargs"
-    line = f"{doing} {env} with {shown} (from {source}; --kwarg K=V overrides)"
+def _shown(kwargs: dict[str, Any]) -> str:
+    """Env kwargs as ``K=V, …`` (each value cut short: a checkpoint's may be anything plain)."""
+    from puffer_core.train.saved_data import short
+
+    return ", ".join(f"{key}={short(value)}" for key, value in kwargs.items()) or "no kwargs"
+
+
+def _announce(env: str, kwargs: dict[str, Any], source: Path) -> None:
+    """Say, before anything is built, which env and kwargs a checkpoint makes `puffer eval` build."""
+    line = f"playing {env!r} with {_shown(kwargs)} (from {source}; --kwarg K=V overrides)"
     err_console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -281,6 +320,7 @@ def _report_training(
 @click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
 @click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
 @env_kwargs_option
+@saved_kwargs_options
 @record_option("Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the returns as JSON.")
 def eval_cmd(
@@ -289,26 +329,33 @@ def eval_cmd(
     seed: int,
     sample: bool,
     kwargs: tuple[str, ...],
+    trust_kwargs: bool,
+    no_saved_kwargs: bool,
     record_path: str | None,
     overwrite: bool,
     as_json: bool,
 ) -> None:
     """Play the policy that `puffer train` saved in DIR; report its episode returns.
 
-    DIR/policy.pt is read as data (tensors and plain values only): a file that would run
-    code on load is refused. The env and kwargs it names are printed before anything is
-    built; --kwarg K=V overrides any of them.
+    DIR/policy.pt is read as data (tensors and plain values only, sizes bounded): a file
+    that would run code on load is refused. The env and kwargs it names are printed before
+    anything is built; --kwarg K=V replaces any of them. A saved env kwarg is restored only
+    where the env's plugin declares it restorable, within its bounds: --trust-kwargs takes
+    them as they are, --no-saved-kwargs leaves them out.
     """
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     env_kwargs = parse_pairs(kwargs, "--kwarg")
+    saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
     path = _checkpoint_file(run, "DIR")
     train = _import_train()
+    from puffer_core.train.restore import restored_kwargs, saved_env_id
+
     saved = train.load(path)
-    _announce("playing", saved.env, {**saved.env_kwargs, **env_kwargs}, path)
-    result = train.evaluate(
-        path, episodes, seed=seed, greedy=not sample, record=record_path, env_kwargs=env_kwargs, overwrite=overwrite
-    )
+    env = saved_env_id(saved.env, str(path))
+    _announce(env, restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(path)), path)
+    options = {"record": record_path, "env_kwargs": env_kwargs, "overwrite": overwrite, "saved_kwargs": saved_kwargs}
+    result = train.evaluate(path, episodes, seed=seed, greedy=not sample, **options)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

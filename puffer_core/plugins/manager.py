@@ -61,6 +61,13 @@ BUILTIN_PLUGINS: dict[str, Any] = {
 # Status values shown by `puffer plugins`.
 LOADED, FAILED, DISABLED, NOT_SELECTED = "loaded", "failed", "disabled", "not selected"
 
+#: The plugins this project publishes (its plugins/ folder), plugin name -> distribution: the
+#: only names an install hint may suggest. A hint built from an id (one read from a file, or
+#: a typo) would point at a name anyone can register on the package index.
+PUBLISHED_PLUGINS: dict[str, str] = {
+    name: f"puffer-plugin-{name}" for name in ("atari", "dmlab", "nethack", "pettingzoo")
+}
+
 
 @dataclass
 class PluginInfo:
@@ -330,9 +337,10 @@ class PluginSet:
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
-            lines.append(f"Its plugin '{plugin}' did not load ({info.status}): {info.error}")
+            lines.append(f"Its plugin {plugin!r} did not load ({info.status}): {info.error}")
         elif plugin is not None and plugin not in self.plugins:
-            lines.append(f"No plugin named '{plugin}' is installed (try: pip install puffer-plugin-{plugin}).")
+            hint = f" (try: pip install {PUBLISHED_PLUGINS[plugin]})" if plugin in PUBLISHED_PLUGINS else ""
+            lines.append(f"No plugin named {plugin!r} is installed{hint}.")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}
         close = difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.8)
         if "/" not in env_id:

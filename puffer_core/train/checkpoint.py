@@ -9,8 +9,12 @@ with a message instead of failing deep inside torch.
 A checkpoint is data, not code: it is read with ``torch.load(weights_only=True)``, which
 unpickles only tensors and plain values, so a file whose pickle would call a function (a
 downloaded ``policy.pt`` that runs a command on load) is refused with one line naming what
-it held. What it holds is then checked field by field, its settings by
-``PPOConfig.validate``, before anything is built from it.
+it held. Before that, its zip is checked (:mod:`puffer_core.train.archive`: stored entries,
+a bounded pickle), and torch maps the tensors' bytes from the file rather than reading them
+(``mmap=True``). What it holds is then checked field by field
+(:mod:`puffer_core.train.saved_data`: plain trees of bounded size, tensors only as weights,
+their bytes no more than the policy's declared shapes account for), its settings by
+``PPOConfig.validate``, before anything is built from it or printed.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import torch
 
 from puffer_core.atomic import remove_stale_temporaries, replace_durably, temporary_beside
 from puffer_core.errors import APIUsageError
+from puffer_core.train.archive import MAX_ENTRIES, Archive, check_archive
 from puffer_core.train.config import PPOConfig
+from puffer_core.train.saved_data import Shape, check_plain, short
 
 __all__ = ["FILENAME", "FORMAT", "Checkpoint", "UnsafeCheckpointError", "load", "save"]
 
@@ -87,12 +93,13 @@ def load(directory: str | Path) -> Checkpoint:
         path = path / FILENAME
     if not path.exists():
         raise APIUsageError(f"{path} does not exist: give the --out directory of a `puffer train` run")
+    archive = check_archive(path)
     data = _read(path)
     if not isinstance(data, dict) or not isinstance(data.get("format"), str):
         found = type(data).__name__ if not isinstance(data, dict) else "no format"
         raise APIUsageError(f"{path} is not a puffer train checkpoint ({found}); give a policy.pt `puffer train` wrote")
     data = _upgrade(path, data)
-    checkpoint = _checked(path, data)
+    checkpoint = _checked(path, data, archive)
     checkpoint.settings(str(path))
     return checkpoint
 
@@ -101,7 +108,9 @@ def _read(path: Path) -> Any:
     try:
         with warnings.catch_warnings():  # torch warns of pickle protocols; the outcome is what matters
             warnings.simplefilter("ignore")
-            return torch.load(path, map_location="cpu", weights_only=True)
+            # mmap: the tensors' bytes stay in the file until used, so their sizes are checked
+            # against the policy's shapes (_check_tensors) before any of them is in memory.
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as exc:
         held = re.search(r"GLOBAL ([\w.]+)", str(exc))
         what = f"a reference to {held.group(1)}" if held else "pickle instructions that are not plain data"
@@ -119,15 +128,15 @@ def _upgrade(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if written == FORMAT:
         return data
     if not written.startswith(_FORMAT_PREFIX):
-        raise APIUsageError(f"{path} is not a puffer train checkpoint (format {written!r}, expected {FORMAT!r})")
+        raise APIUsageError(f"{path} is not a puffer train checkpoint (format {short(written)}, expected {FORMAT!r})")
     version, current = written[len(_FORMAT_PREFIX) :], FORMAT[len(_FORMAT_PREFIX) :]
     if version.isdigit() and int(version) > int(current):
         raise APIUsageError(
-            f"{path} was written by a newer puffer-core (format {written!r}; this one reads {FORMAT!r}): upgrade "
-            "puffer-core to use it"
+            f"{path} was written by a newer puffer-core (format {short(written)}; this one reads {FORMAT!r}): "
+            "upgrade puffer-core to use it"
         )
     raise APIUsageError(
-        f"{path} has an old layout ({written!r}) this puffer-core cannot read: retrain, or evaluate it with the "
+        f"{path} has an old layout ({short(written)}) this puffer-core cannot read: retrain, or evaluate it with the "
         "puffer-core version that wrote it"
     )
 
@@ -147,20 +156,83 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _checked(path: Path, data: dict[str, Any]) -> Checkpoint:
+#: How large each field's data may be (the curve's and the optimizer's depend on the file).
+_SHAPES: dict[str, Shape] = {
+    "env_kwargs": Shape(max_nodes=10_000, max_depth=8),
+    "config": Shape(max_nodes=256, max_depth=1, max_text=256),
+    "spaces": Shape(max_nodes=16, max_depth=1, max_text=65_536),
+    "extra": Shape(max_nodes=1_000, max_depth=8),  # nothing writes it: small, plain
+    "policy": Shape(max_nodes=MAX_ENTRIES, max_depth=1, max_text=1024, leaves=(torch.Tensor,)),
+}
+#: A creator's name stands where an env id would (a run trained on a creator): printable, short.
+MAX_ENV_NAME = 256
+#: Env kwarg names: what a creator's keyword arguments can be called.
+MAX_KWARG_NAME = 64
+
+
+def _checked(path: Path, data: dict[str, Any], archive: Archive) -> Checkpoint:
     names = [f.name for f in fields(Checkpoint)]
-    unknown = sorted(str(key) for key in data if key not in names)
+    unknown = sorted(short(key) for key in data if key not in names)
     missing = [name for name in names if name not in data and name != "extra"]
     if unknown or missing:
-        problem = f"unknown fields {unknown}" if unknown else f"missing fields {missing}"
+        problem = f"unknown fields [{', '.join(unknown[:5])}]" if unknown else f"missing fields {missing}"
         raise APIUsageError(f"{path} is not a checkpoint this puffer-core wrote ({problem}); retrain with this version")
     for name, types in _FIELD_TYPES.items():
         if name in data and (isinstance(data[name], bool) or not isinstance(data[name], types)):
             raise APIUsageError(f"{path}: field {name!r} is a {type(data[name]).__name__}, not a checkpoint's")
-    bad_keys = [key for key in data["env_kwargs"] if not isinstance(key, str)]
+    env = data["env"]
+    if len(env) > MAX_ENV_NAME or not env.isprintable():
+        raise APIUsageError(f"{path}: its env {short(env)} is not an env id or a creator's name: refused")
+    _check_fields(path, data, archive)
+    bad_keys = [
+        key
+        for key in data["env_kwargs"]
+        if not (isinstance(key, str) and key.isidentifier() and len(key) <= MAX_KWARG_NAME)
+    ]
     if bad_keys:
-        raise APIUsageError(f"{path}: env kwargs must have string names, got {bad_keys[0]!r}")
+        raise APIUsageError(f"{path}: env kwarg names must be Python identifiers, got {short(bad_keys[0])}")
     tensors = [key for key, value in data["policy"].items() if not isinstance(value, torch.Tensor)]
     if tensors:
-        raise APIUsageError(f"{path}: the policy's {tensors[0]!r} is not a tensor")
+        raise APIUsageError(f"{path}: the policy's {short(tensors[0])} is not a tensor")
+    _check_tensors(path, data, archive)
     return Checkpoint(**data)
+
+
+def _check_fields(path: Path, data: dict[str, Any], archive: Archive) -> None:
+    """Each field a plain tree of its own bounded shape (tensors only in the policy and optimizer)."""
+    shapes = dict(_SHAPES)
+    # A tree's every value costs at least a byte of pickle: more values than that means shared ones.
+    shapes["curve"] = Shape(max_nodes=archive.pickle_bytes + 1024, max_depth=3, max_text=256)
+    weights = len(data["policy"]) if isinstance(data["policy"], dict) else 0
+    shapes["optimizer"] = Shape(max_nodes=64 * (weights + 16), max_depth=4, max_text=256, leaves=(torch.Tensor,))
+    for name, shape in shapes.items():
+        if name in data:
+            check_plain(data[name], f"{path}: {name}", shape)
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, a plain tree (checked: bounded, no shared parts)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return [tensor for item in items for tensor in _tensors(item)]
+
+
+def _check_tensors(path: Path, data: dict[str, Any], archive: Archive) -> None:
+    """The optimizer's tensors mirror the policy's, and the file holds no more tensor bytes than
+    those account for: a policy, Adam's two moments of it and a step count per tensor."""
+    policy = list(data["policy"].values())
+    shapes = {tuple(tensor.shape) for tensor in policy}
+    for tensor in _tensors(data["optimizer"]):
+        if tensor.dim() and tuple(tensor.shape) not in shapes:
+            raise APIUsageError(
+                f"{path}: the optimizer holds a tensor of shape {short(tuple(tensor.shape))}, which no weight of the "
+                "policy has: refused"
+            )
+    declared = sum(tensor.numel() * tensor.element_size() for tensor in policy)
+    allowed = 3 * declared + 4096 * (len(policy) + 1)
+    if archive.tensor_bytes > allowed:
+        raise APIUsageError(
+            f"{path} holds {archive.tensor_bytes:,} bytes of tensors where its policy's weights account for at most "
+            f"{allowed:,} (the weights and the optimizer's state): refused"
+        )

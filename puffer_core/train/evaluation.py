@@ -16,6 +16,8 @@ from puffer_core.limits import MAX_EPISODES, check_int
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.policy import Policy
 from puffer_core.train.recurrent import step_flags, zero_where
+from puffer_core.train.restore import restored_kwargs, saved_env_id
+from puffer_core.train.saved_data import short
 from puffer_core.train.trainer import pick_device, spaces_of
 
 __all__ = ["EvalResult", "evaluate"]
@@ -63,6 +65,7 @@ def evaluate(
     record: Any = None,
     env_kwargs: dict[str, Any] | None = None,
     overwrite: bool = False,
+    saved_kwargs: str = "check",
 ) -> EvalResult:
     """Play the policy saved in ``run`` and return its episodes' returns and lengths.
 
@@ -78,6 +81,9 @@ def evaluate(
             already planned (``puffer_core.env.recording.plan_recording``).
         env_kwargs: override the saved env kwargs, key by key.
         overwrite: let ``record`` replace an existing file.
+        saved_kwargs: the saved env kwargs: ``"check"`` (restored where the env's plugin
+            declares them restorable, ``EnvSpec.restorable``, else refused), ``"trust"`` (as
+            they are) or ``"drop"`` (left out).
 
     Returns:
         An ``EvalResult``: the env id, each episode's return and length, ``mean_return`` and
@@ -85,13 +91,14 @@ def evaluate(
 
     Raises:
         UnsafeCheckpointError: the checkpoint would run code on load.
-        APIUsageError: a checkpoint that does not check out or fit the env, a bad argument.
+        APIUsageError: a checkpoint that does not check out or fit the env, saved env kwargs
+            the env does not declare restorable, a bad argument.
     """
     check_int("episodes", episodes, 1, MAX_EPISODES)
     saved = checkpoints.load(run)
     config = saved.settings(str(run))
-    env = saved.env if env is None else env
-    kwargs = {**saved.env_kwargs, **(env_kwargs or {})}
+    env = saved_env_id(saved.env, str(run)) if env is None else env
+    kwargs = restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(run))
     vector_kwargs = None
     if record is not None:
         if not isinstance(record, Recording):
@@ -100,7 +107,9 @@ def evaluate(
     envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
-            raise APIUsageError(f"{saved.env} no longer has the spaces the policy was trained on ({saved.spaces})")
+            raise APIUsageError(
+                f"{saved.env!r} no longer has the spaces the policy was trained on ({short(saved.spaces)})"
+            )
         policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
         policy.load_state_dict(saved.policy)
         policy.to(pick_device(device)).eval()

@@ -27,7 +27,9 @@ from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.defaults import train_defaults
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
+from puffer_core.train.restore import adopted_settings, check_fits_machine, restored_kwargs, saved_env_id
 from puffer_core.train.run_lock import RunLock
+from puffer_core.train.saved_data import short
 from puffer_core.train.trainer import (
     EpisodeReport,
     StopRequests,
@@ -48,12 +50,14 @@ __all__ = ["ppo"]
 def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any], source: str) -> PPOConfig:
     if env is not None and env_name(env) != saved.env:
         raise APIUsageError(
-            f"the run to resume was trained on {saved.env}, not {env_name(env)}; drop the env or pick its run"
+            f"the run to resume was trained on {saved.env!r}, not {env_name(env)!r}; drop the env or pick its run"
         )
     # Where the saved run's Ray workers ran is no part of it: a run made on a cluster resumes
     # on this machine unless ray_address / placement are given again.
     where = {name: None for name in RAY_ONLY}
-    config = saved.settings(source).replace(**{**where, **settings})
+    ours = saved.settings(source)
+    config = ours.replace(**{**where, **settings})
+    check_fits_machine(config, adopted_settings(ours, settings), source)
     if config.steps <= saved.step and "steps" not in settings:
         raise APIUsageError(
             f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
@@ -85,6 +89,7 @@ def ppo(
     out: str | Path | None = None,
     resume: str | Path | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    saved_kwargs: str = "check",
     on_update: UpdateReport | None = None,
     on_episode: EpisodeReport | None = None,
     wandb: str | Wandb | None = None,
@@ -97,9 +102,13 @@ def ppo(
         steps: environment steps in the whole run (a ``PPOConfig`` field, like ``settings``).
         out: a directory for ``policy.pt``, ``curve.csv``, ``curve.png`` and the TensorBoard
             logs (``tensorboard/``); held for the run.
-        resume: a run's directory to continue: its env, env kwargs and settings, with
-            ``env_kwargs`` and ``settings`` on top; ``out`` defaults to it.
+        resume: a run's directory to continue: its env, env kwargs and settings (num_envs,
+            num_workers, torch_threads up to what this machine runs), ``env_kwargs`` and
+            ``settings`` on top; ``out`` defaults to it.
         env_kwargs: the env's creator kwargs (on top of its plugin's ``train_kwargs``).
+        saved_kwargs: ``resume``'s env kwargs: ``"check"`` (restored where the env's plugin
+            declares them restorable, ``EnvSpec.restorable``, else refused), ``"trust"`` (as
+            they are) or ``"drop"`` (left out).
         on_update: called after every update with the curve's new row (an exception it
             raises ends the run, saving nothing).
         on_episode: called with the step and the info of every finished episode.
@@ -124,7 +133,7 @@ def ppo(
     if steps is not None:
         settings["steps"] = steps
     saved = checkpoints.load(resume) if resume is not None else None
-    config, env, env_kwargs = _run_settings(env, env_kwargs, settings, saved, resume)
+    config, env, env_kwargs = _run_settings(env, env_kwargs, settings, saved, (resume, saved_kwargs))
     if saved is not None and out is None:
         out = resume
     config.validate()
@@ -156,13 +165,15 @@ def ppo(
 
 
 def _run_settings(
-    env: Any, env_kwargs: dict[str, Any] | None, settings: dict[str, Any], saved: Any, resume: Any
+    env: Any, env_kwargs: dict[str, Any] | None, settings: dict[str, Any], saved: Any, resume: tuple[Any, str]
 ) -> tuple[PPOConfig, Any, dict[str, Any] | None]:
     """(settings, env, env kwargs) of a run: a resumed run's own under the caller's, or the env
     family's training defaults under the caller's."""
     if saved is not None:
-        config = _resume_config(saved, env, settings, str(resume))
-        return config, saved.env if env is None else env, {**saved.env_kwargs, **(env_kwargs or {})}
+        source, saved_kwargs = str(resume[0]), resume[1]
+        config = _resume_config(saved, env, settings, source)
+        env = saved_env_id(saved.env, source) if env is None else env
+        return config, env, restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, source)
     if env is None:
         raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
     defaults = train_defaults(env)
@@ -237,6 +248,6 @@ def _check_spaces(saved: checkpoints.Checkpoint, envs: vector.VectorEnv) -> None
     for key in ("observation", "action"):
         if saved.spaces.get(key) != now[key]:
             raise APIUsageError(
-                f"the run to resume was trained with flat {key} space {saved.spaces.get(key)}, but {saved.env} now "
-                f"gives {now[key]}; its policy does not fit (did the env's version or kwargs change?)"
+                f"the run to resume was trained with flat {key} space {short(saved.spaces.get(key))}, but "
+                f"{saved.env!r} now gives {now[key]}; its policy does not fit (did the env's version or kwargs change?)"
             )

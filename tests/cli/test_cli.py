@@ -108,6 +108,15 @@ def test_help_explains_commands():
         assert command in proc.stdout
 
 
+@pytest.mark.parametrize("command", ["eval", "train"])
+def test_the_help_of_commands_reading_a_checkpoint_names_its_kwargs_flags(command):
+    proc = run_puffer(None, command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    help_text = " ".join(proc.stdout.split())
+    assert "--trust-kwargs" in help_text and "--no-saved-kwargs" in help_text
+    assert "declares it restorable" in help_text or "declare restorable" in help_text
+
+
 @pytest.mark.ray
 @pytest.mark.ray_cluster
 def test_run_on_a_cluster_says_where_each_worker_ran(ray_cluster):

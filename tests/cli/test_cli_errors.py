@@ -129,6 +129,8 @@ CASES = [
     case("train classic/cartpole --set ent_coef=nan", "ent_coef must be a number in [0, 100], got 'nan'"),
     case("train classic/cartpole --overwrite", "--overwrite replaces the --record file; give --record PATH"),
     case("train classic/cartpole --set nokey", "'nokey' is not KEY=VALUE"),
+    case("train classic/cartpole --trust-kwargs", "--trust-kwargs and --no-saved-kwargs are about a checkpoint's"),
+    case("train --resume {empty} --trust-kwargs --no-saved-kwargs", "--no-saved-kwargs drops them: give one"),
     case("train --resume {missing}", "does not exist"),
     case("train --resume {empty}", "policy.pt does not exist: give the --out directory of a `puffer train` run"),
     case("train classic/cartpole --out {file}", "is a file"),
@@ -158,6 +160,7 @@ CASES = [
     case("eval {empty} --episodes 0", "'--episodes': 0 is out of range"),
     case("eval {empty} --seed -3", "'--seed': -3 is out of range"),
     case("eval {empty} --kwarg nokey", "'nokey' is not KEY=VALUE"),
+    case("eval {empty} --no-saved-kwargs --trust-kwargs", "--no-saved-kwargs drops them: give one"),
     # matrix (never against compat_matrix/: a matrix run may be writing there)
     case("matrix bogus", "No such command 'bogus' (see `puffer matrix --help`)"),
     case("matrix show --out {empty}", "no results in"),

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from plugin_site import BAD_SPEC, BROKEN_IMPORT, GOOD, NO_CREATOR, claims, site_entry_points, write_plugin
 
 from puffer_core.errors import PluginError, UnknownEnvError
 from puffer_core.plugins import BUILTIN_PLUGINS, load_plugins
+from puffer_core.plugins.manager import PUBLISHED_PLUGINS
 
 
 def load(site, environ=None):
@@ -213,6 +217,32 @@ def test_unknown_id_suggests_close_ids():
     with pytest.raises(UnknownEnvError) as excinfo:
         plugins.get_spec("Cartpole")
     assert "classic/cartpole" in str(excinfo.value)
+
+
+@pytest.mark.parametrize("env_id", ["nethackx/score", "cartpole-pro/cartpole"])
+def test_an_unknown_plugin_gets_no_install_hint(env_id):
+    """A hint built from the id would name a package anyone can register on the index."""
+    plugins = load_plugins(entry_points=[], environ={})
     with pytest.raises(UnknownEnvError) as excinfo:
-        plugins.get_spec("nethackx/score")
-    assert "pip install puffer-plugin-nethackx" in str(excinfo.value)
+        plugins.get_spec(env_id)
+    assert f"No plugin named {env_id.split('/')[0]!r} is installed." in str(excinfo.value)
+    assert "pip install" not in str(excinfo.value)
+
+
+@pytest.mark.parametrize("plugin", sorted(PUBLISHED_PLUGINS))
+def test_a_plugin_this_project_publishes_gets_its_install_hint(plugin):
+    plugins = load_plugins(entry_points=[], environ={})
+    with pytest.raises(UnknownEnvError) as excinfo:
+        plugins.get_spec(f"{plugin}/anything")
+    assert f"(try: pip install puffer-plugin-{plugin})" in str(excinfo.value)
+
+
+def test_the_published_plugins_are_the_repositorys():
+    """Each folder of plugins/ and the distribution its pyproject.toml names."""
+    root = Path(__file__).parents[2] / "plugins"
+    found = {
+        folder.name: re.search(r'^name = "([^"]+)"', (folder / "pyproject.toml").read_text(), re.MULTILINE).group(1)
+        for folder in root.iterdir()
+        if (folder / "pyproject.toml").exists()
+    }
+    assert PUBLISHED_PLUGINS == found

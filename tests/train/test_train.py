@@ -245,7 +245,7 @@ def test_resume_continues_the_curve_and_refuses_another_env(tmp_path):
     assert len(first.rows) == 8
     with pytest.raises(APIUsageError, match="already has 2,048 of its 2,048 steps"):
         train.ppo(resume=tmp_path)
-    with pytest.raises(APIUsageError, match="trained on classic/probe_1, not classic/probe_2"):
+    with pytest.raises(APIUsageError, match="trained on 'classic/probe_1', not 'classic/probe_2'"):
         train.ppo("classic/probe_2", resume=tmp_path, steps=4096)
     with pytest.raises(APIUsageError, match="already holds a run"):
         train.ppo("classic/probe_1", 1024, out=tmp_path)
@@ -262,7 +262,7 @@ def test_bad_input_is_one_line(tmp_path, site):
     (tmp_path / "taken.gif").write_bytes(b"keep")
     probe = ("train", "classic/probe_1", "--steps", "64", "--out", str(tmp_path / "new"))
     cases = [
-        (("train", "classic/probe_2", "--resume", str(tmp_path / "probe_1")), "trained on classic/probe_1, not"),
+        (("train", "classic/probe_2", "--resume", str(tmp_path / "probe_1")), "trained on 'classic/probe_1', not"),
         (("train", "classic/cartpol"), "Did you mean: classic/cartpole?"),
         (("train", "texty/words", "--steps", "64"), "Text"),
         ((*probe, "--set", "gamma=2"), "gamma must be a number in [0, 1], got 2"),
@@ -349,9 +349,9 @@ def test_eval_names_what_it_builds_and_takes_kwarg_overrides(tmp_path):
     saved, overridden = run_puffer_many(cases, puffer_env(None), preload=("torch",))
     source = tmp_path / "policy.pt"
     assert saved.returncode == 0 and overridden.returncode == 0, (saved.stderr, overridden.stderr)
-    assert f"playing classic/probe_1 with number=2 (from {source}; --kwarg K=V overrides)" in saved.stderr
+    assert f"playing 'classic/probe_1' with number=2 (from {source}; --kwarg K=V overrides)" in saved.stderr
     assert "mean length 1.0" in saved.stdout
-    assert "playing classic/probe_1 with number=3" in overridden.stderr
+    assert "playing 'classic/probe_1' with number=3" in overridden.stderr
     assert "mean length 2.0" in overridden.stdout  # probe 3's episodes take two steps
 
 

@@ -12,7 +12,7 @@ import functools
 from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
 from puffer_plugin_atari.compat import compat_axes
 from puffer_plugin_atari.docker import docker_layer
-from puffer_plugin_atari.envs import MIN_ALE_PY, make_atari
+from puffer_plugin_atari.envs import MIN_ALE_PY, RESTORABLE, make_atari
 from puffer_plugin_atari.games import game_ids, title
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ def env_specs() -> list[EnvSpec]:
             step_info_keys=("life_lost",),
             # One frame per step of 4 frames (the default frameskip) of a 60 Hz screen.
             render_fps=15.0,
+            restorable=RESTORABLE,
         )
         for game in game_ids()
     ]

@@ -21,14 +21,34 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from puffer_core import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, OneOf
 from puffer_core.errors import MissingDependencyError
 from puffer_plugin_atari.games import game_ids
 
-__all__ = ["MIN_ALE_PY", "check_ale_py_version", "make_atari"]
+__all__ = ["MIN_ALE_PY", "RESTORABLE", "check_ale_py_version", "make_atari"]
 
 #: ale-py 0.8 speaks the gym API and bundles no ROMs (they came from AutoROM); 0.9 is the
 #: first release with gymnasium envs and bundled ROMs.
 MIN_ALE_PY = "0.9"
+
+
+_FRAMESKIP = IntRange(1, 16)
+#: The creator kwargs a checkpoint may bring back (EnvSpec.restorable), with sizes bounded: a
+#: saved frame_stack or screen_size sizes every observation and the policy reading it.
+RESTORABLE: dict[str, KwargRule] = {
+    "preprocess": Flag(),
+    "frameskip": AnyOf(_FRAMESKIP, ListOf(_FRAMESKIP, max_length=2)),
+    "repeat_action_probability": FloatRange(0, 1),
+    "full_action_space": Flag(),
+    "max_num_frames_per_episode": AnyOf(IntRange(1, 10_000_000), OneOf(None)),
+    "noop_max": IntRange(0, 1_000),
+    "screen_size": IntRange(8, 256),
+    "grayscale": Flag(),
+    "frame_stack": IntRange(1, 16),
+    "mode": IntRange(0, 255),
+    "difficulty": IntRange(0, 255),
+    "obs_type": OneOf("rgb", "grayscale", "ram"),
+}
 
 
 def check_ale_py_version(version: str | None) -> None:

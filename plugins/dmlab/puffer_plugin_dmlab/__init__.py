@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
+from puffer_core import AnyOf, CompatAxes, DockerLayer, EnvSpec, IntRange, KwargRule, ListOf, OneOf, Text, hookimpl
 
 from puffer_plugin_dmlab.actions import ACTION_NAMES, IMPALA_ACTION_SET
 from puffer_plugin_dmlab.compat import compat_axes
 from puffer_plugin_dmlab.docker import docker_layer
 from puffer_plugin_dmlab.levels import LEVELS
 
-__all__ = ["ACTION_NAMES", "IMPALA_ACTION_SET", "INSTALL_HINT", "LEVELS", "make_env"]
+__all__ = ["ACTION_NAMES", "IMPALA_ACTION_SET", "INSTALL_HINT", "LEVELS", "RESTORABLE", "make_env"]
 __version__ = "0.1.0"
 
 INSTALL_HINT = (
@@ -26,6 +26,21 @@ INSTALL_HINT = (
     "https://github.com/google-deepmind/lab && cd lab && bazel build -c opt //python/pip_package:build_pip_package "
     "&& ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg && pip install /tmp/dmlab_pkg/*.whl"
 )
+
+
+_OBSERVATION = Text(max_length=64, pattern=r"[A-Za-z0-9_.]+")
+#: The creator kwargs a checkpoint may bring back (EnvSpec.restorable), sizes bounded. Never
+#: ``level`` (a script path), ``config``, ``level_cache_dir`` or ``runfiles_path`` (where Lab
+#: reads and writes files): those come from the spec or the user only.
+RESTORABLE: dict[str, KwargRule] = {
+    "observations": AnyOf(_OBSERVATION, ListOf(_OBSERVATION, max_length=16)),
+    "width": IntRange(16, 1024),
+    "height": IntRange(16, 1024),
+    "num_steps": IntRange(1, 64),
+    "action_set": OneOf("impala", "full"),
+    "renderer": OneOf("software", "hardware"),
+    "text_length": IntRange(1, 4096),
+}
 
 
 def make_env(**kwargs: Any) -> Any:
@@ -53,6 +68,7 @@ def puffer_envs() -> list[EnvSpec]:
             description=level.description,
             requires=("deepmind_lab",),
             install_hint=INSTALL_HINT,
+            restorable=RESTORABLE,
         )
         for level in LEVELS.values()
     ]

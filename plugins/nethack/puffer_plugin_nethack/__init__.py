@@ -16,6 +16,7 @@ from puffer_plugin_nethack.compat import compat_axes
 from puffer_plugin_nethack.docker import docker_layer
 from puffer_plugin_nethack.envs import (
     DEFAULT_OBSERVATION_KEYS,
+    RESTORABLE,
     TASKS,
     api_for_version,
     installed_nle_version,
@@ -63,6 +64,7 @@ def env_specs() -> list[EnvSpec]:
             render_fps=10.0,
             train_defaults=TRAIN_DEFAULTS,
             train_kwargs=TRAIN_KWARGS,
+            restorable=RESTORABLE,
         )
         for task, (_module, _cls, description) in TASKS.items()
     ]

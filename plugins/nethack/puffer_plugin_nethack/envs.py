@@ -14,6 +14,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from puffer_core import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, OneOf, Text
 from puffer_plugin_nethack.crop import CROP_KEY, CROP_SIZE, GlyphCrop
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "CROP_SIZE",
     "DEFAULT_OBSERVATION_KEYS",
     "NLE_DEFAULT",
+    "RESTORABLE",
     "TASKS",
     "api_for_version",
     "installed_nle_version",
@@ -65,6 +67,23 @@ ALL = "all"
 NLE_DEFAULT = "nle"
 LEAN = "lean"
 _HIDDEN_KEYS = ("internal",)
+
+_KEY = Text(max_length=32, pattern=r"[a-z_]+")
+#: The creator kwargs a checkpoint may bring back (EnvSpec.restorable): what training passes
+#: and the game's own knobs. Never ``savedir`` / ``save_ttyrec_every`` (where nle writes files),
+#: ``options`` (raw NetHack options) or ``wizard``: those come from the user only.
+RESTORABLE: dict[str, KwargRule] = {
+    "observation_keys": AnyOf(OneOf(LEAN, ALL, NLE_DEFAULT, None), _KEY, ListOf(_KEY, max_length=32)),
+    "crop_size": IntRange(1, 79),
+    "max_episode_steps": IntRange(1, 10_000_000),
+    "character": Text(max_length=32, pattern=r"[A-Za-z@-]+"),
+    "allow_all_yn_questions": Flag(),
+    "allow_all_modes": Flag(),
+    "spawn_monsters": Flag(),
+    "penalty_mode": OneOf("constant", "exp", "square", "linear", "always"),
+    "penalty_step": FloatRange(-100, 100),
+    "penalty_time": FloatRange(-100, 100),
+}
 
 #: The observation keys nle's ``render()`` reads in each render mode (``nle.env.base.NLE.render``).
 #: "ansi" is the plugin's own (``puffer_plugin_nethack.tty``: the coloured terminal, its

@@ -17,7 +17,7 @@ from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
 
 from puffer_plugin_pettingzoo.compat import compat_axes
 from puffer_plugin_pettingzoo.docker import docker_layer
-from puffer_plugin_pettingzoo.envs import all_entries, make_env
+from puffer_plugin_pettingzoo.envs import RESTORABLE, all_entries, make_env
 from puffer_plugin_pettingzoo.wrappers import QuietEnvLogger
 
 __version__ = "0.1.0"
@@ -33,6 +33,7 @@ def puffer_envs() -> list[EnvSpec]:
             description=entry.description,
             requires=entry.requires,
             install_hint=entry.install_hint,
+            restorable=RESTORABLE.get(entry.name, {}),
         )
         for entry in all_entries()
     ]

@@ -18,9 +18,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from puffer_core import Flag, FloatRange, IntRange, KwargRule, OneOf
 from puffer_core.errors import PluginError
 
-__all__ = ["FAMILIES", "KNOWN", "Entry", "all_entries", "installed_modules", "make_env", "scan_modules"]
+__all__ = [
+    "FAMILIES",
+    "KNOWN",
+    "RESTORABLE",
+    "Entry",
+    "all_entries",
+    "installed_modules",
+    "make_env",
+    "scan_modules",
+]
 
 FAMILIES = ("butterfly", "classic")
 
@@ -81,6 +91,41 @@ KNOWN: dict[str, Entry] = {
             _CLASSIC_HINT,
         ),
     )
+}
+
+_MAX_CYCLES = {"max_cycles": IntRange(1, 1_000_000)}
+_SPEED = IntRange(1, 100)
+_REWARD = FloatRange(-1e6, 1e6)
+#: The creator kwargs a checkpoint may bring back (EnvSpec.restorable), per env name: each
+#: game's own knobs, with sizes bounded. Envs not listed restore none.
+RESTORABLE: dict[str, dict[str, KwargRule]] = {
+    "pistonball": {
+        **_MAX_CYCLES,
+        "n_pistons": IntRange(2, 40),
+        "time_penalty": _REWARD,
+        **{name: Flag() for name in ("continuous", "random_drop", "random_rotate")},
+    },
+    "knights_archers_zombies": {
+        **_MAX_CYCLES,
+        **{name: IntRange(0, 10) for name in ("num_archers", "num_knights")},
+        **{name: IntRange(0, 100) for name in ("max_zombies", "max_arrows")},
+        "spawn_rate": IntRange(1, 1_000),
+        **{
+            name: Flag()
+            for name in ("vector_state", "use_typemasks", "killable_knights", "killable_archers", "line_death")
+        },
+        "pad_observation": Flag(),
+    },
+    "cooperative_pong": {
+        **_MAX_CYCLES,
+        **{name: _SPEED for name in ("ball_speed", "left_paddle_speed", "right_paddle_speed")},
+        **{name: Flag() for name in ("cake_paddle", "bounce_randomness")},
+        **{name: _REWARD for name in ("max_reward", "off_screen_penalty")},
+    },
+    "go": {"board_size": IntRange(2, 19), "komi": FloatRange(-100, 100)},
+    "texas_holdem": {"num_players": IntRange(2, 10)},
+    "texas_holdem_no_limit": {"num_players": IntRange(2, 10)},
+    "rps": {**_MAX_CYCLES, "num_actions": OneOf(3, 5)},
 }
 
 _MODULE_RE = re.compile(r"^(?P<name>[a-z][a-z0-9_]*?)_v(?P<version>\d+)\.py$")

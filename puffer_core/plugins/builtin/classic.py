@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from puffer_core.hooks import hookimpl
+from puffer_core.kwarg_rules import Flag, FloatRange, IntRange, KwargRule
 from puffer_core.plugins.builtin import probes
 from puffer_core.specs import CompatAxes, EnvSpec
 
@@ -37,6 +38,25 @@ PROBES = {
         "(Parallel API)",
         "pettingzoo",
     ),
+}
+
+#: The creator kwargs a checkpoint may bring back (EnvSpec.restorable), per id name: the
+#: episode limit of every classic-control env and each env's own knobs.
+_EPISODE_STEPS = {"max_episode_steps": IntRange(1, 10_000_000)}
+CLASSIC_RESTORABLE: dict[str, dict[str, KwargRule]] = {
+    "cartpole": {**_EPISODE_STEPS, "sutton_barto_reward": Flag()},
+    "acrobot": _EPISODE_STEPS,
+    "mountaincar": {**_EPISODE_STEPS, "goal_velocity": FloatRange(-10, 10)},
+    "mountaincar_continuous": {**_EPISODE_STEPS, "goal_velocity": FloatRange(-10, 10)},
+    "pendulum": {**_EPISODE_STEPS, "g": FloatRange(0, 100)},
+}
+_EPISODE_LENGTH = IntRange(1, 100_000)
+PROBE_RESTORABLE: dict[str, dict[str, KwargRule]] = {
+    "probe_dict": {"episode_length": _EPISODE_LENGTH},
+    "probe_mixed": {"episode_length": _EPISODE_LENGTH},
+    "probe_multiagent": {"num_agents": IntRange(1, 64), "episode_length": _EPISODE_LENGTH},
+    "probe_memory": {"blank_steps": IntRange(0, 10_000)},
+    "probe_memory_2agents": {"blank_steps": IntRange(0, 10_000)},
 }
 
 #: Andy Jones' RL debugging probes (puffer_core.plugins.builtin.probes.DebugProbeEnv): number -> what it tests
@@ -75,6 +95,7 @@ def puffer_envs() -> list[EnvSpec]:
             id=f"classic/{name}",
             creator=functools.partial(make_gymnasium, gym_id),
             description=description,
+            restorable=CLASSIC_RESTORABLE[name],
         )
         for name, (gym_id, description) in CLASSIC_CONTROL.items()
     ]
@@ -84,6 +105,7 @@ def puffer_envs() -> list[EnvSpec]:
             creator=functools.partial(make_probe, class_name),
             api=api,
             description=description,
+            restorable=PROBE_RESTORABLE[name],
         )
         for name, (class_name, description, api) in PROBES.items()
     ]
@@ -94,6 +116,7 @@ def puffer_envs() -> list[EnvSpec]:
             kwargs={"number": number},
             api=api,
             description=description + variant,
+            restorable={"number": IntRange(1, 5)},
         )
         for suffix, (class_name, api, variant) in DEBUG_PROBE_VARIANTS.items()
         for number, description in DEBUG_PROBES.items()
