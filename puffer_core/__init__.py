@@ -7,9 +7,9 @@ from typing import Any
 
 from puffer_core import errors
 from puffer_core.env.environments import make, make_raw
-from puffer_core.hooks import hookimpl
-from puffer_core.kwarg_rules import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, OneOf, Text
 from puffer_core.specs import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad
+from puffer_core.specs.hooks import hookimpl
+from puffer_core.specs.kwarg_rules import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, OneOf, Text
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,7 @@ from gymnasium import spaces
 from puffer_core.adapters import LegacyGymEnv, LegacyParallelEnv, to_gymnasium_space
 from puffer_core.errors import SpaceError
 from puffer_core.plugins import load_plugins
-from puffer_core.specs import EnvSpec
+from puffer_core.specs.declarations import EnvSpec
 
 SPEC = EnvSpec("test/env", lambda: None)
 

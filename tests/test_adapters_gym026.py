@@ -10,7 +10,7 @@ gym = pytest.importorskip("gym", minversion="0.26", reason="run with `nox -s tes
 import gymnasium  # noqa: E402
 
 from puffer_core.plugins import load_plugins  # noqa: E402
-from puffer_core.specs import EnvSpec  # noqa: E402
+from puffer_core.specs.declarations import EnvSpec  # noqa: E402
 
 pytestmark = pytest.mark.gym026
 

@@ -12,7 +12,7 @@ from puffer_core.env.environments import make_raw, missing_requirements
 from puffer_core.errors import MissingDependencyError, UnknownEnvError
 from puffer_core.plugins import load_plugins
 from puffer_core.plugins import manager as plugin_module
-from puffer_core.specs import EnvSpec
+from puffer_core.specs.declarations import EnvSpec
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""`puffer_core.kwarg_rules` and `EnvSpec.restorable`: what a creator kwarg read from a checkpoint
+"""`puffer_core.specs.kwarg_rules` and `EnvSpec.restorable`: what a creator kwarg read from a checkpoint
 may hold, declared per env by its plugin, with sizes bounded."""
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "puffer_core"
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80
+#: What puffer_core/ may hold besides __init__.py: the contract, the public faces, one package a layer.
+MAX_TOP_ENTRIES = 15
 
 
 def module_files(root: Path, package: str) -> dict[str, Path]:
@@ -112,6 +114,20 @@ def _path_through(group: list[str], graph: dict[str, set[str]]) -> list[str]:
 PLUGINS = [(path.parent, f"puffer_plugin_{path.parent.name}") for path in sorted(ROOT.glob("plugins/*/pyproject.toml"))]
 
 
+def top_entries(root: Path, package: str) -> list[str]:
+    """The modules and packages directly in ``package`` (``__init__.py`` and caches left out)."""
+    return sorted(
+        path.name
+        for path in (root / package).iterdir()
+        if path.name != "__init__.py" and (path.suffix == ".py" or (path.is_dir() and (path / "__init__.py").is_file()))
+    )
+
+
+def test_puffer_core_holds_at_most_15_entries():
+    entries = top_entries(ROOT, PACKAGE)
+    assert len(entries) <= MAX_TOP_ENTRIES, f"{len(entries)} in puffer_core/ (at most {MAX_TOP_ENTRIES}): {entries}"
+
+
 def test_no_import_cycle_in_puffer_core():
     found = cycles(import_graph(ROOT, PACKAGE))
     assert not found, "import cycles (deferred imports count):\n" + "\n".join(" → ".join(c) for c in found)
@@ -196,6 +212,12 @@ def test_relative_and_package_imports_resolve_to_modules(tmp_path):
         "pkg.base": set(),
     }
     assert cycles(graph) == []
+
+
+def test_entries_are_modules_and_packages(tmp_path):
+    write_package(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "", "pkg/sub/__init__.py": "", "pkg/notes.txt": ""})
+    (tmp_path / "pkg" / "__pycache__").mkdir()
+    assert top_entries(tmp_path, "pkg") == ["a.py", "sub"]
 
 
 def test_the_limits_are_600_lines_per_module_and_80_per_function(tmp_path):

@@ -1,4 +1,4 @@
-"""`puffer_core.limits`: typos (an extra zero, a minus sign, nan) are one-line errors naming the setting."""
+"""`puffer_core.specs.limits`: typos (an extra zero, a minus sign, nan) are one-line errors naming the setting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import MAX_ENVS, MAX_SECONDS, check_int, check_number
+from puffer_core.specs.limits import MAX_ENVS, MAX_SECONDS, check_int, check_number
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_numbers_of_any_kind_within_range_pass():
 
 
 def test_the_predicates_behind_the_checks():
-    from puffer_core.limits import int_in, number_in
+    from puffer_core.specs.limits import int_in, number_in
 
     assert int_in(np.int64(3), 1, 4) and int_in(0, 0) and int_in(2**62 - 1, 0, 2**62 - 1)
     assert not any(int_in(value, 1, 4) for value in (0, 5, True, 2.0, "2", None))
@@ -55,7 +55,7 @@ def test_the_predicates_behind_the_checks():
 
 @pytest.mark.parametrize("value", ["no", 0, 1, None, np.bool_(True)])
 def test_flags_are_true_or_false_only(value):
-    from puffer_core.limits import check_flag
+    from puffer_core.specs.limits import check_flag
 
     with pytest.raises(APIUsageError, match=r"^check_actions must be True or False, got "):
         check_flag("check_actions", value)
@@ -63,7 +63,7 @@ def test_flags_are_true_or_false_only(value):
 
 
 def test_large_bounds_read_as_people_write_them():
-    from puffer_core.limits import MAX_SPIN_US
+    from puffer_core.specs.limits import MAX_SPIN_US
 
     with pytest.raises(APIUsageError, match=r"^spin_us must be a number in \[0, 1,000,000\], got 1000000000000.0$"):
         check_number("spin_us", 1e12, 0, MAX_SPIN_US)

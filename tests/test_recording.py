@@ -23,7 +23,7 @@ from puffer_core.env.gif import gif_frame_ms
 from puffer_core.env.recording import Recorder, plan_recording, plan_watch
 from puffer_core.env.sinks import GIF_NOTE_FRAMES, CastSink, GifSink, text_size
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
-from puffer_core.specs import EnvSpec
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.testing import played_frames
 
 CARTPOLE_FRAME = (400, 600, 3)  # gymnasium's CartPole rgb_array screen

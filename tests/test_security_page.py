@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from puffer_core import atomic, limits
+from puffer_core import atomic
 from puffer_core.plugins import manager
+from puffer_core.specs import limits
 from puffer_core.train import archive, config, restore, run_lock
 from puffer_core.vector.ray.start import OPT_IN
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from puffer_core.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS, PLACEMENTS
+from puffer_core.specs.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS, PLACEMENTS
 
 __all__ = [
     "BATCH_SIZE",

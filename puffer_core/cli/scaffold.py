@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from puffer_core.errors import APIUsageError
-from puffer_core.specs import plugin_name_problem
+from puffer_core.specs.declarations import plugin_name_problem
 
 __all__ = ["scaffold_plugin"]
 

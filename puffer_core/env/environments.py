@@ -19,7 +19,7 @@ from puffer_core.env import emulation, postprocess
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
 from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.plugins.apis import is_multiagent
-from puffer_core.specs import EnvSpec
+from puffer_core.specs.declarations import EnvSpec
 
 __all__ = ["emulate_with_stats", "installed_versions", "make", "make_raw", "missing_requirements", "unavailable_reason"]
 

@@ -29,8 +29,8 @@ from puffer_core.atomic import private_directory, temporary_beside
 from puffer_core.env.factory import EnvFactory
 from puffer_core.env.sinks import CastSink, GifSink, TerminalSink, VideoSink
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
-from puffer_core.limits import MAX_EPISODES, MAX_FPS, check_int, check_number
 from puffer_core.plugins import get_plugins
+from puffer_core.specs.limits import MAX_EPISODES, MAX_FPS, check_int, check_number
 
 __all__ = [
     "FORMATS",

@@ -32,7 +32,7 @@ from puffer_core.matrix.sources import PluginSource
 from puffer_core.matrix.store import now
 from puffer_core.matrix.trees import CELL_MODULE
 from puffer_core.matrix.wheels import WheelError, Wheels
-from puffer_core.specs import PYTHON_VERSION_RE, requirement_problem
+from puffer_core.specs.declarations import PYTHON_VERSION_RE, requirement_problem
 
 __all__ = ["REPORTED", "Job", "JobResult", "read_smoke_report", "rebuilt_requirement", "requirement_names", "run_job"]
 

@@ -19,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from puffer_core.specs import CompatAxes, KnownBad
+from puffer_core.specs.declarations import CompatAxes, KnownBad
 
 __all__ = [
     "DEFAULT_PYTHON",

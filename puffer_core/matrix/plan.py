@@ -23,7 +23,7 @@ from puffer_core.matrix.options import RunOptions
 from puffer_core.matrix.processes import scratch_dirs
 from puffer_core.matrix.sources import PluginSource, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
-from puffer_core.specs import PYTHON_VERSION_RE
+from puffer_core.specs.declarations import PYTHON_VERSION_RE
 
 __all__ = ["RUNNER_SCHEMA", "Plan", "cell_input_hash", "cell_record", "plan_cells", "select_plugins", "split_values"]
 

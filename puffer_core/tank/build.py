@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from puffer_core.specs import DockerLayer
+from puffer_core.specs.declarations import DockerLayer
 from puffer_core.tank.base_image import resolve_base_image
 from puffer_core.tank.build_context import DOCKERFILES, layer_context
 from puffer_core.tank.errors import BuildError, TankError

@@ -36,7 +36,7 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.matrix.pyproject import read_pyproject
 from puffer_core.matrix.uv import find_uv
-from puffer_core.specs import DockerLayer
+from puffer_core.specs.declarations import DockerLayer
 from puffer_core.tank.errors import TankError
 
 __all__ = [

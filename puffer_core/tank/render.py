@@ -39,7 +39,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
-from puffer_core.specs import CONTROL_CHAR_RE, DockerLayer
+from puffer_core.specs.declarations import CONTROL_CHAR_RE, DockerLayer
 from puffer_core.tank.errors import ConstraintsError, TankError
 from puffer_core.tank.hashlock import HASHLOCK_IN_IMAGE, HashLock
 

@@ -12,7 +12,7 @@ import pathlib
 from dataclasses import dataclass, field
 
 from puffer_core.plugins import get_plugins
-from puffer_core.specs import DockerLayer
+from puffer_core.specs.declarations import DockerLayer
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.hashlock import DEFAULT_HASHLOCK, HashLock, HashLockError, load_hashlock
 from puffer_core.tank.lock import local_projects

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import (
+from puffer_core.specs.limits import (
     MAX_ENVS,
     MAX_SECONDS,
     MAX_SEED,

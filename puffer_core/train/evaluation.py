@@ -12,7 +12,7 @@ import torch
 from puffer_core import vector
 from puffer_core.env.recording import Recording, plan_recording
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import MAX_EPISODES, check_int
+from puffer_core.specs.limits import MAX_EPISODES, check_int
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.policy import Policy
 from puffer_core.train.recurrent import step_flags, zero_where

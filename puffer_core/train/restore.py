@@ -18,7 +18,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
-from puffer_core.specs import env_id_problem
+from puffer_core.specs.declarations import env_id_problem
 from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.saved_data import short
 from puffer_core.vector.checks import available_cpus

@@ -31,7 +31,7 @@ from typing import Any
 
 from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
-from puffer_core.limits import MAX_SEED, MAX_STEPS, check_int
+from puffer_core.specs.limits import MAX_SEED, MAX_STEPS, check_int
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import WINDOW, require_matplotlib
 from puffer_core.train.run_lock import RunLock

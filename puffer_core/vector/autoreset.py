@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import MAX_SEED, int_in
+from puffer_core.specs.limits import MAX_SEED, int_in
 
 __all__ = ["AUTORESET_MODES", "DISABLED", "NEXT_STEP", "SAME_STEP", "ResetPlan", "check_autoreset", "reset_plan"]
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import PufferError
-from puffer_core.limits import MAX_SECONDS, check_int, check_number
+from puffer_core.specs.limits import MAX_SECONDS, check_int, check_number
 from puffer_core.vector.backends import make
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.process_memory import child_pids, ram_per_env

@@ -7,7 +7,7 @@ from typing import Any
 
 from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import check_flag
+from puffer_core.specs.limits import check_flag
 from puffer_core.vector.base import VectorEnv
 from puffer_core.vector.checks import check_info_buffer_bytes, check_main_share, check_spin_us, check_timeout
 from puffer_core.vector.faults import check_max_restarts
@@ -74,7 +74,7 @@ def make(
             every backend ``check_actions`` (False leaves only ``send``'s shape check) and
             ``record`` (a path, ``.mp4``/``.gif`` for pixel envs or ``.cast`` for text envs, or
             a planned ``Recording``: env 0 records its episodes there, inside the process that
-            steps it). Each value is checked against :mod:`puffer_core.limits` before anything
+            steps it). Each value is checked against :mod:`puffer_core.specs.limits` before anything
             starts (``spin_us`` 0 to 1,000,000 µs, ``info_buffer_bytes`` 0 to 1 GiB, ``main_share``
             a count up to 65,536, timeouts up to a week, flags True or False).
         **env_kwargs: The env's creator kwargs.

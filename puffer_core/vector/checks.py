@@ -1,6 +1,6 @@
 """The checks of a vector env's counts and settings: what ``make`` accepts, and an error
 that proposes values that work for what it does not. Every bound is one of
-:mod:`puffer_core.limits`'s."""
+:mod:`puffer_core.specs.limits`'s."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import (
+from puffer_core.specs.limits import (
     MAX_ENVS,
     MAX_INFO_BUFFER_BYTES,
     MAX_SECONDS,

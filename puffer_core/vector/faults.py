@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.errors import APIUsageError, WorkerError
-from puffer_core.limits import MAX_RESTARTS, check_int
+from puffer_core.specs.limits import MAX_RESTARTS, check_int
 from puffer_core.vector.autoreset import SEED_LIMIT
 
 __all__ = ["DEFAULT_MAX_RESTARTS", "FAULT_POLICIES", "FaultLog", "check_on_fault", "fault_info", "restart_seeds"]

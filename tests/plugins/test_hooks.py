@@ -13,10 +13,11 @@ import gymnasium
 import pytest
 from plugin_site import GOOD, puffer_env, raises_in, run_puffer_many, site_entry_points, write_plugin
 
-from puffer_core import CompatAxes, DockerLayer, EnvSpec, hooks
+from puffer_core import CompatAxes, DockerLayer, EnvSpec
 from puffer_core.env import environments
 from puffer_core.errors import PluginError, UnknownEnvError
 from puffer_core.plugins import load_plugins
+from puffer_core.specs import hooks
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HOOK_NAMES = [name for name in hooks.__all__ if name.startswith("puffer_")]

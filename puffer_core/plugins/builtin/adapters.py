@@ -35,8 +35,8 @@ import numpy as np
 from gymnasium import spaces as gspaces
 
 from puffer_core.errors import SpaceError
-from puffer_core.hooks import hookimpl
 from puffer_core.plugins.apis import is_multiagent
+from puffer_core.specs.hooks import hookimpl
 
 __all__ = ["GymAdapter", "LegacyGymEnv", "LegacyParallelEnv", "LegacyPettingZooAdapter", "to_gymnasium_space"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from puffer_core.hooks import hookimpl
-from puffer_core.kwarg_rules import Flag, FloatRange, IntRange, KwargRule
 from puffer_core.plugins.builtin import probes
-from puffer_core.specs import CompatAxes, EnvSpec
+from puffer_core.specs.declarations import CompatAxes, EnvSpec
+from puffer_core.specs.hooks import hookimpl
+from puffer_core.specs.kwarg_rules import Flag, FloatRange, IntRange, KwargRule
 
 #: puffer id name -> (gymnasium id, description)
 CLASSIC_CONTROL = {

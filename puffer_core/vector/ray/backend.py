@@ -33,7 +33,7 @@ import numpy as np
 
 from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
-from puffer_core.limits import MAX_ACTOR_RESOURCES, check_flag, check_number
+from puffer_core.specs.limits import MAX_ACTOR_RESOURCES, check_flag, check_number
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
 from puffer_core.vector.base import VectorEnv, allocate_arrays
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker

@@ -15,7 +15,7 @@ import socket
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.limits import PLACEMENTS
+from puffer_core.specs.limits import PLACEMENTS
 
 __all__ = [
     "Placement",

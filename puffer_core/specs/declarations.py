@@ -4,7 +4,7 @@ Each dataclass has a ``validate(plugin)`` method the plugin manager calls when i
 loads a plugin, so a malformed value is reported once, naming the plugin and the
 field, instead of failing later somewhere deep in ``make`` or the matrix runner.
 
-``EnvSpec.restorable`` says, with the rules of :mod:`puffer_core.kwarg_rules`, which creator
+``EnvSpec.restorable`` says, with the rules of :mod:`puffer_core.specs.kwarg_rules`, which creator
 kwargs a checkpoint may bring back.
 """
 
@@ -20,8 +20,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
-from puffer_core.kwarg_rules import KwargRule
-from puffer_core.limits import MAX_FPS, number_in
+from puffer_core.specs.kwarg_rules import KwargRule
+from puffer_core.specs.limits import MAX_FPS, number_in
 
 __all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad", "env_id_problem"]
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from puffer_core.limits import int_in, number_in
+from puffer_core.specs.limits import int_in, number_in
 
 __all__ = ["AnyOf", "Flag", "FloatRange", "IntRange", "KwargRule", "ListOf", "OneOf", "Text"]
 

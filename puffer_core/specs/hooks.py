@@ -7,7 +7,7 @@ from typing import Any
 
 import pluggy
 
-from puffer_core.specs import CompatAxes, DockerLayer, EnvSpec
+from puffer_core.specs.declarations import CompatAxes, DockerLayer, EnvSpec
 
 __all__ = [
     "PROJECT",
