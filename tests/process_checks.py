@@ -58,9 +58,15 @@ class Measured(NamedTuple):
 
 # Runs ``-m MODULE ARGS`` or ``-c CODE ARGS`` and, at exit, writes the process's VmHWM (peak
 # resident memory of its own address space) to the file named first. Not os.wait4's
-# ru_maxrss: a child started with vfork inherits its parent's peak at exec.
+# ru_maxrss: a child started with vfork inherits its parent's peak at exec. The second
+# argument caps its address space (0: no cap), so that a regression fails with a MemoryError
+# instead of taking the machine's memory.
 _MEASURED = """
-import atexit, runpy, sys
+import atexit, resource, runpy, sys
+
+if int(sys.argv[2]):
+    resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
+del sys.argv[2]
 
 def report(path=sys.argv[1]):
     with open("/proc/self/status") as status:
@@ -78,16 +84,14 @@ else:
 """
 
 
-def run_measured(args: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> Measured:
+def run_measured(
+    args: list[str], env: dict[str, str] | None = None, max_memory: int = 0, timeout: float = 600
+) -> Measured:
     """Run ``python ARGS`` (``-m MODULE …`` or ``-c CODE …``) to its end and measure its peak
-    resident memory. ``timeout`` only keeps a broken test from hanging (the process is killed)."""
+    resident memory; ``max_memory`` caps its address space (bytes; 0: no cap). ``timeout`` only
+    keeps a broken test from hanging (the process is killed)."""
     with tempfile.TemporaryDirectory() as tmp:
         peak = Path(tmp) / "peak"
-        proc = subprocess.run(
-            [sys.executable, "-c", _MEASURED, str(peak), *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-        )
+        command = [sys.executable, "-c", _MEASURED, str(peak), str(max_memory), *args]
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
         return Measured(proc.returncode, proc.stdout, proc.stderr, int(peak.read_text()) * 1024)
