@@ -146,9 +146,25 @@ def test_make_and_a_direct_build_check_into_equal_frozen_settings(backend):
         assert made.settings.options == built.settings.options
         assert (made.settings.num_envs, made.settings.batch_size, made.settings.seed) == (4, 2, 7)
         with pytest.raises(dataclasses.FrozenInstanceError):
-            made.settings.seed = 8  # type: ignore[misc]
+            made.settings.seed = 8
         if backend == "multiprocessing":
             assert made.timeout == 5.0 and made.settings.options.timeout == 5.0
+
+
+@pytest.mark.ray
+def test_ray_built_directly_takes_its_own_settings_as_keywords_as_make_takes_vector_kwargs(local_ray):
+    own = {"timeout": 30.0, "max_restarts": 2, "actor_options": {"num_cpus": 0.5}}
+    kwargs = {"num_envs": 2, "num_workers": 2, "seed": 3}
+    with vector.make(counted_cartpole, backend="ray", vector_kwargs=own, **kwargs) as made:
+        with vector.Ray(counted_cartpole, **kwargs, **own) as built:
+            assert dataclasses.replace(made.settings, factory=None) == dataclasses.replace(built.settings, factory=None)
+            assert built.timeout == 30.0 and built.settings.options.actor_options == {"num_cpus": 0.5}
+            made.reset(seed=3)
+            built.reset(seed=3)
+            for _ in range(5):
+                step_made = made.step(np.zeros(2, np.int64))
+                step_built = built.step(np.zeros(2, np.int64))
+                np.testing.assert_array_equal(step_made[0], step_built[0])
 
 
 def test_a_backends_constructor_shows_its_own_settings_as_keywords():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import tempfile
 import weakref
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -90,7 +90,7 @@ class Multiprocessing(VectorEnv):
 
     def _open(self, settings: VectorSettings) -> None:
         check_not_bootstrapping()
-        options: MultiprocessingOptions = settings.options  # type: ignore[assignment]
+        options = cast(MultiprocessingOptions, settings.options)
         workers, units = settings.num_workers, len(settings.counts)
         self._units = units
         self._spin = spin_of(options.spin_us, workers, available_cpus())

@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -108,11 +108,11 @@ class RayOptions(WorkerOptions):
 class Ray(VectorEnv):
     """``num_envs`` envs over ``num_workers`` Ray actors, on this machine or a Ray cluster.
 
-    Extra parameters (``vector_kwargs``; :class:`RayOptions`): ``timeout`` (seconds an actor may stay silent on
-    one call, default 60), ``startup_timeout`` (for placing the actors and building their
-    envs, default 120), ``actor_options`` (passed to ``.options()`` of every actor, e.g.
-    ``{"num_cpus": 0.5}``), ``address``, ``placement``, ``allow_unauthenticated_ray``
-    (default False: see below), ``max_restarts``.
+    Extra parameters (``vector_kwargs``, or keywords: :class:`RayOptions`): ``timeout``
+    (seconds an actor may stay silent on one call, default 60), ``startup_timeout`` (for
+    placing the actors and building their envs, default 120), ``actor_options`` (passed to
+    ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``), ``address``, ``placement``,
+    ``allow_unauthenticated_ray`` (default False: see below), ``max_restarts``.
 
     Which Ray (``address``): None (default) uses Ray if it is initialised in this process
     (Ray is one per process: every vector env of the process shares it), else the cluster
@@ -151,7 +151,7 @@ class Ray(VectorEnv):
     Options = RayOptions
 
     def _open(self, settings: VectorSettings) -> None:
-        options: RayOptions = settings.options  # type: ignore[assignment]
+        options = cast(RayOptions, settings.options)
         actor_options = options.actor_options or {}
         cpus = bundle_cpus(actor_options) if options.placement else 0.0
         ray = import_ray()
@@ -189,7 +189,7 @@ class Ray(VectorEnv):
         self._started = True
 
     # ---------------------------------------------------------------- start-up
-    def _options(self, actor_options: dict) -> dict:
+    def _options(self, actor_options: Mapping[str, Any]) -> dict:
         options = {"max_concurrency": 2, **actor_options}
         if self._on_fault == "restart":
             # Ray restarts a dead actor itself (re-running __init__: its envs are re-created),
