@@ -1,4 +1,4 @@
-"""Recording env 0 (`puffer_core.env.recording`, `vector_kwargs={"record": ...}`, `puffer run
+"""Recording env 0 (`puffer_core.env.recording`, `record=...`, `puffer run
 --record`): videos decoded back with imageio, env 0 only, trajectories unchanged, the
 file appearing whole, and every bad input a one-line error."""
 
@@ -33,10 +33,10 @@ BACKENDS = ["serial", "multiprocessing"]
 def _run(path, backend="serial", steps=30, record=True, **kwargs):
     """Step 2 CartPoles with fixed actions; returns env 0's (observations, ends) per step."""
     workers = {"num_workers": 2} if backend != "serial" else {}
-    vector_kwargs = {"record": str(path)} if record else None
     observations, ends = [], []
+    recorded = str(path) if record else None
     with vector.make(
-        "classic/cartpole", num_envs=2, backend=backend, seed=3, vector_kwargs=vector_kwargs, **workers, **kwargs
+        "classic/cartpole", num_envs=2, backend=backend, seed=3, record=recorded, **workers, **kwargs
     ) as envs:
         obs, _ = envs.reset(seed=3)
         observations.append(obs.copy())
@@ -73,7 +73,7 @@ def test_recording_changes_no_trajectory(tmp_path, backend):
 
 
 def test_only_env_0_is_wrapped(tmp_path):
-    with vector.make("classic/cartpole", num_envs=3, vector_kwargs={"record": str(tmp_path / "x.gif")}) as envs:
+    with vector.make("classic/cartpole", num_envs=3, record=str(tmp_path / "x.gif")) as envs:
         kinds = [isinstance(env, Recorder) for env in envs.group.envs]
     assert kinds == [True, False, False]
     with vector.make("classic/cartpole", num_envs=2) as envs:
@@ -83,7 +83,7 @@ def test_only_env_0_is_wrapped(tmp_path):
 def test_recording_stops_after_the_episodes_asked_for(tmp_path):
     path = tmp_path / "one.gif"
     recording = plan_recording("classic/cartpole", path, episodes=1)
-    with vector.make("classic/cartpole", num_envs=1, seed=0, vector_kwargs={"record": recording}) as envs:
+    with vector.make("classic/cartpole", num_envs=1, seed=0, record=recording) as envs:
         envs.reset(seed=0)
         length = 0
         while True:
@@ -99,7 +99,7 @@ def test_recording_stops_after_the_episodes_asked_for(tmp_path):
 
 def test_the_file_appears_only_when_complete(tmp_path):
     path = tmp_path / "run.mp4"
-    with vector.make("classic/cartpole", num_envs=1, vector_kwargs={"record": str(path)}) as envs:
+    with vector.make("classic/cartpole", num_envs=1, record=str(path)) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(1, dtype=np.int64))
         assert not path.exists()
@@ -112,7 +112,7 @@ def test_a_creator_records_with_render_mode_rgb_array(tmp_path):
         return gymnasium.make("Pendulum-v1", render_mode=render_mode)
 
     path = tmp_path / "pendulum.gif"
-    with vector.make(make_pendulum, num_envs=2, vector_kwargs={"record": str(path)}) as envs:
+    with vector.make(make_pendulum, num_envs=2, record=str(path)) as envs:
         envs.reset(seed=0)
         for _ in range(4):
             envs.step(np.zeros((2, 1), dtype=np.float32))
@@ -251,7 +251,7 @@ def test_an_existing_recording_is_refused_unless_overwrite(tmp_path):
     with pytest.raises(APIUsageError, match=r"the file exists; pass --overwrite \(overwrite=True\)"):
         plan_recording("classic/cartpole", path)
     with pytest.raises(APIUsageError, match="the file exists"):
-        vector.make("classic/cartpole", vector_kwargs={"record": str(path)})
+        vector.make("classic/cartpole", record=str(path))
     assert path.read_bytes() == b"keep me"
     plan_recording("classic/cartpole", path, overwrite=True)
 
@@ -400,9 +400,7 @@ def test_a_file_that_appears_during_the_recording_is_never_overwritten(tmp_path,
     path = tmp_path / "run.gif"
     recording = plan_recording("classic/cartpole", path)  # checked here: no file yet
     workers = {"num_workers": 2} if backend != "serial" else {}
-    with vector.make(
-        "classic/cartpole", num_envs=2, backend=backend, vector_kwargs={"record": recording}, **workers
-    ) as envs:
+    with vector.make("classic/cartpole", num_envs=2, backend=backend, record=recording, **workers) as envs:
         envs.reset(seed=0)
         path.write_bytes(b"appeared meanwhile")  # another program's file, or a second run's
         for _ in range(5):
@@ -418,7 +416,7 @@ def test_a_file_that_appears_during_the_recording_is_never_overwritten(tmp_path,
 def test_with_overwrite_a_file_that_appears_is_replaced(tmp_path):
     path = tmp_path / "run.gif"
     recording = plan_recording("classic/cartpole", path, overwrite=True)
-    with vector.make("classic/cartpole", num_envs=1, vector_kwargs={"record": recording}) as envs:
+    with vector.make("classic/cartpole", num_envs=1, record=recording) as envs:
         envs.reset(seed=0)
         path.write_bytes(b"appeared meanwhile")
         envs.step(np.zeros(1, dtype=np.int64))

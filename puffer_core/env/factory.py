@@ -7,14 +7,25 @@ when a run records.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from puffer_core.env.emulation import GymnasiumEmulator, PettingZooEmulator
 from puffer_core.env.environments import emulate_with_stats, make
 from puffer_core.errors import APIUsageError
 
-__all__ = ["EnvFactory", "attach"]
+__all__ = ["EnvFactory", "RecordingPlan", "attach"]
+
+
+class RecordingPlan(Protocol):
+    """What ``EnvFactory`` needs of a recording of env 0 (``puffer_core.env.recording.Recording``,
+    a layer above, so it is handed in, not imported): the creator kwargs that make the env
+    render, and ``wrap``, which returns the env recording itself."""
+
+    @property
+    def env_kwargs(self) -> Mapping[str, Any]: ...
+
+    def wrap(self, env: Any) -> Any: ...
 
 
 def _is_emulator(env: Any) -> bool:
@@ -79,7 +90,12 @@ class EnvFactory:
     workers use cloudpickle, so lambdas work too).
     """
 
-    def __init__(self, env: str | Callable[..., Any], env_kwargs: dict[str, Any] | None = None, recording: Any = None):
+    def __init__(
+        self,
+        env: str | Callable[..., Any],
+        env_kwargs: Mapping[str, Any] | None = None,
+        recording: RecordingPlan | None = None,
+    ):
         if not isinstance(env, str) and not callable(env):
             raise APIUsageError(
                 f"env must be a registered env id (str) or a zero-argument creator, got {type(env).__name__}; "
@@ -87,8 +103,7 @@ class EnvFactory:
             )
         self.env = env
         self.env_kwargs = dict(env_kwargs or {})
-        #: A ``puffer_core.env.recording.Recording`` of env 0, or None: its ``wrap(env)`` records
-        #: env 0 (the recording layer sits above this one, so it is handed in, not imported).
+        #: env 0's recording (a ``RecordingPlan``), or None
         self.recording = recording
 
     @property

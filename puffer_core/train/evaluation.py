@@ -99,12 +99,9 @@ def evaluate(
     config = saved.settings(str(run))
     env = saved_env_id(saved.env, str(run)) if env is None else env
     kwargs = restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(run))
-    vector_kwargs = None
-    if record is not None:
-        if not isinstance(record, Recording):
-            record = plan_recording(env, record, kwargs, episodes, overwrite=overwrite)
-        vector_kwargs = {"record": record}
-    envs = vector.make(env, num_envs=1, seed=seed, vector_kwargs=vector_kwargs, **kwargs)
+    if record is not None and not isinstance(record, Recording):
+        record = plan_recording(env, record, kwargs, episodes, overwrite=overwrite)
+    envs = vector.make(env, num_envs=1, seed=seed, record=record, **kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
             raise APIUsageError(

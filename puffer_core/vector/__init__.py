@@ -1,6 +1,7 @@
 """Vector envs: Serial, Multiprocessing and Ray backends behind one ``make``.
 
-See :mod:`puffer_core.vector.backends` for ``make``, :mod:`puffer_core.vector.base` for
+See :mod:`puffer_core.vector.backends` for ``make``, :mod:`puffer_core.vector.vector_settings`
+for the settings every backend is built from (checked once), :mod:`puffer_core.vector.base` for
 the API every backend shares (units, infos, autoreset), :mod:`puffer_core.vector.mp` for
 the shared-memory / pipe design of Multiprocessing, and
 :mod:`puffer_core.vector.ray` for Ray.

@@ -9,7 +9,7 @@ allowed; the vector env stays usable.
 
 The common (valid) case costs a dtype identity test and one ``argmax`` (about a
 microsecond for a batch of CartPole actions); only a failing check looks for the bad row.
-``vector_kwargs={"check_actions": False}`` skips everything but the shape check.
+``vector.make(..., check_actions=False)`` skips everything but the shape check.
 
 Ranges: ``Discrete`` / ``MultiDiscrete`` values in ``[start, start + n)`` (the flat spaces
 of emulation are 0-based), ``MultiBinary`` values 0 or 1, ``Box`` values finite. ``Box``

@@ -36,19 +36,22 @@ Calls
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
 from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError, PufferError, WorkerError
 from puffer_core.vector.actions import ActionCheck
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_autoreset, reset_plan
+from puffer_core.vector.autoreset import NEXT_STEP, ResetPlan, reset_plan
 from puffer_core.vector.calls import CallResult, EnvCall, raise_failures
 from puffer_core.vector.checks import format_choices
 from puffer_core.vector.env_group import EnvFault
 from puffer_core.vector.faults import FaultLog
+from puffer_core.vector.vector_settings import BackendOptions, VectorSettings, WorkerOptions
 
 __all__ = [
     "VectorEnv",
@@ -134,6 +137,18 @@ def format_infos(raw: list, agents_per_env: int, possible_agents: Sequence[Any])
     return out
 
 
+_Env = TypeVar("_Env", bound="VectorEnv")
+
+
+def _signature(options: type[BackendOptions]) -> inspect.Signature:
+    """A backend's constructor as callers see it: ``VectorEnv.__init__``'s parameters, then
+    its ``Options`` as keywords with their defaults."""
+    common = list(inspect.signature(VectorEnv.__init__).parameters.values())[1:-1]  # no self, no **options
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    own = [inspect.Parameter(f.name, keyword, default=f.default, annotation=f.type) for f in fields(options)]
+    return inspect.Signature([*common, *own])
+
+
 class VectorEnv:
     """The API every backend implements. Subclasses set the attributes and implement
     ``async_reset``, ``send``, ``recv`` and ``close``."""
@@ -155,38 +170,95 @@ class VectorEnv:
     #: "next_step", "same_step" or "disabled" (see :mod:`puffer_core.vector.autoreset`)
     autoreset_mode: str = NEXT_STEP
     #: check actions' dtype and range in send() (:mod:`puffer_core.vector.actions`);
-    #: ``vector.make(..., vector_kwargs={"check_actions": False})`` leaves only the shape check
+    #: ``vector.make(..., check_actions=False)`` leaves only the shape check
     check_actions: bool = True
+    #: the checked settings it was made with
+    settings: VectorSettings
 
     _closed: bool = False
     _state: str = "new"
     _seed: int | None = None
+    #: the backend's own settings (``vector_kwargs``, or keywords of its constructor): their
+    #: defaults and checks (see :mod:`puffer_core.vector.vector_settings`)
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
 
-    # The async pair and close are backend specific.
-    def _init_workers(self, factory: EnvFactory, envs: int, workers: int, batch: int, counts: list[int]) -> None:
-        """Probe one env for the spaces, then lay its rows out over ``workers`` (MP and Ray)."""
-        driver, spec = probe_env(factory)
-        try:
-            driver.close()  # only its layouts are kept (unflatten_observation)
-        except Exception:
-            pass
-        self.driver_env = driver
+    def __init__(
+        self,
+        env: str | Callable[..., Any] | EnvFactory,
+        num_envs: int = 1,
+        num_workers: int | None = None,
+        batch_size: int | None = None,
+        seed: int | None = None,
+        env_kwargs: dict | None = None,
+        autoreset: str = NEXT_STEP,
+        on_fault: str = "raise",
+        **options: Any,
+    ):
+        """``num_envs`` copies of ``env`` (``make``'s parameters, and the backend's ``Options``
+        as keywords), every setting checked before anything starts."""
+        self._closed = True  # until started: close() is a no-op
+        checked = self.Options.checked(options, type(self).__name__)
+        common = (env, num_envs, num_workers, batch_size, seed, env_kwargs, autoreset, on_fault)
+        self._open(VectorSettings.check(self.backend, checked, *common))
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = _signature(cls.Options)  # what help() and inspect show: the real keywords
+
+    @classmethod
+    def from_settings(cls: type[_Env], settings: VectorSettings) -> _Env:
+        """A vector env started on ``settings`` (checked already: ``make``'s way in)."""
+        if settings.backend != cls.backend or type(settings.options) is not cls.Options:
+            raise APIUsageError(f"these settings are the {settings.backend} backend's, not {cls.__name__}'s")
+        envs = cls.__new__(cls)
+        envs._closed = True
+        envs._open(settings)
+        return envs
+
+    def _open(self, settings: VectorSettings) -> None:
+        """Start the backend on checked ``settings`` (each backend's own start-up)."""
+        raise NotImplementedError
+
+    def _take_settings(self, settings: VectorSettings) -> Any:
+        """Keep what every backend keeps of ``settings``; probe one env for the spaces and set
+        the counts in agent rows. Returns that env (the caller keeps it, or closes it)."""
+        self.settings = settings
+        self.autoreset_mode, self._seed, self._on_fault = settings.autoreset, settings.seed, settings.on_fault
+        self.check_actions = settings.check_actions
+        env, spec = probe_env(settings.factory)
         a = spec["agents_per_env"]
         self.agents_per_env = a
         self.possible_agents = spec["possible_agents"]
         self.single_observation_space = spec["observation_space"]
         self.single_action_space = spec["action_space"]
         self._action_shape, self._action_dtype = action_buffer_spec(self.single_action_space)
-        self.num_envs = envs * a
-        self.num_workers = workers
-        self.batch_size = batch * a
+        self.num_envs = settings.num_envs * a
+        self.num_workers = settings.num_workers
+        self.batch_size = settings.batch_size * a
         self.observation_space = batched_space(self.single_observation_space, self.batch_size)
         self.action_space = batched_space(self.single_action_space, self.batch_size)
-        self._workers_per_batch = workers if batch == envs else batch // counts[0]
+        return env
+
+    def _init_workers(self, settings: VectorSettings) -> None:
+        """``_take_settings``, then lay the rows out over the units (MP and Ray: the workers and
+        Multiprocessing's main share), with the workers' timeouts and fault log."""
+        driver = self._take_settings(settings)
+        try:
+            driver.close()  # only its layouts are kept (unflatten_observation)
+        except Exception:
+            pass
+        self.driver_env = driver
+        options = cast(WorkerOptions, settings.options)
+        self.timeout, self._startup_timeout = options.timeout, options.startup_timeout
+        self._fault_log = FaultLog(options.max_restarts)
+        self._started = False  # until every unit is built: a fault then raises, whatever on_fault says
+        counts, a, units = list(settings.counts), self.agents_per_env, len(settings.counts)
+        envs, batch = settings.num_envs, settings.batch_size
+        self._workers_per_batch = units if batch == envs else batch // counts[0]
         self._env_counts = counts
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
         self._first_env = starts[:-1].tolist()
-        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(workers)]
+        self._row_bounds = [(int(starts[w]) * a, int(starts[w + 1]) * a) for w in range(units)]
         self._env_ids = [np.arange(lo, hi) for lo, hi in self._row_bounds]
         self._all_ids = np.arange(self.num_envs)
 
@@ -242,15 +314,6 @@ class VectorEnv:
                 "send() without a batch to act on; call reset()/async_reset() and recv() first"
                 if self._state == "new"
                 else "send() called twice without recv(); call recv() to get the next batch first"
-            )
-
-    def _init_autoreset(self, autoreset: Any, batch_size_envs: int, num_envs_envs: int) -> None:
-        self.autoreset_mode = check_autoreset(autoreset)
-        if self.autoreset_mode == DISABLED and batch_size_envs != num_envs_envs:
-            raise APIUsageError(
-                f"autoreset='disabled' needs batch_size == num_envs ({num_envs_envs}), got batch_size "
-                f"{batch_size_envs}: the caller resets ended envs with reset(options={{'reset_mask': mask}}), "
-                "which acts on every env at once; use autoreset='next_step' with async batches"
             )
 
     def async_reset(self, seed: Any = None, options: dict | None = None) -> None:

@@ -106,7 +106,8 @@ def run_random(
         batch_size=batch_size,
         backend=backend,
         seed=seed,
-        vector_kwargs={**(vector_kwargs or {}), **({} if record is None else {"record": record})} or None,
+        vector_kwargs=vector_kwargs,
+        record=record,
         **env_kwargs,
     ) as envs:
         # Pre-draw actions in chunks: sampling per step would dominate cheap envs.
@@ -120,13 +121,7 @@ def run_random(
             obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
             live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
             done_steps += live
-            for info in _episode_infos(infos):
-                returns.append(float(info["episode_return"]))
-                for key, value in info.items():
-                    if key in NOT_STATISTICS:
-                        continue
-                    if isinstance(value, (Real, np.number)) and not isinstance(value, bool):
-                        totals[key] += float(value)
+            _tally(infos, returns, totals)
             if sample_allowed is not None:
                 envs.send(sample_allowed(obs, rng))
             else:
@@ -152,6 +147,16 @@ def run_random(
     result.episode_returns = returns
     result.episode_means = {key: total / len(returns) for key, total in sorted(totals.items())} if returns else {}
     return result
+
+
+def _tally(infos: Any, returns: list[float], totals: dict[str, float]) -> None:
+    """Each episode that ended in ``infos``: its return onto ``returns``, its other numeric
+    statistics added to ``totals``."""
+    for info in _episode_infos(infos):
+        returns.append(float(info["episode_return"]))
+        for key, value in info.items():
+            if key not in NOT_STATISTICS and isinstance(value, (Real, np.number)) and not isinstance(value, bool):
+                totals[key] += float(value)
 
 
 def _placement(envs: Any) -> list[dict[str, Any]] | None:

@@ -6,20 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.env.factory import EnvFactory
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
-from puffer_core.vector.base import (
-    VectorEnv,
-    action_buffer_spec,
-    allocate_arrays,
-    batched_space,
-    format_infos,
-    probe_env,
-)
+from puffer_core.vector.autoreset import DISABLED
+from puffer_core.vector.base import VectorEnv, allocate_arrays, format_infos
 from puffer_core.vector.calls import CallResult, EnvCall
-from puffer_core.vector.checks import check_counts
 from puffer_core.vector.env_group import EnvFault, EnvGroup
-from puffer_core.vector.faults import check_on_fault
+from puffer_core.vector.vector_settings import VectorSettings
 
 __all__ = ["Serial"]
 
@@ -34,42 +25,21 @@ class Serial(VectorEnv):
 
     backend = "serial"
 
-    def __init__(
-        self,
-        env: Any,
-        num_envs: int = 1,
-        num_workers: int | None = None,
-        batch_size: int | None = None,
-        seed: int | None = None,
-        env_kwargs: dict | None = None,
-        autoreset: str = NEXT_STEP,
-        on_fault: str = "raise",
-    ):
-        check_on_fault(on_fault, "serial")
-        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
-        envs, _, batch, _ = check_counts(num_envs, num_workers, batch_size, "serial")
-        self._init_autoreset(autoreset, batch, envs)
-        self._seed = check_seed(seed)
-        first, spec = probe_env(factory)
-        a = spec["agents_per_env"]
-        self.agents_per_env = a
-        self.possible_agents = spec["possible_agents"]
-        self.single_observation_space = spec["observation_space"]
-        self.single_action_space = spec["action_space"]
-        self._action_shape, action_dtype = action_buffer_spec(self.single_action_space)
-        self.num_envs = envs * a
-        self.num_workers = 1
-        self.batch_size = batch * a
+    def _open(self, settings: VectorSettings) -> None:
+        first = self._take_settings(settings)
+        factory, envs, batch = settings.factory, settings.num_envs, settings.batch_size
         self._envs_per_batch = batch
-        self.observation_space = batched_space(self.single_observation_space, self.batch_size)
-        self.action_space = batched_space(self.single_action_space, self.batch_size)
-        self.arrays = allocate_arrays(self.num_envs, self.single_observation_space, self._action_shape, action_dtype)
+        self.arrays = allocate_arrays(
+            self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
+        )
         try:
             # A recording env 0 is built anew (with its render kwargs); the probe is reused otherwise.
             prebuilt = [first] if factory.recording is None else []
             if not prebuilt:
                 first.close()
-            self.group = EnvGroup(factory, envs, a, self.arrays, prebuilt=prebuilt, autoreset=self.autoreset_mode)
+            self.group = EnvGroup(
+                factory, envs, self.agents_per_env, self.arrays, prebuilt=prebuilt, autoreset=self.autoreset_mode
+            )
         except EnvFault as fault:
             raise fault.to_worker_error(None, "Serial") from fault
         self.driver_env = self.group.envs[0]

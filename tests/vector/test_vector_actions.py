@@ -225,7 +225,7 @@ def test_multidiscrete_and_box_envs_through_send():
 
 
 def test_check_actions_false_lets_a_bad_action_reach_the_env():
-    with vector.make("classic/cartpole", num_envs=2, vector_kwargs={"check_actions": False}) as envs:
+    with vector.make("classic/cartpole", num_envs=2, check_actions=False) as envs:
         assert envs.check_actions is False
         envs.reset(seed=0)
         with pytest.raises(WorkerError, match=r"env 1 raised AssertionError in step"):
@@ -237,5 +237,5 @@ def test_check_actions_false_lets_a_bad_action_reach_the_env():
 def test_check_actions_is_on_by_default_and_must_be_a_bool():
     with vector.make("classic/cartpole", num_envs=1) as envs:
         assert envs.check_actions is True
-    with pytest.raises(APIUsageError, match=r"vector_kwargs\['check_actions'\] must be True or False, got 'no'"):
-        vector.make("classic/cartpole", num_envs=1, vector_kwargs={"check_actions": "no"})
+    with pytest.raises(APIUsageError, match=r"^check_actions must be True or False, got 'no'$"):
+        vector.make("classic/cartpole", num_envs=1, check_actions="no")

@@ -128,7 +128,7 @@ def test_missing_ray_is_explained(monkeypatch):
 
 
 def test_allow_unauthenticated_ray_must_be_a_bool():
-    with pytest.raises(APIUsageError, match="allow_unauthenticated_ray must be True or False"):
+    with pytest.raises(APIUsageError, match=r"^vector_kwargs\['allow_unauthenticated_ray'\] must be True or False"):
         vector.make(cartpole, num_envs=2, backend="ray", vector_kwargs={"allow_unauthenticated_ray": "no"})
 
 

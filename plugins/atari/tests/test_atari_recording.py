@@ -18,9 +18,7 @@ SCREEN = (210, 160)  # ALE's frame, height x width
 @pytest.mark.parametrize("suffix", [".mp4", ".gif"])
 def test_breakout_records_its_screen(tmp_path, suffix):
     path = tmp_path / f"breakout{suffix}"
-    with vector.make(
-        "atari/breakout", num_envs=2, num_workers=2, backend="multiprocessing", vector_kwargs={"record": str(path)}
-    ) as envs:
+    with vector.make("atari/breakout", num_envs=2, num_workers=2, backend="multiprocessing", record=str(path)) as envs:
         envs.reset(seed=0)
         for _ in range(40):
             envs.step(np.ones(2, dtype=np.int64))  # FIRE, so the ball moves

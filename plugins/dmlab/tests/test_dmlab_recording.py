@@ -18,7 +18,7 @@ def test_a_level_records_its_frames_from_a_worker(lab_double_everywhere, tmp_pat
         num_envs=2,
         num_workers=2,
         backend="multiprocessing",
-        vector_kwargs={"record": str(path)},
+        record=str(path),
     ) as envs:
         envs.reset(seed=0)
         for _ in range(6):

@@ -55,7 +55,7 @@ def test_a_cast_from_a_worker_parses_and_shows_the_dungeon(tmp_path):
         num_workers=2,
         backend="multiprocessing",
         seed=0,
-        vector_kwargs={"record": str(path)},
+        record=str(path),
     ) as envs:
         envs.reset(seed=0)
         rng = np.random.default_rng(0)

@@ -19,7 +19,7 @@ def test_cooperative_pong_records_its_screen_from_a_worker(tmp_path):
         num_envs=2,
         num_workers=2,
         backend="multiprocessing",
-        vector_kwargs={"record": recording},
+        record=recording,
     ) as envs:
         envs.reset(seed=0)
         rng = np.random.default_rng(0)

@@ -10,42 +10,69 @@ from __future__ import annotations
 
 import tempfile
 import weakref
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple, cast
 
-from puffer_core.env.factory import EnvFactory
+import numpy as np
+
 from puffer_core.errors import EnvCallError, WorkerError
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_seed
+from puffer_core.vector.autoreset import DISABLED
 from puffer_core.vector.base import VectorEnv
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
-from puffer_core.vector.checks import available_cpus, check_info_buffer_bytes, check_spin_us, check_timeout
-from puffer_core.vector.faults import DEFAULT_MAX_RESTARTS, Fault, FaultLog, check_max_restarts, check_on_fault
+from puffer_core.vector.checks import available_cpus, check_info_buffer_bytes, check_main_share, check_spin_us
+from puffer_core.vector.faults import Fault
 from puffer_core.vector.mp.commands import Commands
-from puffer_core.vector.mp.main_share import MainShare, plan_units
-from puffer_core.vector.mp.processes import Resources, Workers, release
-from puffer_core.vector.mp.protocol import CALL, DEFAULT_SPIN_US, HAS_MASK, HAS_SEEDS, MIN_SPIN, RESET, STEP
+from puffer_core.vector.mp.main_share import MainShare, ResetRows, plan_units
+from puffer_core.vector.mp.processes import Resources, UnitPlan, Workers, release
+from puffer_core.vector.mp.protocol import CALL, HAS_MASK, HAS_SEEDS, RESET, STEP, spin_of
 from puffer_core.vector.mp.shared_memory import ROW_FIELDS, Layout, map_shared
-from puffer_core.vector.mp.start import Lifeline, check_not_bootstrapping, resolve_start_method
+from puffer_core.vector.mp.start import Lifeline, check_not_bootstrapping, check_start_method, resolve_start_method
+from puffer_core.vector.vector_settings import Counts, VectorSettings, WorkerOptions, option
 
-__all__ = ["RECORDING_CLOSE_GRACE", "Multiprocessing"]
+__all__ = ["Multiprocessing", "MultiprocessingOptions"]
 
-#: Seconds ``close`` waits for workers when env 0 records (see ``_allocate``).
-RECORDING_CLOSE_GRACE = 60.0
-#: the arrays a batch's views start with (then env ids, masks and actions: see ``_map_views``)
-_VIEWS = ("observations", "rewards", "terminals", "truncations")
+#: Seconds ``close`` gives workers to close their envs (a minute when env 0 records: ``close_grace``).
+CLOSE_GRACE = 1.0
+
+
+@dataclass(frozen=True)
+class MultiprocessingOptions(WorkerOptions):
+    """Multiprocessing's own settings, beyond the workers' ``timeout``, ``startup_timeout`` and
+    ``max_restarts``: ``start_method`` ("fork", "forkserver" or "spawn"; all three pass the
+    same tests; None: see :class:`Multiprocessing`), ``info_buffer_bytes`` (per-worker mailbox
+    for infos and call arguments, default 256 KiB), ``spin_us`` (the longest a waiting side
+    polls before it sleeps: the main process always, workers only when each has a core;
+    None: ``DEFAULT_SPIN_US``; 0 never spins) and ``main_share`` (True, "auto" or a number of
+    envs: the main process steps a share itself, see :mod:`.main_share`)."""
+
+    start_method: str | None = option(None, check_start_method)
+    info_buffer_bytes: int = option(256 * 1024, check_info_buffer_bytes)
+    spin_us: float | None = option(None, check_spin_us)
+    main_share: bool | str | int = option(False, check_main_share)
+
+    def plan(self, num_envs: Any, num_workers: Any, batch_size: Any, backend: str) -> Counts:
+        """The checked counts, the main share (if any) the last unit (:func:`.main_share.plan_units`)."""
+        cpus = available_cpus()
+        envs, workers, _, batch, counts = plan_units(num_envs, num_workers, batch_size, self.main_share, cpus)
+        return Counts(envs, workers, batch, tuple(counts))
+
+
+class BatchViews(NamedTuple):
+    """A batch's arrays as ``recv`` hands them out, and its rows of the actions ``send`` fills."""
+
+    observations: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    truncations: np.ndarray
+    env_ids: np.ndarray
+    masks: np.ndarray
+    actions: np.ndarray | None
 
 
 class Multiprocessing(VectorEnv):
     """``num_envs`` envs over ``num_workers`` processes; see :mod:`puffer_core.vector.mp`.
 
-    Parameters beyond ``make``'s: ``timeout`` (seconds a worker may stay silent on one
-    command, default 60; env construction gets ``max(timeout, startup_timeout)``),
-    ``start_method`` ("fork", "forkserver" or "spawn"; all three pass the same tests),
-    ``info_buffer_bytes`` (per-worker mailbox for infos and call arguments, default 256 KiB), ``spin_us``
-    (the longest a waiting side polls before it sleeps: the main process always, workers
-    only when each has a core; default ``DEFAULT_SPIN_US``; 0 never spins), ``main_share``
-    (True, "auto" or a number of envs: the main process steps a share itself, see
-    :mod:`.main_share`) and ``max_restarts`` (``on_fault="restart"``: faults in a row an env
-    may have before the vector env raises).
+    Parameters beyond ``make``'s: :class:`MultiprocessingOptions`.
 
     The default start method is safe to use from a process that runs threads (torch, Ray, a
     notebook kernel): "forkserver" when this process has other threads (counted by the OS:
@@ -59,71 +86,35 @@ class Multiprocessing(VectorEnv):
     """
 
     backend = "multiprocessing"
+    Options = MultiprocessingOptions
 
-    def __init__(
-        self,
-        env: Any,
-        num_envs: int = 1,
-        num_workers: int | None = None,
-        batch_size: int | None = None,
-        seed: int | None = None,
-        env_kwargs: dict | None = None,
-        timeout: float = 60.0,
-        startup_timeout: float = 120.0,
-        start_method: str | None = None,
-        info_buffer_bytes: int = 256 * 1024,
-        spin_us: float | None = None,
-        autoreset: str = NEXT_STEP,
-        on_fault: str = "raise",
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
-        main_share: Any = False,
-    ):
-        self._closed = True  # until fully started; close() is then a no-op
+    def _open(self, settings: VectorSettings) -> None:
         check_not_bootstrapping()
-        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
-        cpus = available_cpus()
-        envs, workers, units, batch, counts = plan_units(num_envs, num_workers, batch_size, main_share, cpus)
+        options = cast(MultiprocessingOptions, settings.options)
+        workers, units = settings.num_workers, len(settings.counts)
         self._units = units
-        self._init_autoreset(autoreset, batch, envs)
-        self._on_fault = check_on_fault(on_fault, "multiprocessing")
-        self._fault_log = FaultLog(check_max_restarts(max_restarts))
-        self._started = False
-        self.timeout = check_timeout(timeout)
-        self._seed = check_seed(seed)
-        info_buffer_bytes = check_info_buffer_bytes(info_buffer_bytes)
-        spin_us = check_spin_us(spin_us)
-        spin = (DEFAULT_SPIN_US if spin_us is None else spin_us) / 1e6
-        # Workers spin only when each can have a core; the main process's spin yields at every
-        # look, so it costs a worker sharing its core no more than a context switch. When every
-        # process has a core of its own, a spin costs nobody anything and sleeping costs both
-        # sides a wake-up, so each spins its whole budget; when they share, a spin lasts about
-        # as long as waits usually do (see .protocol).
-        floor = spin if workers + 1 <= cpus else min(spin, MIN_SPIN)
-        self._spins = (spin, floor, spin if workers <= cpus else 0.0)
-        self._startup_timeout = check_timeout(startup_timeout, "startup_timeout")
-
+        self._spin = spin_of(options.spin_us, workers, available_cpus())
         #: how the workers were started: "fork", "forkserver" or "spawn" (see :mod:`.start`)
-        self.start_method = resolve_start_method(start_method)
-
-        self._init_workers(factory, envs, units, batch, counts)
-        self.num_workers = workers  # processes; the main share is one more unit of ``counts``
-        self._res = self._allocate(envs, workers, info_buffer_bytes, recording=factory.recording is not None)
+        self.start_method = resolve_start_method(options.start_method)
+        self._init_workers(settings)  # num_workers counts processes; the main share is one more unit
+        self._res = self._allocate(workers, options.info_buffer_bytes, settings.close_grace(CLOSE_GRACE))
         self._closed = False
         self._state = "new"
         self._held: list[int] | None = None  # the units of the batch recv handed out, until send
         try:
-            self._start(factory, workers)
+            self._start_units(settings, workers)
         except BaseException:
             self.close()
             raise
 
     # ---------------------------------------------------------------- start-up
-    def _allocate(self, envs: int, workers: int, info_buffer_bytes: int, recording: bool) -> Resources:
-        """The shared mapping, the lifeline and the workers' temp dir, owned by the finalizer from here on."""
+    def _allocate(self, workers: int, info_buffer_bytes: int, grace: float) -> Resources:
+        """The shared mapping, the lifeline and the workers' temp dir, owned by the finalizer from
+        here on; ``close`` gives the workers ``grace`` seconds to close their envs."""
         obs_space = self.single_observation_space
         layout = Layout(  # control blocks and mailboxes for the worker processes only
             self.num_envs,
-            envs,
+            self._env_count,
             workers,
             obs_space.shape,
             obs_space.dtype,
@@ -131,9 +122,7 @@ class Multiprocessing(VectorEnv):
             self._action_dtype,
             info_buffer_bytes,
         )
-        # Workers get a second to close their envs, or a minute when env 0 records (its
-        # worker writes the video's end, a GIF all of it, as env 0 closes).
-        res = Resources(workers, layout, grace=RECORDING_CLOSE_GRACE if recording else 1.0)
+        res = Resources(workers, layout, grace=grace)
         self._finalizer = weakref.finalize(self, release, res)
         res.buffer, memfd = map_shared(layout.size, self.start_method)
         if memfd is not None:
@@ -145,12 +134,13 @@ class Multiprocessing(VectorEnv):
             pass
         return res
 
-    def _start(self, factory: Any, workers: int) -> None:
-        res, units = self._res, self._units
+    def _start_units(self, settings: VectorSettings, workers: int) -> None:
+        """Start the book of commands, the worker processes and the main share; wait until every
+        unit has built its envs."""
+        res, units, factory = self._res, self._units, settings.factory
         self._arrays = arrays = res.layout.arrays(res.buffer)
         self._map_views(arrays)
         owner = weakref.proxy(self)  # the parts report faults up here; a strong reference would be a cycle
-        spin, floor, worker_spin = self._spins
         commands = Commands(
             arrays,
             units,
@@ -158,22 +148,16 @@ class Multiprocessing(VectorEnv):
             [self._envs_of(w) for w in range(units)],
             self._row_bounds,
             self.possible_agents if self.agents_per_env > 1 else None,
-            (self.timeout, self._startup_timeout, spin, floor),
+            self.timeout,
+            self._startup_timeout,
+            self._spin,
             self._fault_log,
-            (res.cmd_w, res.data_r, res.shared_fds),
+            res.pipes,
         )
         self._commands, self._ready, self._infos = commands, commands.ready, commands.infos
-        plan = [(self._first_env[w], self._env_counts[w], self._row_bounds[w]) for w in range(workers)]
+        plan = [UnitPlan(self._first_env[w], self._env_counts[w], self._row_bounds[w]) for w in range(workers)]
         self._workers = Workers(
-            owner,
-            res,
-            commands,
-            factory,
-            self.start_method,
-            plan,
-            self.agents_per_env,
-            (worker_spin, floor),
-            self.autoreset_mode,
+            owner, res, commands, factory, self.start_method, plan, self.agents_per_env, self._spin, self.autoreset_mode
         )
         commands.faults = weakref.proxy(self._workers)
         self._main: MainShare | None = None
@@ -189,7 +173,7 @@ class Multiprocessing(VectorEnv):
                 factory,
                 self.agents_per_env,
                 {name: arrays[name][lo:hi] for name in ROW_FIELDS},
-                (arrays["reset_seeds"][envs.start : envs.stop], arrays["reset_mask"][envs.start : envs.stop]),
+                ResetRows(arrays["reset_seeds"][envs.start : envs.stop], arrays["reset_mask"][envs.start : envs.stop]),
                 self.autoreset_mode,
             )
             self._main.build()
@@ -203,13 +187,9 @@ class Multiprocessing(VectorEnv):
         self._term, self._trunc = arrays["terminals"], arrays["truncations"]
         self._masks, self._actions = arrays["masks"], arrays["actions"]
         self._reset_seeds, self._reset_mask = arrays["reset_seeds"], arrays["reset_mask"]
-        #: (observations, rewards, terminals, truncations, env ids, masks, actions)
-        self._all_views = (*(arrays[name] for name in _VIEWS), self._all_ids, self._masks, self._actions)
-        self._unit_views = []
-        for w in range(self._units):
-            rows = slice(*self._row_bounds[w])
-            views = (arrays[name][rows] for name in _VIEWS)
-            self._unit_views.append((*views, self._all_ids[rows], self._masks[rows], self._actions[rows]))
+        every = (self._obs, self._rew, self._term, self._trunc, self._all_ids, self._masks, self._actions)
+        self._all_views = BatchViews(*every)
+        self._unit_views = [BatchViews(*(view[lo:hi] for view in every)) for lo, hi in self._row_bounds]
 
     # ---------------------------------------------------------------- faults
     def _fault(self, fault: Fault, message: str, due: bool = True, cause: str | None = None) -> None:
@@ -344,7 +324,7 @@ class Multiprocessing(VectorEnv):
         obs, rew, term, trunc, env_ids, masks, _ = self._take(k)
         return obs, rew, term, trunc, self._batch_infos(self._held), env_ids, masks
 
-    def _take(self, k: int) -> tuple:
+    def _take(self, k: int) -> BatchViews:
         """Hand out the next batch, ``k`` of the ready units (held until ``send``): its rows'
         views, made once for all rows or one unit, else gathered (see ``_map_views``)."""
         ready = self._ready
@@ -369,7 +349,9 @@ class Multiprocessing(VectorEnv):
         if k == 1:
             return self._unit_views[batch[0]]
         rows, env_ids = self._batch_rows(batch)
-        return self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], env_ids, self._masks[rows], None
+        return BatchViews(
+            self._obs[rows], self._rew[rows], self._term[rows], self._trunc[rows], env_ids, self._masks[rows], None
+        )
 
     def send(self, actions: Any) -> None:
         batch = self._held
@@ -382,7 +364,7 @@ class Multiprocessing(VectorEnv):
         if len(batch) == self._units:
             self._actions[...] = actions
         elif len(batch) == 1:
-            self._unit_views[batch[0]][6][...] = actions
+            self._unit_views[batch[0]].actions[...] = actions
         else:
             start = 0
             for w in batch:

@@ -23,7 +23,7 @@ import select
 import threading
 import time
 from collections import deque
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,12 +50,13 @@ from puffer_core.vector.mp.protocol import (
     STATUS,
     STEP,
     WAKE_ANY,
+    Spin,
     spin_budget,
     usual_wait,
 )
 from puffer_core.vector.mp.shared_memory import SLOTS, words
 
-__all__ = ["LATE", "Commands", "WorkerGone"]
+__all__ = ["LATE", "Commands", "Pipes", "WorkerGone"]
 
 #: a command running longer than this while other units fill the batches gets its worker's
 #: sentinel checked (a dead worker would otherwise go unnoticed until everyone else waits)
@@ -70,13 +71,20 @@ class WorkerGone(Exception):
         self.cause = cause
 
 
+class Pipes(NamedTuple):
+    """The main process's pipe ends, per worker filled in by whoever starts it (-1 while it has
+    none), and those every worker shares (closed with the vector env)."""
+
+    cmd_w: list[int]  #: each worker's command-hint pipe, its write end
+    data_r: list[int]  #: each worker's data pipe, its read end
+    shared: list[int]  #: the completion-hint pipe, both ends (added here)
+
+
 class Commands:
     """Commands to the workers and their completions, for ``units`` units of which the first
-    ``workers`` are processes (see the module docstring).
-
-    ``cmd_w`` and ``data_r`` (the main process's ends of each worker's command-hint and data
-    pipes, -1 while it has none) are filled in by whoever starts the workers; ``faults`` is
-    set by it too."""
+    ``workers`` are processes (see the module docstring): each command may take ``timeout``
+    seconds, the first one (building the envs) ``max(timeout, startup_timeout)``; waits spin
+    as ``spin`` says. ``faults`` is set by whoever starts the workers."""
 
     def __init__(
         self,
@@ -86,14 +94,14 @@ class Commands:
         envs_of: list[range],
         row_bounds: list[tuple[int, int]],
         agents: list | None,
-        timing: tuple[float, float, float, float],
+        timeout: float,
+        startup_timeout: float,
+        spin: Spin,
         fault_log: FaultLog,
-        fds: tuple[list[int], list[int], list[int]],
+        pipes: Pipes,
     ):
-        #: timing: seconds a command may take, the first one (building envs) too; the longest
-        #: spin and the shortest one (:func:`.protocol.spin_budget`)
-        self.timeout, startup_timeout, self.spin, self.spin_floor = timing
-        self.startup_timeout = max(self.timeout, startup_timeout)
+        self.timeout, self.startup_timeout = timeout, max(timeout, startup_timeout)
+        self.spin, self.spin_floor = spin.main, spin.floor  # (:func:`.protocol.spin_budget`)
         self.workers = workers
         self.envs_of, self.row_bounds = envs_of, row_bounds
         self.agents = agents  # a multi-agent env's possible agents (for fault infos), else None
@@ -103,7 +111,7 @@ class Commands:
         self.main_ctl = words(arrays["main"])
         self.mailbox = arrays["mailbox"]
         self.rows = arrays  # for marking a faulted unit's rows (``mark_faulted``)
-        self.cmd_w, self.data_r, shared = fds
+        self.cmd_w, self.data_r = pipes.cmd_w, pipes.data_r
         self.faults: Any = None  # the keeper of the processes: processes.Workers
         # the book, per unit
         self.expected = [BUILD] * units  # the command word each unit is on
@@ -125,7 +133,7 @@ class Commands:
         self.sentinels: dict[int, int] = {}  # a worker process's sentinel fd → the worker
         self.poller = select.poll()
         self.done_r, self.done_w = os.pipe()  # the completion-hint pipe, shared by every worker
-        shared += [self.done_r, self.done_w]  # closed with the vector env (replacements need both ends)
+        pipes.shared.extend((self.done_r, self.done_w))  # closed with the vector env (replacements need both ends)
         os.set_blocking(self.done_r, False)
         os.set_blocking(self.done_w, False)  # hints only: a full pipe just drops them
         self.poller.register(self.done_r, select.POLLIN)

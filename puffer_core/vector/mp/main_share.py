@@ -21,8 +21,11 @@ env's ``_fault`` like a worker's; a restart re-creates its envs here (``rebuild`
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
+
+from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError
 from puffer_core.vector.autoreset import ResetPlan
 from puffer_core.vector.calls import sendable
@@ -32,7 +35,7 @@ from puffer_core.vector.faults import Fault, restart_seeds
 from puffer_core.vector.mp.commands import Commands
 from puffer_core.vector.mp.protocol import CALL, HAS_MASK, HAS_SEEDS, RESET, STEP
 
-__all__ = ["MainShare", "plan_units", "wants_main_share"]
+__all__ = ["MainShare", "ResetRows", "plan_units", "wants_main_share"]
 
 
 def wants_main_share(main_share: Any, num_envs: Any, num_workers: Any, cpus: int) -> bool:
@@ -89,22 +92,28 @@ def _main_counts(main_envs: int, envs: int, workers: int, batch: int) -> list[in
     return [*split_envs(envs - main_envs, workers), main_envs]
 
 
+class ResetRows(NamedTuple):
+    """The main share's envs' slices of a reset's plan in the shared mapping."""
+
+    seeds: np.ndarray  #: ``reset_seeds``
+    mask: np.ndarray  #: ``reset_mask``
+
+
 class MainShare:
     """Unit ``unit``: the envs the main process steps itself (see the module docstring).
 
     ``owner`` is a weak proxy of the vector env (``_fault``, ``_count_fault``); ``rows`` its
-    rows of the shared mapping, by field; ``plans`` its envs' slices of the reset plan
-    (``reset_seeds``, ``reset_mask``)."""
+    rows of the shared mapping, by field; ``plans`` where a reset's plan for its envs sits."""
 
     def __init__(
         self,
         owner: Any,
         unit: int,
         commands: Commands,
-        factory: Any,
+        factory: EnvFactory,
         agents_per_env: int,
         rows: dict,
-        plans: tuple[Any, Any],
+        plans: ResetRows,
         autoreset: str,
     ):
         self.owner, self.unit, self.commands = owner, unit, commands
@@ -166,9 +175,9 @@ class MainShare:
             if op == STEP:
                 commands.infos[w].extend(group.step())
             elif op == RESET:
-                seeds, mask = self.plans
-                seeds = seeds.copy() if self.reset_flags & HAS_SEEDS else None
-                mask = mask.copy() if self.reset_flags & HAS_MASK else None
+                plans = self.plans
+                seeds = plans.seeds.copy() if self.reset_flags & HAS_SEEDS else None
+                mask = plans.mask.copy() if self.reset_flags & HAS_MASK else None
                 commands.infos[w].extend(group.reset(ResetPlan(seeds, mask, self.argument)))
             elif op == CALL:
                 local, request = self.argument

@@ -29,17 +29,26 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from puffer_core.env.factory import EnvFactory
 from puffer_core.vector.env_group import env_fault_message
 from puffer_core.vector.faults import Fault, restart_seeds
-from puffer_core.vector.mp.commands import Commands, WorkerGone
-from puffer_core.vector.mp.protocol import BUILD, CMD, DONE, ERROR, HINT, QUIT, STATUS, WAKE_ANY
+from puffer_core.vector.mp.commands import Commands, Pipes, WorkerGone
+from puffer_core.vector.mp.protocol import BUILD, CMD, DONE, ERROR, HINT, QUIT, STATUS, WAKE_ANY, Spin
 from puffer_core.vector.mp.shared_memory import SLOTS, FdHandle, Layout
 from puffer_core.vector.mp.start import Lifeline, restart_start_method, worker_context
 from puffer_core.vector.mp.worker import Pickled, WorkerSpec, worker_main
 
-__all__ = ["Resources", "Workers", "how_it_ended", "release"]
+__all__ = ["Resources", "UnitPlan", "Workers", "how_it_ended", "release"]
+
+
+class UnitPlan(NamedTuple):
+    """A worker's share: its first env, how many envs, and its agent rows (lo, hi)."""
+
+    first_env: int
+    num_envs: int
+    rows: tuple[int, int]
 
 
 @dataclass
@@ -63,6 +72,11 @@ class Resources:
         self.procs = [None] * self.workers
         self.cmd_w = [-1] * self.workers
         self.data_r = [-1] * self.workers
+
+    @property
+    def pipes(self) -> Pipes:
+        """The pipe ends :class:`.commands.Commands` writes and reads (these lists themselves)."""
+        return Pipes(self.cmd_w, self.data_r, self.shared_fds)
 
 
 def release(res: Resources) -> None:
@@ -133,19 +147,18 @@ class Workers:
     """The worker processes of one vector env (see the module docstring).
 
     ``owner`` is a weak proxy of the vector env (its ``_fault`` decides: raise or restart);
-    ``plan`` holds, per worker, ``(first env, number of envs, rows)``; ``spin`` the workers'
-    longest and shortest spin (:func:`.protocol.spin_budget`)."""
+    ``plan`` holds each worker's share; ``spin`` how long workers spin (:func:`.protocol.spin_budget`)."""
 
     def __init__(
         self,
         owner: Any,
         res: Resources,
         commands: Commands,
-        factory: Any,
+        factory: EnvFactory,
         start_method: str,
-        plan: list[tuple[int, int, tuple[int, int]]],
+        plan: list[UnitPlan],
         agents_per_env: int,
-        spin: tuple[float, float],
+        spin: Spin,
         autoreset: str,
     ):
         self.owner, self.res, self.commands = owner, res, commands
@@ -213,8 +226,8 @@ class Workers:
             # PDEATHSIG fires when the thread that made the child ends, not the process
             use_pdeathsig=threading.current_thread() is threading.main_thread(),
             close_fds=ours if fork else [],  # fork: the child drops the main process's ends
-            spin=self.spin[0],
-            spin_floor=self.spin[1],
+            spin=self.spin.worker,
+            spin_floor=self.spin.floor,
             autoreset=self.autoreset,
             reset_after_build=reset_after_build,
             restart_seeds=restart_seeds,

@@ -55,8 +55,9 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import NamedTuple
 
-__all__ = ["DEFAULT_SPIN_US", "spin_budget", "usual_wait", "write_all"]
+__all__ = ["DEFAULT_SPIN_US", "Spin", "spin_budget", "spin_of", "usual_wait", "write_all"]
 
 #: The longest a waiting side polls (yielding its core) before it sleeps, in µs.
 DEFAULT_SPIN_US = 100.0
@@ -80,6 +81,27 @@ WAKE_ANY = -1
 LEN = struct.Struct("=Q")
 #: a wake-up byte
 HINT = b"\0"
+
+
+class Spin(NamedTuple):
+    """Seconds each side may spin before it sleeps (see ``spin_budget``)."""
+
+    main: float  #: the main process's longest spin
+    floor: float  #: the shortest spin, for both sides
+    worker: float  #: a worker's longest spin (0: workers sleep at once)
+
+
+def spin_of(spin_us: float | None, workers: int, cpus: int) -> Spin:
+    """The spins of ``workers`` worker processes on ``cpus`` cores, ``spin_us`` at most (None:
+    ``DEFAULT_SPIN_US``)."""
+    spin = (DEFAULT_SPIN_US if spin_us is None else spin_us) / 1e6
+    # Workers spin only when each can have a core; the main process's spin yields at every
+    # look, so it costs a worker sharing its core no more than a context switch. When every
+    # process has a core of its own, a spin costs nobody anything and sleeping costs both
+    # sides a wake-up, so each spins its whole budget; when they share, a spin lasts about
+    # as long as waits usually do.
+    floor = spin if workers + 1 <= cpus else min(spin, MIN_SPIN)
+    return Spin(spin, floor, spin if workers <= cpus else 0.0)
 
 
 def spin_budget(spin: float, floor: float, usual: float) -> float:

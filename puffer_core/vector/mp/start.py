@@ -66,6 +66,7 @@ from puffer_core.errors import APIUsageError
 __all__ = [
     "Lifeline",
     "check_not_bootstrapping",
+    "check_start_method",
     "default_start_method",
     "die_with_owner",
     "process_threads",
@@ -128,17 +129,22 @@ def check_not_bootstrapping() -> None:
         )
 
 
-def resolve_start_method(method: str | None) -> str:
-    """``method`` if this platform has it (None: ``default_start_method()``)."""
+def check_start_method(method: Any, name: str = "start_method") -> str | None:
+    """``method`` if this platform has it, or None (the default, chosen as workers start)."""
     if method is None:
-        return default_start_method()
+        return None
     available = multiprocessing.get_all_start_methods()
     known = ", ".join(repr(m) for m in available)
     if not isinstance(method, str):
-        raise APIUsageError(f"start_method must be one of {known} or None (the default), got {method!r}")
+        raise APIUsageError(f"{name} must be one of {known} or None (the default), got {method!r}")
     if method not in available:
-        raise APIUsageError(f"start_method {method!r} is not available here; use one of {known} (or None: the default)")
+        raise APIUsageError(f"{name}={method!r} is not available here; use one of {known} (or None: the default)")
     return method
+
+
+def resolve_start_method(method: str | None) -> str:
+    """``method`` if this platform has it (None: ``default_start_method()``)."""
+    return default_start_method() if method is None else check_start_method(method)
 
 
 def worker_context(method: str) -> Any:

@@ -27,40 +27,37 @@ from __future__ import annotations
 import re
 import time
 import weakref
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 
 from puffer_core.env.factory import EnvFactory
 from puffer_core.errors import APIUsageError, EnvCallError, WorkerError
-from puffer_core.specs.limits import MAX_ACTOR_RESOURCES, check_flag, check_number
-from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, ResetPlan, check_seed
+from puffer_core.vector.autoreset import DISABLED, ResetPlan
 from puffer_core.vector.base import VectorEnv, allocate_arrays
 from puffer_core.vector.calls import CallResult, EnvCall, describe, per_worker
-from puffer_core.vector.checks import check_counts, check_timeout
 from puffer_core.vector.env_group import env_fault_message
-from puffer_core.vector.faults import (
-    DEFAULT_MAX_RESTARTS,
-    Fault,
-    FaultLog,
-    check_max_restarts,
-    check_on_fault,
-    fault_info,
-    restart_seeds,
-)
+from puffer_core.vector.faults import Fault, fault_info, restart_seeds
 from puffer_core.vector.ray.actor import FIELDS, EnvActor
 from puffer_core.vector.ray.connect import check_address, connect, import_ray
 from puffer_core.vector.ray.placement import (
     Placement,
     bundle_cpus,
+    check_actor_options,
     check_placement,
     dead_nodes,
     describe_node,
     resources_line,
 )
 from puffer_core.vector.ray.traffic import Traffic
+from puffer_core.vector.vector_settings import VectorSettings, WorkerOptions, check_bool, option
 
-__all__ = ["Ray"]
+__all__ = ["Ray", "RayOptions"]
+
+#: Seconds ``close`` gives the actors to close their envs (a minute when env 0 records: ``close_grace``).
+CLOSE_GRACE = 2.0
 
 _RESTARTED = object()  # what _get returns when the actor faulted and was replaced
 
@@ -89,14 +86,33 @@ def _release(ray: Any, actors: list, grace: float, placement: Placement) -> None
     placement.remove()
 
 
+@dataclass(frozen=True)
+class RayOptions(WorkerOptions):
+    """Ray's own settings, beyond the workers' ``timeout``, ``startup_timeout`` and
+    ``max_restarts`` (see :class:`Ray`): ``actor_options``, ``allow_unauthenticated_ray``,
+    ``address`` and ``placement``."""
+
+    actor_options: Mapping[str, Any] | None = option(None, check_actor_options)
+    allow_unauthenticated_ray: bool = option(False, check_bool)  # a typo like "no" must not mean True
+    address: str | None = option(None, check_address)
+    placement: str | None = option(None, check_placement)
+
+    def __post_init__(self) -> None:
+        if self.placement is not None and "scheduling_strategy" in (self.actor_options or {}):
+            raise APIUsageError(
+                f"placement={self.placement!r} schedules the actors into its placement group; drop "
+                "actor_options['scheduling_strategy'], or placement"
+            )
+
+
 class Ray(VectorEnv):
     """``num_envs`` envs over ``num_workers`` Ray actors, on this machine or a Ray cluster.
 
-    Extra parameters (``vector_kwargs``): ``timeout`` (seconds an actor may stay silent on
-    one call, default 60), ``startup_timeout`` (for placing the actors and building their
-    envs, default 120), ``actor_options`` (passed to ``.options()`` of every actor, e.g.
-    ``{"num_cpus": 0.5}``), ``address``, ``placement``, ``allow_unauthenticated_ray``
-    (default False: see below), ``max_restarts``.
+    Extra parameters (``vector_kwargs``, or keywords: :class:`RayOptions`): ``timeout``
+    (seconds an actor may stay silent on one call, default 60), ``startup_timeout`` (for
+    placing the actors and building their envs, default 120), ``actor_options`` (passed to
+    ``.options()`` of every actor, e.g. ``{"num_cpus": 0.5}``), ``address``, ``placement``,
+    ``allow_unauthenticated_ray`` (default False: see below), ``max_restarts``.
 
     Which Ray (``address``): None (default) uses Ray if it is initialised in this process
     (Ray is one per process: every vector env of the process shares it), else the cluster
@@ -132,58 +148,28 @@ class Ray(VectorEnv):
     """
 
     backend = "ray"
+    Options = RayOptions
 
-    def __init__(
-        self,
-        env: Any,
-        num_envs: int = 1,
-        num_workers: int | None = None,
-        batch_size: int | None = None,
-        seed: int | None = None,
-        env_kwargs: dict | None = None,
-        timeout: float = 60.0,
-        startup_timeout: float = 120.0,
-        actor_options: dict | None = None,
-        autoreset: str = NEXT_STEP,
-        on_fault: str = "raise",
-        max_restarts: int = DEFAULT_MAX_RESTARTS,
-        allow_unauthenticated_ray: bool = False,
-        address: str | None = None,
-        placement: str | None = None,
-    ):
-        self._closed = True
-        check_flag("allow_unauthenticated_ray", allow_unauthenticated_ray)  # a typo like "no" must not mean True
-        address = check_address(address)
-        strategy = check_placement(placement)
-        actor_options = self._check_actor_options(actor_options, strategy)
-        cpus = bundle_cpus(actor_options) if strategy else 0.0
+    def _open(self, settings: VectorSettings) -> None:
+        options = cast(RayOptions, settings.options)
+        actor_options = options.actor_options or {}
+        cpus = bundle_cpus(actor_options) if options.placement else 0.0
         ray = import_ray()
         self._ray = ray
-        factory = env if isinstance(env, EnvFactory) else EnvFactory(env, env_kwargs)
-        self._records = factory.recording is not None
-        envs, workers, batch, counts = check_counts(num_envs, num_workers, batch_size, "ray")
-        self._init_autoreset(autoreset, batch, envs)
-        self._on_fault = check_on_fault(on_fault, "ray")
-        self._fault_log = FaultLog(check_max_restarts(max_restarts))
+        workers = settings.num_workers
         self._traffic = Traffic(workers)
-        self._started = False
-        self.timeout = check_timeout(timeout)
-        self._startup_timeout = check_timeout(startup_timeout, "startup_timeout")
-        self._seed = check_seed(seed)
-
-        self._init_workers(factory, envs, workers, batch, counts)
+        self._init_workers(settings)
         self._arrays = allocate_arrays(
             self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
         )
 
-        connect(ray, address, allow_unauthenticated_ray)
-        self._placement = Placement(ray, strategy, workers, cpus)
+        connect(ray, options.address, options.allow_unauthenticated_ray)
+        self._placement = Placement(ray, options.placement, workers, cpus)
         self._actors: list = []
         # Removes the actors and the placement group however the vector env ends: close(),
         # garbage collection, exit. It holds Ray, the actor list and the group, never the
-        # vector env. Env 0's recording ends as it closes (a video's last frames, a whole
-        # GIF): a minute for that, else 2 s.
-        grace = 60.0 if self._records else 2.0
+        # vector env.
+        grace = settings.close_grace(CLOSE_GRACE)
         self._finalizer = weakref.finalize(self, _release, ray, self._actors, grace, self._placement)
         self._pending: dict = {}  # ObjectRef -> worker
         self._sent_at = [0.0] * workers
@@ -196,30 +182,14 @@ class Ray(VectorEnv):
         self._closed = False
         try:
             self._placement.create(max(self.timeout, self._startup_timeout))
-            self._start_actors(factory, counts, self._options(actor_options))
+            self._start_actors(settings.factory, self._env_counts, self._options(actor_options))
         except BaseException:
             self.close()
             raise
         self._started = True
 
     # ---------------------------------------------------------------- start-up
-    @staticmethod
-    def _check_actor_options(actor_options: Any, strategy: str | None) -> dict:
-        if actor_options is None:
-            return {}
-        if not isinstance(actor_options, dict) or not all(isinstance(key, str) for key in actor_options):
-            raise APIUsageError(f"actor_options must be a dict (Ray's actor .options()), got {actor_options!r}")
-        for key in ("num_cpus", "num_gpus"):  # Ray checks its other options itself
-            if key in actor_options:
-                check_number(f"actor_options[{key!r}]", actor_options[key], 0, MAX_ACTOR_RESOURCES)
-        if strategy is not None and "scheduling_strategy" in actor_options:
-            raise APIUsageError(
-                f"placement={strategy!r} schedules the actors into its placement group; drop "
-                "actor_options['scheduling_strategy'], or placement"
-            )
-        return dict(actor_options)
-
-    def _options(self, actor_options: dict) -> dict:
+    def _options(self, actor_options: Mapping[str, Any]) -> dict:
         options = {"max_concurrency": 2, **actor_options}
         if self._on_fault == "restart":
             # Ray restarts a dead actor itself (re-running __init__: its envs are re-created),

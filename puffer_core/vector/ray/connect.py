@@ -42,17 +42,15 @@ def import_ray() -> Any:
     return ray
 
 
-def check_address(address: Any) -> str | None:
+def check_address(address: Any, name: str = "address") -> str | None:
     """``vector_kwargs["address"]``: None, ``"auto"``, ``"host:port"`` or ``"ray://host:port"``."""
     if address is None or address == "auto":
         return address
     if not isinstance(address, str) or _HOST_PORT.match(address.strip()) is None:
-        raise APIUsageError(
-            f"vector_kwargs['address'] must be None, 'auto', 'host:port' or 'ray://host:port', got {address!r}"
-        )
+        raise APIUsageError(f"{name} must be None, 'auto', 'host:port' or 'ray://host:port', got {address!r}")
     port = int(_HOST_PORT.match(address.strip())["port"])
     if not 0 < port < 65536:
-        raise APIUsageError(f"vector_kwargs['address'] {address!r}: port {port} is not a TCP port (1-65535)")
+        raise APIUsageError(f"{name} {address!r}: port {port} is not a TCP port (1-65535)")
     return address.strip()
 
 

@@ -15,11 +15,12 @@ import socket
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.specs.limits import PLACEMENTS
+from puffer_core.specs.limits import MAX_ACTOR_RESOURCES, PLACEMENTS, check_number
 
 __all__ = [
     "Placement",
     "bundle_cpus",
+    "check_actor_options",
     "check_placement",
     "dead_nodes",
     "describe_node",
@@ -30,11 +31,24 @@ __all__ = [
 _FIXES = "use fewer workers, smaller bundles (vector_kwargs={'actor_options': {'num_cpus': 0.5}}), or add nodes"
 
 
-def check_placement(value: Any) -> str | None:
+def check_placement(value: Any, name: str = "placement") -> str | None:
     """``vector_kwargs["placement"]``: None, ``"spread"`` or ``"pack"``."""
     if value is None or value in PLACEMENTS:
         return value
-    raise APIUsageError(f"vector_kwargs['placement'] must be 'spread', 'pack' or None, got {value!r}")
+    raise APIUsageError(f"{name} must be 'spread', 'pack' or None, got {value!r}")
+
+
+def check_actor_options(actor_options: Any, name: str = "actor_options") -> dict | None:
+    """``vector_kwargs["actor_options"]``: None, or a dict of Ray's actor ``.options()`` whose
+    CPUs and GPUs are finite and non-negative (Ray checks its other options itself)."""
+    if actor_options is None:
+        return None
+    if not isinstance(actor_options, dict) or not all(isinstance(key, str) for key in actor_options):
+        raise APIUsageError(f"{name} must be a dict (Ray's actor .options()), got {actor_options!r}")
+    for key in ("num_cpus", "num_gpus"):
+        if key in actor_options:
+            check_number(f"{name}[{key!r}]", actor_options[key], 0, MAX_ACTOR_RESOURCES)
+    return dict(actor_options)
 
 
 def bundle_cpus(actor_options: dict) -> float:

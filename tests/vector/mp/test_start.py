@@ -150,5 +150,6 @@ def test_an_unguarded_script_is_told_to_guard_its_code(tmp_path):
 
 
 def test_an_unknown_start_method_names_the_available_ones():
-    with pytest.raises(APIUsageError, match=r"start_method 'threads' is not available here; use one of 'fork'"):
+    message = r"^vector_kwargs\['start_method'\]='threads' is not available here; use one of 'fork'"
+    with pytest.raises(APIUsageError, match=message):
         vector.make(CountingEnv, num_envs=2, backend=MP, vector_kwargs={"start_method": "threads"})
