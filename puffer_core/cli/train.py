@@ -164,12 +164,13 @@ def train_cmd(
         )
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
     given = {"settings": chosen, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs}
-    train, plan = _plan(env_id, resume, out, given)
+    plan = _plan(env_id, resume, out, given)
     for line in plan.describe():
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     recording = None
     if record_path is not None:  # a bad path fails now, not after training
         recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
+    train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     started = time.perf_counter()
     curve = _train(train, plan, wandb, env_id or str(resume), as_json)
     recorded = None
@@ -181,19 +182,17 @@ def train_cmd(
     _report_training(curve, plan.out, plan.env_name, time.perf_counter() - started, as_json, recorded)
 
 
-def _plan(env_id: str | None, resume: Path | None, out: Path | None, given: dict[str, Any]) -> tuple[Any, Any]:
-    """(``puffer_core.train``, the run's plan), what can be wrong without torch failing first:
-    a new run is planned before torch loads; a resumed one once its checkpoint is read, after
-    the settings given and the checkpoint's place are checked."""
+def _plan(env_id: str | None, resume: Path | None, out: Path | None, given: dict[str, Any]) -> Any:
+    """The run's plan, with what can be wrong without torch failing first: a new run is
+    planned before torch loads; a resumed one once its checkpoint is read (torch), after the
+    settings given and the checkpoint's place are checked."""
     from puffer_core.train.plan import plan_run  # torch-free
 
     if resume is None:
-        plan = plan_run(env_id, out=out or _default_out(env_id), **given)
-        return _import_train(logs=True), plan
+        return plan_run(env_id, out=out or _default_out(env_id), **given)
     _check_resume_settings(given["settings"])
     source = _checkpoint_file(resume, "--resume")
-    train = _import_train(logs=True)
-    return train, plan_run(env_id, resume=source, out=out, load=train.load, **given)
+    return plan_run(env_id, resume=source, out=out, load=_import_train(logs=True).load, **given)
 
 
 def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
