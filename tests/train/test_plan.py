@@ -74,6 +74,12 @@ from puffer_core.cli.main import cli  # noqa: E402
 from puffer_core.train import checkpoint  # noqa: E402
 
 
+def test_the_plan_names_the_checkpoint_file_as_checkpoint_writes_it():
+    from puffer_core.train import plan
+
+    assert plan.CHECKPOINT_FILE == checkpoint.FILENAME  # plan.py names it without importing torch
+
+
 def puffer(*args: str) -> str:
     """`puffer ARGS` in this process (so its calls are counted); its stderr."""
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
@@ -91,7 +97,8 @@ def test_puffer_train_resume_and_eval_look_the_env_up_once_and_read_the_checkpoi
     assert counts == {"get_spec": 1, "validate": 1}
     with counting(monkeypatch, load) as counts:
         said = puffer("train", "--resume", str(out), "--steps", "512", "--json")
-    assert said.startswith(f"resuming 'classic/probe_1' at step 256 with no kwargs and the settings num_envs=8, ")
+    assert said.startswith("resuming 'classic/probe_1' at step 256 with no kwargs and the settings num_envs=8, ")
+    assert f"(from {out / 'policy.pt'}; --kwarg K=V and --set KEY=VALUE override)" in said
     # validated: the settings given, before torch loads; the checkpoint's, when read; the run's.
     assert counts == {"get_spec": 1, "load": 1, "validate": 3}
     assert train.load(out).step == 512
