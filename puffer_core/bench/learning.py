@@ -132,40 +132,59 @@ def learning_run(
     """
     if not 0 < minutes <= MAX_MINUTES:
         raise ValueError(f"minutes must be in (0, {MAX_MINUTES:g}], got {minutes!r}")
-    from puffer_core.train import load, ppo  # deferred: torch, an optional extra
-
     if keep is not None:
         private_directory(keep)  # refused now, not after the training
+    say = progress or (lambda name, done, total: None)
     chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60}
     chosen.setdefault("steps", 10**12)  # the clock ends the run
+    say(f"learning {env_id}: training for {minutes:g} min", 0, 2)
+    plan, curve, files = _train(env_id, chosen, env_kwargs, keep, record_steps, say)
+    say(f"learning {env_id}: random policy, {random_episodes} episodes", 1, 2)
+    row = _row(plan, minutes, curve, random_baseline(env_id, random_episodes, plan.env_kwargs))
+    if files is not None:
+        row["files"] = files
+    return row
+
+
+def _train(
+    env_id: str,
+    settings: dict[str, Any],
+    env_kwargs: dict[str, Any] | None,
+    keep: str | Path | None,
+    record_steps: int,
+    say: Progress,
+) -> tuple[Any, Any, dict[str, str] | None]:
+    """(the run's plan, its curve, the files kept): PPO on ``env_id`` in a scratch directory."""
+    from puffer_core.train import plan_run, train_plan  # deferred: torch, an optional extra
+
     with tempfile.TemporaryDirectory(prefix="puffer-learning-") as scratch:
         run_dir = Path(scratch) / "run"
-        if progress is not None:
-            progress(f"learning {env_id}: training for {minutes:g} min", 0, 2)
+        plan = plan_run(env_id, settings=settings, env_kwargs=env_kwargs, out=run_dir)
 
         def report(row: dict[str, Any]) -> None:
-            if progress is not None:
-                progress(f"learning {env_id}: step {row['step']:,}, mean return {row['mean_return']}", 0, 2)
+            say(f"learning {env_id}: step {row['step']:,}, mean return {row['mean_return']}", 0, 2)
 
-        curve = ppo(env_id, out=run_dir, env_kwargs=env_kwargs, on_update=report, **chosen)
-        saved = load(run_dir)
+        curve = train_plan(plan, on_update=report)
         files = _keep_files(run_dir, Path(keep), env_id, record_steps) if keep is not None else None
-    if progress is not None:
-        progress(f"learning {env_id}: random policy, {random_episodes} episodes", 1, 2)
-    baseline = random_baseline(env_id, random_episodes, saved.env_kwargs)
+    return plan, curve, files
+
+
+def _row(plan: Any, minutes: float, curve: Any, baseline: dict[str, Any]) -> dict[str, Any]:
+    """The benchmark's row: the run as trained, the trained agent's last episodes against the random policy's."""
     returns = [episode[1] for episode in curve.episodes[-WINDOW:]]
     trained = round(float(np.mean(returns)), 3) if returns else None
     ratio = None if trained is None or baseline["mean_return"] <= 0 else round(trained / baseline["mean_return"], 3)
     rows = curve.rows
     seconds = rows[-1]["seconds"] if rows else 0.0
-    row = {
-        "env": env_id,
+    steps = rows[-1]["step"] if rows else 0  # the trainer's count when it stopped (and saved)
+    return {
+        "env": plan.env_name,
         "minutes": minutes,
-        "settings": saved.config,
-        "env_kwargs": {key: list(v) if isinstance(v, tuple) else v for key, v in saved.env_kwargs.items()},
-        "steps": saved.step,
+        "settings": plan.config.to_dict(),
+        "env_kwargs": {key: list(v) if isinstance(v, tuple) else v for key, v in plan.env_kwargs.items()},
+        "steps": steps,
         "seconds": seconds,
-        "steps_per_second": round(saved.step / seconds, 1) if seconds else None,
+        "steps_per_second": round(steps / seconds, 1) if seconds else None,
         "episodes": len(curve.episodes),
         "window": WINDOW,
         "trained_mean_return": trained,
@@ -175,9 +194,6 @@ def learning_run(
         "reached": ratio is not None and ratio >= TARGET_RATIO,
         "curve": _curve_points(rows),
     }
-    if files is not None:
-        row["files"] = files
-    return row
 
 
 def render_markdown(row: dict[str, Any]) -> str:

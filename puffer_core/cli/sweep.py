@@ -16,7 +16,6 @@ import click
 from puffer_core.cli.errors import err_console
 from puffer_core.cli.options import SEED, STEPS, Bounded, env_kwargs_option, parse_pairs
 from puffer_core.errors import APIUsageError
-from puffer_core.plugins import get_plugins
 
 __all__ = ["sweep_cmd"]
 
@@ -91,29 +90,22 @@ def sweep_cmd(
     OUT/best.json holds the best settings and the `puffer train` command that uses them;
     OUT/sweep.png plots the search. Needs the sweep extra: pip install 'puffer-core[sweep]'.
     """
-    from puffer_core.train.config import PPOConfig
     from puffer_core.train.sweep_params import check_params
+    from puffer_core.train.sweeps import plan_sweep, require_optuna, run_sweep  # torch-free, optuna-free
 
     fixed = parse_pairs(settings, "--set")
     try:
-        check_params(params, fixed)
+        searched = check_params(params, fixed)
     except APIUsageError as exc:
         raise click.BadParameter(str(exc).removeprefix("--param "), param_hint="--param") from None
     if "steps" in fixed:
         raise click.BadParameter("every trial trains --steps steps; give them there", param_hint="--set steps")
-    PPOConfig().replace(steps=steps, **fixed).validate()
-    get_plugins().get_spec(env_id)
-    from puffer_core.train.sweeps import require_optuna, sweep
-
-    require_optuna()
-
     out = out or _default_out(env_id)
-    err_console.print(f"sweep of {env_id} into {out}", highlight=False, markup=False, soft_wrap=True)
-    result = sweep(
+    plan = plan_sweep(
         env_id,
         trials=trials,
         steps=steps,
-        params=params,
+        params=searched,
         out=out,
         jobs=jobs,
         settings=fixed,
@@ -122,8 +114,14 @@ def sweep_cmd(
         direction="minimize" if minimize else "maximize",
         seed=seed,
         startup_trials=startup_trials,
-        on_trial=lambda report: err_console.print(_trial_line(report), highlight=False, markup=False, soft_wrap=True),
     )
+    require_optuna()
+    err_console.print(f"sweep of {env_id} into {out}", highlight=False, markup=False, soft_wrap=True)
+
+    def show(report: Any) -> None:
+        err_console.print(_trial_line(report), highlight=False, markup=False, soft_wrap=True)
+
+    result = run_sweep(plan, on_trial=show)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

@@ -29,8 +29,6 @@ from puffer_core.cli.options import (
     saved_kwargs_options,
 )
 from puffer_core.env.recording import plan_recording
-from puffer_core.errors import APIUsageError
-from puffer_core.plugins import get_plugins
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
 
@@ -164,65 +162,51 @@ def train_cmd(
         raise click.UsageError(
             "--trust-kwargs and --no-saved-kwargs are about a checkpoint's kwargs: give --resume DIR"
         )
-    _check_before_torch(env_id, resume, chosen)
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
-    total = _announce_defaults(env_id, chosen) if resume is None else None
-    recording: Any = record_path
-    if record_path is not None and env_id is not None:  # a bad path fails now, not after training
-        recording = plan_recording(env_id, record_path, env_kwargs, record_episodes, overwrite=overwrite)
-    train = _import_train(logs=True)
-    if resume is not None:
-        _announce_resume(train, resume, env_id, env_kwargs, saved_kwargs, chosen)
-    if resume is None and out is None:
-        out = _default_out(env_id)
-    total = total or chosen.get("steps") or train.PPOConfig().steps
+    given = {"settings": chosen, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs}
+    plan = _plan(env_id, resume, out, given)
+    for line in plan.describe():
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    recording = None
+    if record_path is not None:  # a bad path fails now, not after training
+        recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
+    train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     started = time.perf_counter()
-    run_kwargs = {"out": out, "resume": resume, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs, "wandb": wandb}
-    if as_json:
-        curve = train.ppo(env_id, **run_kwargs, **chosen)
-    else:
-        with _progress(total, env_id or str(resume)) as bar:
-            task = bar.add_task("train", total=total, sps="–", mean_return="–")
-
-            def show(row: dict[str, Any]) -> None:
-                mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
-                bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
-
-            curve = train.ppo(env_id, on_update=show, **run_kwargs, **chosen)
+    curve = _train(train, plan, wandb, env_id or str(resume), as_json)
     recorded = None
-    if record_path is not None:
+    if recording is not None:
         # The run's own checkpoint, written just now from the kwargs the run was checked with.
-        played = train.evaluate(
-            out or resume, record_episodes, record=recording, overwrite=overwrite, saved_kwargs="trust"
-        )
+        played = train.evaluate(plan.out, record_episodes, record=recording, overwrite=overwrite, saved_kwargs="trust")
         recorded = played.to_json()
         recorded["record"] = record_path
-    _report_training(curve, out or resume, env_id, time.perf_counter() - started, as_json, recorded)
+    _report_training(curve, plan.out, plan.env_name, time.perf_counter() - started, as_json, recorded)
 
 
-def _announce_resume(
-    train: Any, resume: Path, env_id: str | None, env_kwargs: dict | None, saved_kwargs: str, chosen: dict[str, Any]
-) -> None:
-    """Say which env, kwargs and settings the run takes from its checkpoint, refusing first the
-    kwargs its env's plugin does not declare restorable and settings beyond this machine."""
-    from puffer_core.train.restore import adopted_settings, check_fits_machine, restored_kwargs, saved_env_id
+def _plan(env_id: str | None, resume: Path | None, out: Path | None, given: dict[str, Any]) -> Any:
+    """The run's plan, with what can be wrong without torch failing first: a new run is
+    planned before torch loads; a resumed one once its checkpoint is read (torch), after the
+    settings given and the checkpoint's place are checked."""
+    from puffer_core.train.plan import plan_run  # torch-free
 
+    if resume is None:
+        return plan_run(env_id, out=out or _default_out(env_id), **given)
+    _check_resume_settings(given["settings"])
     source = _checkpoint_file(resume, "--resume")
-    saved = train.load(source)
-    if env_id is not None and env_id != saved.env:
-        message = f"the run to resume was trained on {saved.env!r}, not {env_id!r}; drop ENV_ID or pick its run"
-        raise APIUsageError(message)
-    env = saved_env_id(saved.env, str(source))
-    kwargs = restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(source))
-    config = saved.settings(str(source))
-    adopted = adopted_settings(config, chosen)
-    check_fits_machine(config.replace(**chosen), adopted, str(source))
-    settings = ", ".join(f"{key}={value!r}" for key, value in adopted.items())
-    line = (
-        f"resuming {env!r} at step {saved.step:,} with {_shown(kwargs)} and the settings {settings} "
-        f"(from {source}; --kwarg K=V and --set KEY=VALUE override)"
-    )
-    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    return plan_run(env_id, resume=source, out=out, load=_import_train(logs=True).load, **given)
+
+
+def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
+    """Train the plan, with a progress bar unless the output is JSON; the curve."""
+    if as_json:
+        return train.train_plan(plan, wandb=wandb)
+    with _progress(plan.config.steps, label) as bar:
+        task = bar.add_task("train", total=plan.config.steps, sps="–", mean_return="–")
+
+        def show(row: dict[str, Any]) -> None:
+            mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
+            bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
+
+        return train.train_plan(plan, on_update=show, wandb=wandb)
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
@@ -235,43 +219,15 @@ def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
     return wandb
 
 
-def _shown(kwargs: dict[str, Any]) -> str:
-    """Env kwargs as ``K=V, …`` (each value cut short: a checkpoint's may be anything plain)."""
-    from puffer_core.train.saved_data import short
-
-    return ", ".join(f"{key}={short(value)}" for key, value in kwargs.items()) or "no kwargs"
-
-
-def _announce(env: str, kwargs: dict[str, Any], source: Path) -> None:
-    """Say, before anything is built, which env and kwargs a checkpoint makes `puffer eval` build."""
-    line = f"playing {env!r} with {_shown(kwargs)} (from {source}; --kwarg K=V overrides)"
-    err_console.print(line, highlight=False, markup=False, soft_wrap=True)
-
-
-def _announce_defaults(env_id: str, chosen: dict[str, Any]) -> int:
-    """Say which training defaults the env's plugin sets (before torch loads); the run's steps."""
-    from puffer_core.train.defaults import train_defaults  # torch-free
-
-    defaults = train_defaults(env_id)
-    config = defaults.config(chosen)
-    if defaults:
-        err_console.print(defaults.describe(), highlight=False, markup=False, soft_wrap=True)
-    return config.steps
-
-
-def _check_before_torch(env_id: str | None, resume: Path | None, settings: dict[str, Any]) -> None:
-    """What can be wrong without torch (an unknown env id, a bad setting, no checkpoint to
-    resume) fails in a second, not after torch's import."""
+def _check_resume_settings(settings: dict[str, Any]) -> None:
+    """The settings given to a resumed run, checked before torch loads (a typo fails in a
+    second); the run checks them again on top of the checkpoint's."""
     from puffer_core.train.config import RAY_ONLY, PPOConfig  # torch-free
 
-    if resume is not None and "backend" not in settings:
-        # The resumed run's backend is known once its checkpoint is read (ppo() checks then).
-        settings = {**settings, "backend": "ray"} if RAY_ONLY & settings.keys() else settings
+    if "backend" not in settings and RAY_ONLY & settings.keys():
+        # The resumed run's backend is known once its checkpoint is read (the plan checks then).
+        settings = {**settings, "backend": "ray"}
     PPOConfig().replace(**settings).validate()
-    if env_id is not None:
-        get_plugins().get_spec(env_id)
-    if resume is not None:
-        _checkpoint_file(resume, "--resume")
 
 
 def _checkpoint_file(run: Path, option: str) -> Path:
@@ -349,13 +305,13 @@ def eval_cmd(
     saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
     path = _checkpoint_file(run, "DIR")
     train = _import_train()
-    from puffer_core.train.restore import restored_kwargs, saved_env_id
+    from puffer_core.train.plan import plan_eval  # torch-free, but the checkpoint needs torch
 
-    saved = train.load(path)
-    env = saved_env_id(saved.env, str(path))
-    _announce(env, restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(path)), path)
-    options = {"record": record_path, "env_kwargs": env_kwargs, "overwrite": overwrite, "saved_kwargs": saved_kwargs}
-    result = train.evaluate(path, episodes, seed=seed, greedy=not sample, **options)
+    plan = plan_eval(path, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=train.load)
+    for line in plan.describe():
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    options = {"record": record_path, "overwrite": overwrite}
+    result = train.evaluate_plan(plan, episodes, seed=seed, greedy=not sample, **options)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

@@ -10,6 +10,7 @@ import importlib.metadata as metadata
 import importlib.util
 import shlex
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -21,7 +22,16 @@ from puffer_core.plugins import PluginSet, get_plugins
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.specs.declarations import EnvSpec
 
-__all__ = ["emulate_with_stats", "installed_versions", "make", "make_raw", "missing_requirements", "unavailable_reason"]
+__all__ = [
+    "SpecCreator",
+    "emulate_with_stats",
+    "installed_versions",
+    "make",
+    "make_from_spec",
+    "make_raw",
+    "missing_requirements",
+    "unavailable_reason",
+]
 
 
 def installed_versions(names: Iterable[str]) -> dict[str, str]:
@@ -138,14 +148,18 @@ def make_raw(env_id: str, plugins: PluginSet | None = None, **kwargs: Any) -> An
         PluginError: The id is declared twice, or no adapter converts the created env.
     """
     plugins = get_plugins() if plugins is None else plugins
-    spec = plugins.get_spec(env_id)
+    return _adapted(plugins.get_spec(env_id), plugins, kwargs)
+
+
+def _adapted(spec: EnvSpec, plugins: PluginSet, kwargs: dict[str, Any]) -> Any:
+    """``spec``'s env created, adapted to the Gymnasium or PettingZoo API, and wrapped by its plugin."""
     env = _create(spec, kwargs)
     adapted = plugins.adapt(env, spec)
     if adapted is not None:
         env = adapted
     if not isinstance(env, gymnasium.Env) and not is_multiagent(env):
         raise PluginError(
-            f"{env_id}: the creator returned {type(env).__module__}.{type(env).__name__} (api {spec.api!r}), "
+            f"{spec.id}: the creator returned {type(env).__module__}.{type(env).__name__} (api {spec.api!r}), "
             "which no adapter could convert to the Gymnasium or PettingZoo API; "
             "install or enable the adapter plugin for that API (see `puffer plugins`)",
             plugin=spec.plugin,
@@ -174,8 +188,28 @@ def make(env_id: str, **kwargs: Any) -> Any:
         SpaceError: The observation or action space has a leaf that cannot be flattened
             (Text, Sequence, Graph), named by its path.
     """
-    env = make_raw(env_id, **kwargs)
-    return emulate_with_stats(env, step_info_keys=get_plugins().get_spec(env_id).step_info_keys)
+    return make_from_spec(get_plugins().get_spec(env_id), **kwargs)
+
+
+def make_from_spec(spec: EnvSpec, **kwargs: Any) -> Any:
+    """``make`` of an env whose spec the caller has looked up already (a run resolved once)."""
+    raw = _adapted(spec, get_plugins(), kwargs)
+    return emulate_with_stats(raw, step_info_keys=spec.step_info_keys)
+
+
+@dataclass(frozen=True)
+class SpecCreator:
+    """A creator of ``spec``'s emulated env, for ``vector.make``: each env it builds skips the
+    lookup of its id, done once by whoever resolved the run. Picklable where ``spec`` is."""
+
+    spec: EnvSpec
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return make_from_spec(self.spec, **kwargs)
+
+    @property
+    def __name__(self) -> str:  # what names a creator in messages (EnvFactory.name): the env id
+        return self.spec.id
 
 
 def emulate_with_stats(env: Any, buf: Any = None, step_info_keys: tuple[str, ...] = ()) -> Any:

@@ -3,7 +3,8 @@
 Needs the ``train`` extra (``pip install 'puffer-core[train]'``: torch and matplotlib);
 ``import puffer_core`` never imports this package.
 
-``ppo(env, steps, out=DIR, **settings)`` trains and returns the ``Curve``;
+``ppo(env, steps, out=DIR, **settings)`` trains and returns the ``Curve`` (``plan_run`` then
+``train_plan``: the run resolved once, then trained, as ``puffer train`` does);
 ``evaluate(DIR, episodes)`` plays a saved policy; ``sweep(env, trials=…, params=…, out=…)``
 searches PPO's settings with Optuna. See :mod:`puffer_core.train.run` (a run) and
 :mod:`puffer_core.train.trainer` (the loop).
@@ -18,9 +19,11 @@ from puffer_core.errors import MissingDependencyError
 __all__ = [
     "Checkpoint",
     "Curve",
+    "EvalPlan",
     "EvalResult",
     "PPOConfig",
     "Policy",
+    "RunPlan",
     "SweepInterrupted",
     "SweepResult",
     "TrainingDiverged",
@@ -28,9 +31,13 @@ __all__ = [
     "UnsafeCheckpointError",
     "Wandb",
     "evaluate",
+    "evaluate_plan",
     "load",
+    "plan_eval",
+    "plan_run",
     "ppo",
     "sweep",
+    "train_plan",
 ]
 
 #: public name → the module that defines it; imported on first use, so that importing this
@@ -42,6 +49,11 @@ _HOMES = {
     "Curve": "curve",
     "EvalResult": "evaluation",
     "evaluate": "evaluation",
+    "evaluate_plan": "evaluation",
+    "EvalPlan": "plan",
+    "RunPlan": "plan",
+    "plan_eval": "plan",
+    "plan_run": "plan",
     "Policy": "policy",
     "SweepInterrupted": "sweeps",
     "SweepResult": "sweeps",
@@ -49,6 +61,7 @@ _HOMES = {
     "TrainingInterrupted": "trainer",
     "UnsafeCheckpointError": "checkpoint",
     "ppo": "run",
+    "train_plan": "run",
     "sweep": "sweeps",
     "Wandb": "logs",
 }

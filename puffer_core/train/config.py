@@ -65,8 +65,8 @@ class PPOConfig:
     target_kl: float | None = None
     policy: str = "mlp"  # or "lstm": an LSTM of hidden_size units after the observation encoder
     hidden_size: int = 64
-    # None: one thread for MLP policies (they run fastest so, and the other cores step envs),
-    # every core for CNN policies (convolutions gain ~1.5× from a second core here).
+    # None: one thread for MLP policies (their small matrices gain nothing from more, and the
+    # other cores step envs), every core for CNN policies (convolutions split well over cores).
     torch_threads: int | None = None
     checkpoint_seconds: float = 30.0  # how often policy.pt is refreshed during a run
     # Rewards as the learner sees them: multiplied by reward_scale, then clipped to

@@ -10,14 +10,16 @@ creator rather than an id have none.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.train.config import PPOConfig
 
-__all__ = ["TrainDefaults", "train_defaults"]
+__all__ = ["TrainDefaults", "defaults_of", "train_defaults"]
 
 
 @dataclass(frozen=True)
@@ -33,19 +35,30 @@ class TrainDefaults:
         return bool(self.settings or self.env_kwargs)
 
     def config(self, settings: dict[str, Any]) -> PPOConfig:
-        """PPOConfig's defaults, these on top, then ``settings`` (the user's) on top: validated.
+        """PPOConfig's defaults, these on top, then ``settings`` (the user's) on top: validated
+        once; where that fails, these alone are checked too, to name the plugin when they are
+        the culprit.
 
         Raises:
             APIUsageError: a setting of the plugin's that PPO does not have or does not take
                 (naming the plugin), or a bad one of the user's.
         """
+        base = self._checked(lambda: PPOConfig().replace(**self.settings))
         try:
-            base = PPOConfig().replace(**self.settings).validate()
+            return base.replace(**settings).validate()
+        except APIUsageError:
+            if self.settings:
+                self._checked(base.validate)
+            raise
+
+    def _checked(self, make: Callable[[], PPOConfig]) -> PPOConfig:
+        """``make()``, with an error in the plugin's own settings said to be the plugin's."""
+        try:
+            return make()
         except APIUsageError as exc:
             raise APIUsageError(
                 f"plugin '{self.plugin}': the train_defaults of {self.env} do not fit this puffer-core: {exc}"
             ) from None
-        return base.replace(**settings).validate()
 
     def kwargs(self, env_kwargs: dict[str, Any] | None) -> dict[str, Any]:
         """These creator kwargs with ``env_kwargs`` (the user's) on top."""
@@ -65,5 +78,9 @@ def train_defaults(env: Any) -> TrainDefaults:
     """The training defaults ``env`` (an env id; anything else has none) declares."""
     if not isinstance(env, str):
         return TrainDefaults(env=str(env))
-    spec = get_plugins().get_spec(env)
-    return TrainDefaults(env, spec.plugin, dict(spec.train_defaults), dict(spec.train_kwargs))
+    return defaults_of(get_plugins().get_spec(env))
+
+
+def defaults_of(spec: EnvSpec) -> TrainDefaults:
+    """The training defaults of ``spec``, an env's spec already looked up."""
+    return TrainDefaults(spec.id, spec.plugin, dict(spec.train_defaults), dict(spec.train_kwargs))

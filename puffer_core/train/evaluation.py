@@ -14,13 +14,13 @@ from puffer_core.env.recording import Recording, plan_recording
 from puffer_core.errors import APIUsageError
 from puffer_core.specs.limits import MAX_EPISODES, check_int
 from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train.plan import EvalPlan, plan_eval
 from puffer_core.train.policy import Policy
 from puffer_core.train.recurrent import step_flags, zero_where
-from puffer_core.train.restore import restored_kwargs, saved_env_id
 from puffer_core.train.saved_data import short
 from puffer_core.train.trainer import pick_device, spaces_of
 
-__all__ = ["EvalResult", "evaluate"]
+__all__ = ["EvalResult", "evaluate", "evaluate_plan"]
 
 #: a policy that never ends an episode must not hang `puffer eval`
 DEFAULT_MAX_STEPS = 1_000_000
@@ -95,18 +95,36 @@ def evaluate(
             the env does not declare restorable, a bad argument.
     """
     check_int("episodes", episodes, 1, MAX_EPISODES)
-    saved = checkpoints.load(run)
-    config = saved.settings(str(run))
-    env = saved_env_id(saved.env, str(run)) if env is None else env
-    kwargs = restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, str(run))
+    plan = plan_eval(run, env=env, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=checkpoints.load)
+    return evaluate_plan(
+        plan, episodes, seed=seed, greedy=greedy, device=device, max_steps=max_steps, record=record, overwrite=overwrite
+    )
+
+
+def evaluate_plan(
+    plan: EvalPlan,
+    episodes: int = 10,
+    *,
+    seed: int = 12345,
+    greedy: bool = True,
+    device: str | None = "cpu",
+    max_steps: int = DEFAULT_MAX_STEPS,
+    record: Any = None,
+    overwrite: bool = False,
+) -> EvalResult:
+    """Play the policy of ``plan`` (``puffer_core.train.plan.plan_eval``); ``evaluate``'s Args,
+    Returns and Raises hold."""
+    check_int("episodes", episodes, 1, MAX_EPISODES)
+    saved = plan.checkpoint
     if record is not None and not isinstance(record, Recording):
-        record = plan_recording(env, record, kwargs, episodes, overwrite=overwrite)
-    envs = vector.make(env, num_envs=1, seed=seed, record=record, **kwargs)
+        record = plan_recording(plan.env, record, plan.env_kwargs, episodes, overwrite=overwrite)
+    envs = vector.make(plan.vector_env(), num_envs=1, seed=seed, record=record, **plan.env_kwargs)
     with envs:
         if spaces_of(envs) != saved.spaces:
             raise APIUsageError(
                 f"{saved.env!r} no longer has the spaces the policy was trained on ({short(saved.spaces)})"
             )
+        config = plan.config
         policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
         policy.load_state_dict(saved.policy)
         policy.to(pick_device(device)).eval()

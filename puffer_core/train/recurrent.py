@@ -61,10 +61,10 @@ class Memory(nn.Module):
     zero biases.
 
     A replay runs ``nn.LSTM`` over the stretches of steps between the steps where some row
-    starts afresh, zeroing those rows' state between stretches: one native call for most of
-    a rollout instead of a Python-level cell per step (a NetHack rollout, with a reset every
-    few dozen steps, replays and trains through it about three times faster on a CPU; only
-    where nearly every step has a reset, episodes of a step or two, is it a little slower).
+    starts afresh, zeroing those rows' state between stretches: one native call per stretch
+    instead of a Python-level cell per step, which pays wherever episodes run for many steps
+    between resets; where nearly every step has a reset (episodes of a step or two) the
+    stretches are a step long and the calls cost as much as the cells would.
     """
 
     def __init__(self, inputs: int, hidden: int):

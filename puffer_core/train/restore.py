@@ -18,7 +18,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
-from puffer_core.specs.declarations import env_id_problem
+from puffer_core.specs.declarations import EnvSpec, env_id_problem
 from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.saved_data import short
 from puffer_core.vector.checks import available_cpus
@@ -30,7 +30,7 @@ __all__ = [
     "adopted_settings",
     "check_fits_machine",
     "restored_kwargs",
-    "saved_env_id",
+    "saved_env_spec",
 ]
 
 #: What to do with a checkpoint's env kwargs: check them against the env's declared schema,
@@ -42,9 +42,9 @@ ENVS_PER_CPU = 1_024
 WORKERS_PER_CPU = 8
 
 
-def saved_env_id(env: str, source: str) -> str:
-    """``env``, a checkpoint's env, checked against the env-id grammar before it is used as one,
-    then looked up (an unknown one is refused before anything is printed or built).
+def saved_env_spec(env: str, source: str) -> EnvSpec:
+    """The spec of ``env``, a checkpoint's env, checked against the env-id grammar before it is
+    looked up as one (an unknown one is refused before anything is printed or built).
 
     Raises:
         APIUsageError: not an env id (a run trained on a creator saves the creator's name).
@@ -56,15 +56,15 @@ def saved_env_id(env: str, source: str) -> str:
             f"{source}: the run was trained on {short(env)}, which {problem} (a creator's name): to use it, "
             "pass that creator as env= from Python"
         )
-    get_plugins().get_spec(env)
-    return env
+    return get_plugins().get_spec(env)
 
 
 def restored_kwargs(
     env: Any, saved: Mapping[str, Any], given: Mapping[str, Any] | None, mode: str, source: str
 ) -> dict[str, Any]:
     """The env kwargs a saved run is rebuilt with: ``saved`` (checked, trusted or dropped as
-    ``mode`` says) under ``given``, the caller's, which replace saved ones unchecked.
+    ``mode`` says) under ``given``, the caller's, which replace saved ones unchecked. ``env``
+    is the env's spec (looked up already), its id, or a creator (which declares none).
 
     Raises:
         APIUsageError: in mode "check", saved kwargs ``env``'s plugin does not declare
@@ -75,10 +75,10 @@ def restored_kwargs(
     given = dict(given or {})
     kept = {} if mode == "drop" else {key: value for key, value in saved.items() if key not in given}
     if mode == "check" and kept:
-        spec = get_plugins().get_spec(env) if isinstance(env, str) else None
+        spec = get_plugins().get_spec(env) if isinstance(env, str) else env
         refused = (
             spec.unrestorable(kept)
-            if spec is not None
+            if isinstance(spec, EnvSpec)
             else dict.fromkeys(kept, "is not declared (a creator declares none)")
         )
         if refused:

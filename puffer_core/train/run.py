@@ -1,13 +1,15 @@
 """``ppo()``: one PPO run from an env id to a saved run directory.
 
-``ppo(env, steps=…, out=…)`` resolves the run's settings (a resumed run's own, or the env
-family's training defaults, with the caller's on top), builds the vector env and a
-``Trainer``, and trains. With ``out`` it keeps ``policy.pt``, ``curve.csv``, ``curve.png``
-and the TensorBoard logs there, refreshed every ``checkpoint_seconds`` and at the end, and
-holds the directory for the run (a second run into it is refused). Ctrl-C or SIGTERM stops
-it at the next step and leaves a loadable checkpoint (``TrainingInterrupted``);
-``resume=DIR`` continues a run. A crash or a non-finite loss or weight
-(``TrainingDiverged``) saves nothing: the last good checkpoint stays in place.
+``ppo(env, steps=…, out=…)`` resolves the run once (``puffer_core.train.plan.plan_run``: the
+env's spec, a resumed run's own settings or the env family's training defaults, with the
+caller's on top) and trains it (``train_plan``, which the CLI calls with the plan it
+printed): the vector env, built from the plan's spec, and a ``Trainer``. With ``out`` it
+keeps ``policy.pt``, ``curve.csv``, ``curve.png`` and the TensorBoard logs there, refreshed
+every ``checkpoint_seconds`` and at the end, and holds the directory for the run (a second
+run into it is refused). Ctrl-C or SIGTERM stops it at the next step and leaves a loadable
+checkpoint (``TrainingInterrupted``); ``resume=DIR`` continues a run. A crash or a
+non-finite loss or weight (``TrainingDiverged``) saves nothing: the last good checkpoint
+stays in place.
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ from puffer_core import vector
 from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints
-from puffer_core.train.config import RAY_ONLY, PPOConfig
+from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
-from puffer_core.train.defaults import train_defaults
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
-from puffer_core.train.restore import adopted_settings, check_fits_machine, restored_kwargs, saved_env_id
+from puffer_core.train.plan import RunPlan, plan_run
 from puffer_core.train.run_lock import RunLock
 from puffer_core.train.saved_data import short
 from puffer_core.train.trainer import (
@@ -38,40 +39,17 @@ from puffer_core.train.trainer import (
     TrainingInterrupted,
     UpdateReport,
     check_rollout_fits,
-    env_name,
     pick_device,
     spaces_of,
 )
 from puffer_core.vector.checks import available_cpus
 
-__all__ = ["ppo"]
+__all__ = ["ppo", "train_plan"]
 
 
-def _resume_config(saved: checkpoints.Checkpoint, env: Any, settings: dict[str, Any], source: str) -> PPOConfig:
-    if env is not None and env_name(env) != saved.env:
-        raise APIUsageError(
-            f"the run to resume was trained on {saved.env!r}, not {env_name(env)!r}; drop the env or pick its run"
-        )
-    # Where the saved run's Ray workers ran is no part of it: a run made on a cluster resumes
-    # on this machine unless ray_address / placement are given again.
-    where = {name: None for name in RAY_ONLY}
-    ours = saved.settings(source)
-    config = ours.replace(**{**where, **settings})
-    check_fits_machine(config, adopted_settings(ours, settings), source)
-    if config.steps <= saved.step and "steps" not in settings:
-        raise APIUsageError(
-            f"the run already has {saved.step:,} of its {config.steps:,} steps; give a larger total with steps=…"
-        )
-    return config
-
-
-def _prepare_out(out: Any) -> Path | None:
-    if out is None:
-        return None
-    directory = Path(out)
-    if directory.exists() and not directory.is_dir():
-        raise APIUsageError(f"{directory} is a file; give a directory for the run's files")
-    return private_directory(directory)
+def _prepare_out(out: Path | None) -> Path | None:
+    """The run's directory, made the user's own (``plan_run`` refused a file there)."""
+    return None if out is None else private_directory(out)
 
 
 def _check_fresh(directory: Path | None) -> None:
@@ -132,27 +110,42 @@ def ppo(
     """
     if steps is not None:
         settings["steps"] = steps
-    saved = checkpoints.load(resume) if resume is not None else None
-    config, env, env_kwargs = _run_settings(env, env_kwargs, settings, saved, (resume, saved_kwargs))
-    if saved is not None and out is None:
-        out = resume
-    config.validate()
+    plan = plan_run(
+        env,
+        settings=settings,
+        env_kwargs=env_kwargs,
+        resume=resume,
+        saved_kwargs=saved_kwargs,
+        out=out,
+        load=checkpoints.load,
+    )
+    return train_plan(plan, on_update=on_update, on_episode=on_episode, wandb=wandb)
+
+
+def train_plan(
+    plan: RunPlan,
+    *,
+    on_update: UpdateReport | None = None,
+    on_episode: EpisodeReport | None = None,
+    wandb: str | Wandb | None = None,
+) -> Curve:
+    """Train the run ``plan`` (``puffer_core.train.plan.plan_run``) resolved; ``ppo``'s Args,
+    Returns and Raises hold."""
+    config = plan.config
     check_rollout_fits(config, config.num_envs, 0)  # at least one row per env, whatever it observes
-    env_kwargs = dict(env_kwargs or {})
     device = pick_device(config.device)
     wandb = Wandb.of(wandb)
-    if out is not None:
+    if plan.out is not None:
         require_matplotlib()
-    require_logs(out is not None, wandb)
-    directory = _prepare_out(out)
+    require_logs(plan.out is not None, wandb)
+    directory = _prepare_out(plan.out)
     with contextlib.ExitStack() as held:
         if directory is not None:
             held.enter_context(RunLock(directory))
-            if saved is None or Path(out).resolve() != Path(resume).resolve():
+            if not plan.continues_in_place:
                 _check_fresh(directory)
         try:
-            reports = (on_update, on_episode, wandb)
-            trainer, stop = _train(env, env_kwargs, config, device, saved, directory, reports)
+            trainer, stop = _train(plan, device, directory, (on_update, on_episode, wandb))
         except TrainingDiverged as exc:
             raise TrainingDiverged(f"{exc}{_diverged_advice(directory)}", exc.step) from None
     if stop:
@@ -164,22 +157,6 @@ def ppo(
     return trainer.curve
 
 
-def _run_settings(
-    env: Any, env_kwargs: dict[str, Any] | None, settings: dict[str, Any], saved: Any, resume: tuple[Any, str]
-) -> tuple[PPOConfig, Any, dict[str, Any] | None]:
-    """(settings, env, env kwargs) of a run: a resumed run's own under the caller's, or the env
-    family's training defaults under the caller's."""
-    if saved is not None:
-        source, saved_kwargs = str(resume[0]), resume[1]
-        config = _resume_config(saved, env, settings, source)
-        env = saved_env_id(saved.env, source) if env is None else env
-        return config, env, restored_kwargs(env, saved.env_kwargs, env_kwargs, saved_kwargs, source)
-    if env is None:
-        raise APIUsageError("give an env id (e.g. classic/cartpole) or resume=DIR")
-    defaults = train_defaults(env)
-    return defaults.config(settings), env, defaults.kwargs(env_kwargs)
-
-
 def _diverged_advice(directory: Path | None) -> str:
     kept = ""
     if directory is not None and (directory / checkpoints.FILENAME).exists():
@@ -188,11 +165,8 @@ def _diverged_advice(directory: Path | None) -> str:
 
 
 def _train(
-    env: Any,
-    env_kwargs: dict[str, Any],
-    config: PPOConfig,
+    plan: RunPlan,
     device: torch.device,
-    saved: checkpoints.Checkpoint | None,
     directory: Path | None,
     reports: tuple[UpdateReport | None, EpisodeReport | None, Wandb | None],
 ) -> tuple[Trainer, StopRequests]:
@@ -200,10 +174,35 @@ def _train(
     after an exception: a crash or a divergence leaves the last good checkpoint in place).
     The logs are written whatever happens."""
     on_update, on_episode, wandb = reports
+    config = plan.config
     torch.manual_seed(config.seed)
     stop = StopRequests()
-    envs = vector.make(
-        env,
+    with _vector_envs(plan) as envs, stop.installed():
+        trainer = Trainer(envs, config, device, stop)
+        threads = config.torch_threads or (available_cpus() if trainer.policy.encoder.has_image else 1)
+        torch.set_num_threads(threads)
+        if plan.saved is not None:
+            _check_spaces(plan.saved, envs)
+            trainer.restore(plan.saved)
+        with contextlib.closing(open_logs(directory, wandb, _logged_settings(plan), trainer.step)) as logs:
+            trainer.on_episode = chain(logs.episode, on_episode)
+
+            def save() -> None:
+                logs.flush()
+                if directory is not None:
+                    checkpoints.save(directory, trainer.checkpoint(plan.env_name, plan.env_kwargs))
+                    trainer.curve.write(directory, f"{plan.env_name}: PPO, seed {config.seed}")
+
+            trainer.train(chain(logs.update, on_update), save)
+            save()
+    return trainer, stop
+
+
+def _vector_envs(plan: RunPlan) -> vector.VectorEnv:
+    """The run's envs, built from the env's spec as the plan resolved it (no second lookup)."""
+    config = plan.config
+    return vector.make(
+        plan.vector_env(),
         num_envs=config.num_envs,
         num_workers=config.num_workers,
         batch_size=config.batch_size,
@@ -212,29 +211,14 @@ def _train(
         seed=config.seed,
         on_fault=config.on_fault,
         vector_kwargs=_ray_kwargs(config),
-        **env_kwargs,
+        **plan.env_kwargs,
     )
-    with envs, stop.installed():
-        trainer = Trainer(envs, config, device, stop)
-        threads = config.torch_threads or (available_cpus() if trainer.policy.encoder.has_image else 1)
-        torch.set_num_threads(threads)
-        if saved is not None:
-            _check_spaces(saved, envs)
-            trainer.restore(saved)
-        title = f"{env_name(env)}: PPO, seed {config.seed}"
-        settings = {"env": env_name(env), **config.to_dict(), **{f"env_kwargs.{k}": v for k, v in env_kwargs.items()}}
-        with contextlib.closing(open_logs(directory, wandb, settings, trainer.step)) as logs:
-            trainer.on_episode = chain(logs.episode, on_episode)
 
-            def save() -> None:
-                logs.flush()
-                if directory is not None:
-                    checkpoints.save(directory, trainer.checkpoint(env, env_kwargs))
-                    trainer.curve.write(directory, title)
 
-            trainer.train(chain(logs.update, on_update), save)
-            save()
-    return trainer, stop
+def _logged_settings(plan: RunPlan) -> dict[str, Any]:
+    """The run's settings as the logs (TensorBoard's hparams, W&B's config) keep them."""
+    kwargs = {f"env_kwargs.{key}": value for key, value in plan.env_kwargs.items()}
+    return {"env": plan.env_name, **plan.config.to_dict(), **kwargs}
 
 
 def _ray_kwargs(config: PPOConfig) -> dict[str, Any] | None:

@@ -25,20 +25,32 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
+from puffer_core.plugins import get_plugins
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.specs.limits import MAX_SEED, MAX_STEPS, check_int
-from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import WINDOW, require_matplotlib
+from puffer_core.train.defaults import defaults_of
+from puffer_core.train.plan import plan_run
 from puffer_core.train.run_lock import RunLock
 from puffer_core.train.sweep_params import Param, check_params
 from puffer_core.train.sweep_report import best_settings, write_best, write_plot
 
-__all__ = ["SweepInterrupted", "SweepResult", "TrialReport", "require_optuna", "sweep"]
+__all__ = [
+    "SweepInterrupted",
+    "SweepPlan",
+    "SweepResult",
+    "TrialReport",
+    "plan_sweep",
+    "require_optuna",
+    "run_sweep",
+    "sweep",
+]
 
 STUDY_FILE = "study.db"
 STUDY_NAME = "puffer-sweep"
@@ -88,7 +100,7 @@ class SweepResult:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class SweepPlan:
     """What a sweep is (stored in the study: a re-run must be the same sweep) and how it runs."""
 
     env: str
@@ -102,6 +114,10 @@ class _Plan:
     out: Path
     seed: int
     startup_trials: int
+    jobs: int = 1
+    #: The env's spec, looked up once in this process; trials get it, not the id (None in a
+    #: worker process until it looks the id up itself: a spec's creator need not pickle).
+    spec: EnvSpec | None = field(default=None, compare=False)
 
     def definition(self) -> dict[str, Any]:
         """The part a re-run must repeat to resume (the number of trials may change)."""
@@ -114,6 +130,10 @@ class _Plan:
             "metric": self.metric,
             "direction": self.direction,
         }
+
+    def resolved(self) -> SweepPlan:
+        """This plan with its env's spec (looked up here when it came without one)."""
+        return self if self.spec is not None else replace(self, spec=get_plugins().get_spec(self.env))
 
 
 def sweep(
@@ -160,27 +180,36 @@ def sweep(
         MissingDependencyError: optuna, torch or matplotlib is missing.
         SweepInterrupted: Ctrl-C or SIGTERM; the study keeps every finished trial.
     """
-    plan = _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, direction, seed, startup_trials)
+    plan = plan_sweep(
+        env,
+        trials=trials,
+        steps=steps,
+        params=params,
+        out=out,
+        jobs=jobs,
+        settings=settings,
+        env_kwargs=env_kwargs,
+        metric=metric,
+        direction=direction,
+        seed=seed,
+        startup_trials=startup_trials,
+    )
+    return run_sweep(plan, on_trial)
+
+
+def run_sweep(plan: SweepPlan, on_trial: Callable[[TrialReport], None] | None = None) -> SweepResult:
+    """Run the sweep ``plan`` (``plan_sweep``) resolved; ``sweep``'s Returns and Raises hold."""
     optuna = require_optuna()
     import puffer_core.train
 
     puffer_core.train.ppo  # noqa: B018  (imports torch: a one-line error here, before any trial, without it)
     require_matplotlib()
     private_directory(plan.out)
-    stopped = 0
     with RunLock(plan.out, LOCK_NAME, "puffer sweep run"):
         study = _open_study(optuna, plan, create=True)
         _recover(optuna, study)
         try:
-            with _ctrl_c_interrupts():
-                if jobs == 1:
-                    _work(plan, on_trial, worker=0)
-                else:
-                    _work_in_processes(plan, jobs, on_trial)
-        except _Stopped as exc:
-            stopped = exc.signal_number
-        except KeyboardInterrupt:  # between trials (a trial's own Ctrl-C is a _Stopped)
-            stopped = signal.SIGINT
+            stopped = _run_trials(plan, on_trial)
         finally:
             files = _write_reports(study, plan)
         done = _counted(study)
@@ -192,6 +221,21 @@ def sweep(
             stopped,
         )
     return SweepResult(plan.out, done, best_settings(study, plan.definition()), files)
+
+
+def _run_trials(plan: SweepPlan, on_trial: Callable[[TrialReport], None] | None) -> int:
+    """Run the trials still missing, here or in ``plan.jobs`` workers; the signal that stopped them (0: none)."""
+    try:
+        with _ctrl_c_interrupts():
+            if plan.jobs == 1:
+                _work(plan, on_trial, worker=0)
+            else:
+                _work_in_processes(plan, plan.jobs, on_trial)
+    except _Stopped as exc:
+        return exc.signal_number
+    except KeyboardInterrupt:  # between trials (a trial's own Ctrl-C is a _Stopped)
+        return signal.SIGINT
+    return 0
 
 
 @contextlib.contextmanager
@@ -208,15 +252,29 @@ def _ctrl_c_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, direction, seed, startup) -> _Plan:
-    """The sweep's arguments checked, before anything is imported or built."""
+def plan_sweep(
+    env: str,
+    *,
+    trials: int,
+    steps: int,
+    params: Sequence[str | Param],
+    out: str | Path,
+    jobs: int = 1,
+    settings: dict[str, Any] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    metric: str = "episode_return",
+    direction: str = "maximize",
+    seed: int = 0,
+    startup_trials: int = 5,
+) -> SweepPlan:
+    """The sweep ``sweep`` runs, checked before optuna or torch is imported: its env looked up
+    once, the trials' shared settings validated on top of the env's training defaults."""
     if not isinstance(env, str):
         raise APIUsageError(f"sweep needs an env id (a string such as classic/cartpole), got {env!r}")
-    check_int("trials", trials, 1, MAX_TRIALS)
-    check_int("steps", steps, 1, MAX_STEPS)
-    check_int("jobs", jobs, 1, MAX_JOBS)
+    for name, value, high in (("trials", trials, MAX_TRIALS), ("steps", steps, MAX_STEPS), ("jobs", jobs, MAX_JOBS)):
+        check_int(name, value, 1, high)
     check_int("seed", seed, 0, MAX_SEED)
-    check_int("startup_trials", startup, 0, MAX_TRIALS)
+    check_int("startup_trials", startup_trials, 0, MAX_TRIALS)
     if direction not in ("maximize", "minimize"):
         raise APIUsageError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
     if not isinstance(metric, str) or not metric:
@@ -225,19 +283,23 @@ def _plan(env, trials, steps, params, out, jobs, settings, env_kwargs, metric, d
     if "steps" in settings:
         raise APIUsageError("give the trials' steps as the sweep's steps (--steps), not as a setting")
     checked = check_params(params, settings)
-    PPOConfig().replace(steps=steps, **settings).validate()
-    return _Plan(
+    spec = get_plugins().get_spec(env)
+    defaults_of(spec).config({**settings, "steps": steps})
+    kwargs = dict(env_kwargs or {})
+    return SweepPlan(
         env,
         steps,
         trials,
         tuple(checked),
         settings,
-        dict(env_kwargs or {}),
+        kwargs,
         metric,
         direction,
         Path(out),
         seed,
-        startup,
+        startup_trials,
+        jobs,
+        spec,
     )
 
 
@@ -253,7 +315,7 @@ def require_optuna() -> Any:
     return optuna
 
 
-def _open_study(optuna: Any, plan: _Plan, create: bool = False, worker: int = 0) -> Any:
+def _open_study(optuna: Any, plan: SweepPlan, create: bool = False, worker: int = 0) -> Any:
     """The study in ``DIR/study.db``: created (and checked to be this sweep) with ``create``,
     else loaded with a sampler for ``worker``."""
     storage = optuna.storages.RDBStorage(
@@ -347,7 +409,7 @@ def _ask_lock(directory: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _next_trial(optuna: Any, study: Any, plan: _Plan) -> Any:
+def _next_trial(optuna: Any, study: Any, plan: SweepPlan) -> Any:
     """A new trial, or None once the counted and running trials reach the total."""
     with _ask_lock(plan.out):
         trials = study.get_trials(deepcopy=False)
@@ -357,7 +419,7 @@ def _next_trial(optuna: Any, study: Any, plan: _Plan) -> Any:
         return study.ask({param.name: param.distribution() for param in plan.params})
 
 
-def _work(plan: _Plan, on_trial: Callable[[TrialReport], None] | None, worker: int) -> None:
+def _work(plan: SweepPlan, on_trial: Callable[[TrialReport], None] | None, worker: int) -> None:
     """Run trials in this process until the study has enough."""
     optuna = require_optuna()
     study = _open_study(optuna, plan, worker=worker)
@@ -367,12 +429,33 @@ def _work(plan: _Plan, on_trial: Callable[[TrialReport], None] | None, worker: i
             on_trial(report)
 
 
-def _run_trial(optuna: Any, study: Any, plan: _Plan, trial: Any) -> TrialReport:
-    from puffer_core.train.run import ppo
-    from puffer_core.train.trainer import TrainingDiverged, TrainingInterrupted
-
+def _run_trial(optuna: Any, study: Any, plan: SweepPlan, trial: Any) -> TrialReport:
+    """Train one trial, tell the study how it ended, and report it."""
     score = _Score(plan.metric)
     reached = {"step": 0}
+    outcome = _train_trial(optuna, study, plan, trial, score, reached)
+    value = score.value()
+    if value is None and score.keys:  # episodes ended, none with the metric: every trial would miss it
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        carried = ", ".join(sorted(score.keys - {"env_id", "agent"}))
+        raise APIUsageError(f"no episode of {plan.env} reports {plan.metric!r}; give --metric one of: {carried}")
+    if outcome == "complete" and value is None:
+        outcome = "no episode"
+    trial.set_user_attr("outcome", outcome)
+    trial.set_user_attr("step", reached["step"])
+    if outcome == "complete":
+        study.tell(trial, value)
+    else:
+        state = optuna.trial.TrialState.PRUNED if outcome == "pruned" else optuna.trial.TrialState.FAIL
+        study.tell(trial, state=state)
+    return _report(study, plan, trial.number, trial.params, outcome, value, reached["step"])
+
+
+def _train_trial(optuna: Any, study: Any, plan: SweepPlan, trial: Any, score: _Score, reached: dict) -> str:
+    """Train ``trial``'s run from the plan's env spec (no lookup), reporting its score to the
+    pruner; how it ended: "complete", "pruned" or "diverged" (a stop or a crash is raised)."""
+    from puffer_core.train.run import train_plan
+    from puffer_core.train.trainer import TrainingDiverged, TrainingInterrupted
 
     def on_update(row: dict[str, Any]) -> None:
         reached["step"] = row["step"]
@@ -383,43 +466,22 @@ def _run_trial(optuna: Any, study: Any, plan: _Plan, trial: Any) -> TrialReport:
         if trial.should_prune():
             raise _Pruned
 
-    settings = {**plan.settings, **trial.params}
-    state, outcome = optuna.trial.TrialState.COMPLETE, "complete"
+    settings = {**plan.settings, **trial.params, "steps": plan.steps}
+    out = plan.out / "trials" / f"{trial.number:04d}"
     try:
-        ppo(
-            plan.env,
-            plan.steps,
-            out=plan.out / "trials" / f"{trial.number:04d}",
-            env_kwargs=plan.env_kwargs,
-            on_update=on_update,
-            on_episode=score.episode,
-            **settings,
-        )
+        run = plan_run(plan.spec or plan.env, settings=settings, env_kwargs=plan.env_kwargs, out=out)
+        train_plan(run, on_update=on_update, on_episode=score.episode)
     except _Pruned:
-        state, outcome = optuna.trial.TrialState.PRUNED, "pruned"
+        return "pruned"
     except TrainingDiverged:
-        state, outcome = optuna.trial.TrialState.FAIL, "diverged"
+        return "diverged"
     except (TrainingInterrupted, KeyboardInterrupt) as exc:
         _fail_and_requeue(optuna, study, trial.number, trial.params)
-        number = getattr(exc, "signal_number", signal.SIGINT)
-        raise _Stopped(number) from None
+        raise _Stopped(getattr(exc, "signal_number", signal.SIGINT)) from None
     except BaseException:
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise
-    value = score.value()
-    if value is None and score.keys:  # episodes ended, none with the metric: every trial would miss it
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        carried = ", ".join(sorted(score.keys - {"env_id", "agent"}))
-        raise APIUsageError(f"no episode of {plan.env} reports {plan.metric!r}; give --metric one of: {carried}")
-    if state == optuna.trial.TrialState.COMPLETE and value is None:
-        state, outcome = optuna.trial.TrialState.FAIL, "no episode"
-    trial.set_user_attr("outcome", outcome)
-    trial.set_user_attr("step", reached["step"])
-    if state == optuna.trial.TrialState.COMPLETE:
-        study.tell(trial, value)
-    else:
-        study.tell(trial, state=state)
-    return _report(study, plan, trial.number, trial.params, outcome, value, reached["step"])
+    return "complete"
 
 
 class _Stopped(Exception):
@@ -430,7 +492,7 @@ class _Stopped(Exception):
         self.signal_number = signal_number
 
 
-def _report(study: Any, plan: _Plan, number: int, params: dict, outcome: str, value: Any, step: int) -> TrialReport:
+def _report(study: Any, plan: SweepPlan, number: int, params: dict, outcome: str, value: Any, step: int) -> TrialReport:
     best = best_settings(study, plan.definition())
     return TrialReport(
         number=number,
@@ -445,7 +507,7 @@ def _report(study: Any, plan: _Plan, number: int, params: dict, outcome: str, va
     )
 
 
-def _write_reports(study: Any, plan: _Plan) -> list[str]:
+def _write_reports(study: Any, plan: SweepPlan) -> list[str]:
     written = [str(plan.out / STUDY_FILE)]
     best = best_settings(study, plan.definition())
     if best is not None:
@@ -458,24 +520,25 @@ def _write_reports(study: Any, plan: _Plan) -> list[str]:
 # --------------------------------------------------------------------------- parallel workers
 
 
-def _worker(plan: _Plan, index: int, reports: Any) -> None:
+def _worker(plan: SweepPlan, index: int, reports: Any) -> None:
     """A worker process: runs trials until the study has enough, sending each report back."""
     try:
-        _work(plan, lambda report: reports.put(("trial", asdict(report))), worker=index)
+        _work(plan.resolved(), lambda report: reports.put(("trial", asdict(report))), worker=index)
     except _Stopped as stopped:
         reports.put(("stopped", stopped.signal_number))
     except BaseException as exc:
         reports.put(("error", f"{type(exc).__name__}: {exc}" if not isinstance(exc, PufferError) else str(exc)))
 
 
-def _work_in_processes(plan: _Plan, jobs: int, on_trial: Callable[[TrialReport], None] | None) -> None:
+def _work_in_processes(plan: SweepPlan, jobs: int, on_trial: Callable[[TrialReport], None] | None) -> None:
     """``jobs`` worker processes (spawned: this process may run threads) share the study."""
     import multiprocessing
     import queue
 
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
-    workers = [context.Process(target=_worker, args=(plan, index, reports)) for index in range(1, jobs + 1)]
+    shipped = replace(plan, spec=None)  # each worker looks the env up once itself
+    workers = [context.Process(target=_worker, args=(shipped, index, reports)) for index in range(1, jobs + 1)]
     stopped, error = 0, None
     try:
         for worker in workers:

@@ -29,6 +29,7 @@ from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.collect import Collector
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve
+from puffer_core.train.plan import env_name
 from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
 
@@ -68,12 +69,6 @@ def pick_device(device: str | None) -> torch.device:
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise APIUsageError(f"device {device!r} asked for, but torch sees no CUDA device here; use --device cpu")
     return chosen
-
-
-def env_name(env: Any) -> str:
-    if isinstance(env, str):
-        return env
-    return getattr(env, "__qualname__", None) or getattr(env, "__name__", None) or repr(env)
 
 
 def spaces_of(envs: vector.VectorEnv) -> dict[str, str]:
