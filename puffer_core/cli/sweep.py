@@ -15,6 +15,7 @@ import click
 
 from puffer_core.cli.errors import err_console
 from puffer_core.cli.options import SEED, STEPS, Bounded, env_kwargs_option, parse_pairs
+from puffer_core.env.postprocess import EPISODE_RETURN
 from puffer_core.errors import APIUsageError
 
 __all__ = ["sweep_cmd"]
@@ -56,7 +57,7 @@ def _trial_line(report: Any) -> str:
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="A PPO setting every trial shares.")
 @env_kwargs_option
 @click.option(
-    "--metric", default="episode_return", show_default=True, help="Episode-info key a trial is scored by (mean of 20)."
+    "--metric", default=EPISODE_RETURN, show_default=True, help="Episode-info key a trial is scored by (mean of 20)."
 )
 @click.option("--minimize", is_flag=True, help="Lower scores are better (default: higher).")
 @click.option("--seed", default=0, show_default=True, type=SEED, help="Seed of the sampler (trials: --set seed=N).")

@@ -23,7 +23,22 @@ import numpy as np
 
 from puffer_core.plugins.apis import to_parallel
 
-__all__ = ["EpisodeStats", "MultiAgentEpisodeStats", "episode_info", "kept_entries", "numeric_scalars"]
+__all__ = [
+    "EPISODE_LENGTH",
+    "EPISODE_RETURN",
+    "NOT_STATISTICS",
+    "EpisodeStats",
+    "MultiAgentEpisodeStats",
+    "episode_info",
+    "kept_entries",
+    "numeric_scalars",
+]
+
+#: The keys of every finished episode's info: counted here, whatever the env reports under them.
+EPISODE_RETURN = "episode_return"
+EPISODE_LENGTH = "episode_length"
+#: Info keys that say where an episode ran, not how it went: never averaged as statistics.
+NOT_STATISTICS = frozenset({"env_id", "agent", "agent_id", "worker"})
 
 
 def _as_number(value: Any) -> Any:
@@ -71,8 +86,8 @@ def kept_entries(info: Any, keys: tuple[str, ...]) -> dict:
 def episode_info(info: Any, episode_return: Any, episode_length: int) -> dict:
     """The info reported on the step an episode ends."""
     out = numeric_scalars(info)
-    out["episode_return"] = float(episode_return)
-    out["episode_length"] = episode_length
+    out[EPISODE_RETURN] = float(episode_return)
+    out[EPISODE_LENGTH] = episode_length
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from puffer_core import vector
+from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN
 from puffer_core.env.recording import Recording, plan_recording
 from puffer_core.errors import APIUsageError
 from puffer_core.specs.limits import MAX_EPISODES, check_int
@@ -157,9 +158,9 @@ def _play(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int
         obs, _, terminals, truncations, infos, _, masks = envs.recv()
         prev_ended, prev_valid = torch.from_numpy(terminals | truncations).to(device), valid
         for info in infos:
-            if "episode_return" in info:
-                result.returns.append(float(info["episode_return"]))
-                result.lengths.append(int(info["episode_length"]))
+            if EPISODE_RETURN in info:
+                result.returns.append(float(info[EPISODE_RETURN]))
+                result.lengths.append(int(info[EPISODE_LENGTH]))
         if len(result.returns) >= episodes:
             del result.returns[episodes:], result.lengths[episodes:]
             return result

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN, NOT_STATISTICS
 from puffer_core.errors import APIUsageError, MissingDependencyError
-from puffer_core.vector.random_run import NOT_STATISTICS
 
 __all__ = ["SCALARS", "RunLogs", "Wandb", "chain", "open_logs", "require_logs"]
 
@@ -42,7 +42,7 @@ SCALARS = {
     "explained_variance": "losses/explained_variance",
 }
 #: Info keys that are not an env's own episode statistic.
-NOT_ENV_STATS = NOT_STATISTICS | {"episode_return", "episode_length", "fault"}
+NOT_ENV_STATS = NOT_STATISTICS | {EPISODE_RETURN, EPISODE_LENGTH, "fault"}
 TENSORBOARD_DIR = "tensorboard"
 EPISODIC_RETURN, EPISODIC_LENGTH = "charts/episodic_return", "charts/episodic_length"
 
@@ -209,7 +209,7 @@ class RunLogs:
     def episode(self, step: int, info: dict[str, Any]) -> None:
         if not self.sinks:
             return
-        self._episodes.append((step, info["episode_return"], info["episode_length"]))
+        self._episodes.append((step, info[EPISODE_RETURN], info[EPISODE_LENGTH]))
         for key, value in info.items():
             if key not in NOT_ENV_STATS and isinstance(value, (int, float)):
                 self._stats[key].append(value)

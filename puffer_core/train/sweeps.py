@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import private_directory
+from puffer_core.env.postprocess import EPISODE_RETURN
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
@@ -146,7 +147,7 @@ def sweep(
     jobs: int = 1,
     settings: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    metric: str = "episode_return",
+    metric: str = EPISODE_RETURN,
     direction: str = "maximize",
     seed: int = 0,
     startup_trials: int = 5,
@@ -262,7 +263,7 @@ def plan_sweep(
     jobs: int = 1,
     settings: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
-    metric: str = "episode_return",
+    metric: str = EPISODE_RETURN,
     direction: str = "maximize",
     seed: int = 0,
     startup_trials: int = 5,

@@ -24,6 +24,7 @@ import torch
 from gymnasium import spaces
 
 from puffer_core import vector
+from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.collect import Collector
@@ -199,8 +200,8 @@ class Trainer:
             infos = batch[4]
             for info in infos:
                 ended = info.get("final_info", info)  # same-step autoreset: the ended episode's info
-                if "episode_return" in ended:
-                    episode = (self.step, float(ended["episode_return"]), int(ended["episode_length"]))
+                if EPISODE_RETURN in ended:
+                    episode = (self.step, float(ended[EPISODE_RETURN]), int(ended[EPISODE_LENGTH]))
                     self.curve.episodes.append(episode)
                     if self.on_episode is not None:
                         self.on_episode(self.step, ended)

@@ -98,7 +98,7 @@ class ActionCheck:
             values = actions.ravel().tolist()  # a few Python ints: less code than numpy's reduction
             return min(values) >= 0 and max(values) < self.bound
         unsigned = _as_unsigned(actions)
-        return unsigned.item(unsigned.argmax()) < self.bound  # argmax + item: 3× faster than max() on a batch
+        return unsigned.item(unsigned.argmax()) < self.bound  # argmax + item: cheaper than max() on a batch
 
     def _below_bounds(self, actions: np.ndarray) -> bool:
         """0-based, one bound per element (MultiDiscrete with differing nvec)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env.postprocess import EPISODE_RETURN, NOT_STATISTICS
 from puffer_core.env.random_actions import masked_random_actions, random_actions
 from puffer_core.errors import APIUsageError
 from puffer_core.vector.backends import make
@@ -18,7 +19,6 @@ from puffer_core.vector.backends import make
 __all__ = ["RunResult", "run_random"]
 
 #: Numeric info keys that say where an info came from rather than how an episode went.
-NOT_STATISTICS = frozenset({"env_id", "agent", "agent_id", "worker"})
 
 
 @dataclass
@@ -62,7 +62,7 @@ class RunResult:
 def _episode_infos(infos: Any) -> Iterable[dict]:
     """Episode-end info dicts from a vector env's infos, whatever nesting they come in."""
     if isinstance(infos, dict):
-        if "episode_return" in infos:
+        if EPISODE_RETURN in infos:
             yield infos
             return
         for value in infos.values():
@@ -153,7 +153,7 @@ def _tally(infos: Any, returns: list[float], totals: dict[str, float]) -> None:
     """Each episode that ended in ``infos``: its return onto ``returns``, its other numeric
     statistics added to ``totals``."""
     for info in _episode_infos(infos):
-        returns.append(float(info["episode_return"]))
+        returns.append(float(info[EPISODE_RETURN]))
         for key, value in info.items():
             if key not in NOT_STATISTICS and isinstance(value, (Real, np.number)) and not isinstance(value, bool):
                 totals[key] += float(value)

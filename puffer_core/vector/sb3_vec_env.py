@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN
 from puffer_core.errors import APIUsageError, MissingDependencyError
 from puffer_core.vector.autoreset import SAME_STEP
 from puffer_core.vector.base import VectorEnv
@@ -124,10 +125,10 @@ class SB3VecEnv(VecEnv):
         info = out[row]
         info.update(entry["final_info"])
         info["terminal_observation"] = entry["final_observation"]
-        if "episode_return" in info:
+        if EPISODE_RETURN in info:
             info["episode"] = {
-                "r": info["episode_return"],
-                "l": info["episode_length"],
+                "r": info[EPISODE_RETURN],
+                "l": info[EPISODE_LENGTH],
                 "t": round(time.perf_counter() - self._episode_start, 6),
             }
         skip = ("env_id", "final_observation", "final_info")
