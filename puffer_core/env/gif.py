@@ -63,8 +63,8 @@ def _changed_box(last: np.ndarray | None, rgb: np.ndarray) -> tuple[int, int, in
     it when there is no last frame of its shape); None when nothing changed."""
     if last is None or last.shape != rgb.shape:
         return 0, rgb.shape[0], 0, rgb.shape[1]
-    # Rows of height × (width · 3) bytes: numpy reduces a long contiguous axis fast, the
-    # axis of 3 channels slowly (50 times slower at 400 × 600).
+    # Rows of height × (width · 3) bytes: numpy reduces a long contiguous axis fast, a
+    # short axis of 3 channels slowly.
     changed = last.reshape(len(last), -1) != rgb.reshape(len(rgb), -1)
     rows = np.flatnonzero(changed.any(axis=1))
     if not rows.size:
