@@ -192,8 +192,6 @@ def run_cmd(
     workers on a Ray cluster and --placement spreads them over its nodes (or packs them);
     the summary says which node and host each worker ran on.
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
     env_kwargs = parse_pairs(kwargs, "--kwarg")
     recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
@@ -208,9 +206,18 @@ def run_cmd(
         vector_kwargs=vector_kwargs or None,
     )
     if as_json:
-        result = run_random(env_id, **options, **env_kwargs)
-        print_json(result.to_json())
+        print_json(run_random(env_id, **options, **env_kwargs).to_json())
         return
+    result = _run_with_progress(env_id, steps, watch, options, env_kwargs)
+    _print_run(env_id, result, record_path)
+
+
+def _run_with_progress(
+    env_id: str, steps: int, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]
+) -> Any:
+    """``run_random`` under a progress bar on stderr (none in a log or a pipe, nor with --watch)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     progress = Progress(
         TextColumn(f"[bold]{env_id}[/]"),
         BarColumn(),
@@ -224,7 +231,11 @@ def run_cmd(
     )
     with progress:
         task = progress.add_task("run", total=steps)
-        result = run_random(env_id, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
+        return run_random(env_id, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
+
+
+def _print_run(env_id: str, result: Any, record_path: str | None) -> None:
+    """The summary of a random run: steps/second, the placement of its workers, episode means."""
     console.print(
         f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
         f"[bold green]{result.sps:,.0f} steps/s[/] "

@@ -72,6 +72,26 @@ def _episode_infos(infos: Any) -> Iterable[dict]:
             yield from _episode_infos(item)
 
 
+class _RandomActions:
+    """A batch of random actions per step: among the allowed ones where the observations carry
+    an action mask, else drawn ahead in chunks (sampling per step would dominate cheap envs)."""
+
+    def __init__(self, envs: Any, rng: np.random.Generator):
+        self.space, self.rows, self.rng = envs.single_action_space, envs.batch_size, rng
+        self.sample_allowed = masked_random_actions(envs)
+        self.chunk = random_actions(self.space, self.rows * 64, rng)
+        self.cursor = 0
+
+    def next(self, obs: Any) -> Any:
+        if self.sample_allowed is not None:
+            return self.sample_allowed(obs, self.rng)
+        if self.cursor + self.rows > len(self.chunk):
+            self.chunk = random_actions(self.space, self.rows * 64, self.rng)
+            self.cursor = 0
+        self.cursor += self.rows
+        return self.chunk[self.cursor - self.rows : self.cursor]
+
+
 def run_random(
     env_id: str,
     steps: int | None = 10_000,
@@ -110,11 +130,7 @@ def run_random(
         record=record,
         **env_kwargs,
     ) as envs:
-        # Pre-draw actions in chunks: sampling per step would dominate cheap envs.
-        chunk = random_actions(envs.single_action_space, envs.batch_size * 64, rng)
-        sample_allowed = masked_random_actions(envs)
-        rows = envs.batch_size
-        cursor = 0
+        actions = _RandomActions(envs, rng)
         start = time.perf_counter()
         envs.async_reset(seed)
         while (steps is None or done_steps < steps) and (episodes is None or len(returns) < episodes):
@@ -122,14 +138,7 @@ def run_random(
             live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
             done_steps += live
             _tally(infos, returns, totals)
-            if sample_allowed is not None:
-                envs.send(sample_allowed(obs, rng))
-            else:
-                if cursor + rows > len(chunk):
-                    chunk = random_actions(envs.single_action_space, rows * 64, rng)
-                    cursor = 0
-                envs.send(chunk[cursor : cursor + rows])
-                cursor += rows
+            envs.send(actions.next(obs))
             if on_progress is not None:
                 on_progress(live)
         seconds = time.perf_counter() - start
