@@ -11,8 +11,10 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from puffer_core.env.emulation import GymnasiumEmulator, PettingZooEmulator
-from puffer_core.env.environments import emulate_with_stats, make
+from puffer_core.env.environments import emulate_with_stats, make_from_spec
 from puffer_core.errors import APIUsageError
+from puffer_core.plugins import get_plugins
+from puffer_core.specs.declarations import EnvSpec
 
 __all__ = ["EnvFactory", "RecordingPlan", "attach"]
 
@@ -105,6 +107,18 @@ class EnvFactory:
         self.env_kwargs = dict(env_kwargs or {})
         #: env 0's recording (a ``RecordingPlan``), or None
         self.recording = recording
+        self._looked_up: EnvSpec | None = None
+
+    def _spec(self) -> EnvSpec:
+        """The env id's spec, looked up once per process: each env built after the first skips
+        the lookup (not pickled: a worker looks it up in its own plugins, whose creators need
+        not pickle)."""
+        if self._looked_up is None:
+            self._looked_up = get_plugins().get_spec(self.env)
+        return self._looked_up
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_looked_up": None}
 
     @property
     def name(self) -> str:
@@ -117,7 +131,7 @@ class EnvFactory:
         recording = self.recording if index == 0 else None
         kwargs = self.env_kwargs if recording is None else {**self.env_kwargs, **recording.env_kwargs}
         if isinstance(self.env, str):
-            made = make(self.env, **kwargs)
+            made = make_from_spec(self._spec(), **kwargs)
         else:
             made = self.env(**kwargs)
         emulated = _is_emulator(made) or isinstance(made, _CopyingEmulator)

@@ -45,3 +45,25 @@ def test_run_random_stops_after_an_episode_count_and_keeps_each_return():
 def test_run_random_needs_a_limit():
     with pytest.raises(APIUsageError, match="steps or episodes"):
         run_random("classic/probe_1", steps=None)
+
+
+def test_puffer_run_looks_its_env_up_once_however_many_envs_it_builds(monkeypatch):
+    """`puffer run ENV` resolves the id once per process: each env built after the first skips
+    the lookup, and a factory sent to a worker leaves the looked-up spec behind."""
+    import pickle
+
+    from click.testing import CliRunner
+
+    from puffer_core.cli.main import cli
+    from puffer_core.env.factory import EnvFactory
+    from puffer_core.plugins.manager import PluginSet
+
+    looked_up = []
+    get_spec = PluginSet.get_spec
+    monkeypatch.setattr(PluginSet, "get_spec", lambda self, env_id: looked_up.append(env_id) or get_spec(self, env_id))
+    result = CliRunner().invoke(cli, ["run", "classic/cartpole", "--steps", "20", "--num-envs", "4"])
+    assert result.exit_code == 0, result.output
+    assert looked_up == ["classic/cartpole"]
+    factory = EnvFactory("classic/cartpole")
+    factory().close()
+    assert pickle.loads(pickle.dumps(factory))._looked_up is None
