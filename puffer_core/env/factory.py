@@ -107,7 +107,10 @@ class EnvFactory:
         self.env_kwargs = dict(env_kwargs or {})
         #: env 0's recording (a ``RecordingPlan``), or None
         self.recording = recording
-        self._looked_up: EnvSpec | None = None
+
+    #: the spec of ``env`` once this process looked it up (a class default: a factory unpickled
+    #: or copied without ``__init__`` starts without one)
+    _looked_up: EnvSpec | None = None
 
     def _spec(self) -> EnvSpec:
         """The env id's spec, looked up once per process: each env built after the first skips
