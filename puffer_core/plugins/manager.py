@@ -113,6 +113,19 @@ class _Candidate:
         )
 
 
+def _called(name: str, impl: Any, hook_name: str) -> Any:
+    """What plugin ``name``'s implementation of ``hook_name`` returns (None without one); anything
+    it raises but KeyboardInterrupt (SystemExit included) becomes that plugin's PluginError."""
+    if impl is None:
+        return None
+    try:
+        return impl.function()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise PluginError(f"plugin '{name}': {hook_name}() raised {_short_error(exc)}", plugin=name) from exc
+
+
 def _target_of(plugin: Any) -> str:
     """What ``puffer plugins`` shows as a built-in's target: ``module`` or ``module:Class``."""
     if isinstance(plugin, types.ModuleType):
@@ -258,14 +271,7 @@ class PluginSet:
             self.compat_axes[name] = axes
 
     def _call_envs(self, name: str, impl: Any) -> list[EnvSpec]:
-        if impl is None:
-            return []
-        try:
-            result = impl.function()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            raise PluginError(f"plugin '{name}': puffer_envs() raised {_short_error(exc)}", plugin=name) from exc
+        result = _called(name, impl, "puffer_envs")
         if result is None:
             return []
         if isinstance(result, EnvSpec) or not isinstance(result, (list, tuple)):
@@ -289,14 +295,7 @@ class PluginSet:
         return list(result)
 
     def _call_single(self, name: str, impl: Any, kind: type, hook_name: str) -> Any:
-        if impl is None:
-            return None
-        try:
-            result = impl.function()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            raise PluginError(f"plugin '{name}': {hook_name}() raised {_short_error(exc)}", plugin=name) from exc
+        result = _called(name, impl, hook_name)
         if result is None:
             return None
         if not isinstance(result, kind):
