@@ -48,6 +48,14 @@ __puffer_fetch() {
     }
 }
 
+# __puffer_fetch_or_exit URL FILE WHAT OPTION: __puffer_fetch, or one line saying why the build stops.
+__puffer_fetch_or_exit() {
+    __puffer_fetch "$1" "$2" && return 0
+    echo "puffertank: cannot fetch $3 from $1;" \
+        "builds with $4 need host networking (puffer tank build --network host)" >&2
+    exit 1
+}
+
 if [ -n "${PUFFER_CA_URL:-}${PUFFER_LOCK_URL:-}${PUFFER_LOCK_HASHES_URL:-}" ]; then
     if [ -d /dev/shm ] && [ -w /dev/shm ]; then
         __puffer_ca_dir="$(mktemp -d /dev/shm/puffer-ca.XXXXXX)"
@@ -58,11 +66,7 @@ if [ -n "${PUFFER_CA_URL:-}${PUFFER_LOCK_URL:-}${PUFFER_LOCK_HASHES_URL:-}" ]; t
 fi
 
 if [ -n "${PUFFER_CA_URL:-}" ]; then
-    if ! __puffer_fetch "$PUFFER_CA_URL" "$__puffer_ca_dir/ca.pem"; then
-        echo "puffertank: cannot fetch the CA bundle from $PUFFER_CA_URL;" \
-            "builds with --ca-cert need host networking (puffer tank build --network host)" >&2
-        exit 1
-    fi
+    __puffer_fetch_or_exit "$PUFFER_CA_URL" "$__puffer_ca_dir/ca.pem" "the CA bundle" --ca-cert
     printf 'Acquire::https::CAInfo "%s";\n' "$__puffer_ca_dir/ca.pem" >"$__puffer_ca_dir/apt.conf"
     export APT_CONFIG="$__puffer_ca_dir/apt.conf"
     export PIP_CERT="$__puffer_ca_dir/ca.pem"
@@ -73,21 +77,13 @@ if [ -n "${PUFFER_CA_URL:-}" ]; then
 fi
 
 if [ -n "${PUFFER_LOCK_URL:-}" ]; then
-    if ! __puffer_fetch "$PUFFER_LOCK_URL" "$__puffer_ca_dir/lock.txt"; then
-        echo "puffertank: cannot fetch the lock from $PUFFER_LOCK_URL;" \
-            "builds with --lock need host networking (puffer tank build --network host)" >&2
-        exit 1
-    fi
+    __puffer_fetch_or_exit "$PUFFER_LOCK_URL" "$__puffer_ca_dir/lock.txt" "the lock" --lock
     # pip splits PIP_CONSTRAINT on white space: the lock joins the step's other constraints.
     export PIP_CONSTRAINT="${PIP_CONSTRAINT:+$PIP_CONSTRAINT }$__puffer_ca_dir/lock.txt"
 fi
 
 if [ -n "${PUFFER_LOCK_HASHES_URL:-}" ]; then
-    if ! __puffer_fetch "$PUFFER_LOCK_HASHES_URL" "$__puffer_ca_dir/lock-hashes.txt"; then
-        echo "puffertank: cannot fetch the lock's hashes from $PUFFER_LOCK_HASHES_URL;" \
-            "builds with --lock need host networking (puffer tank build --network host)" >&2
-        exit 1
-    fi
+    __puffer_fetch_or_exit "$PUFFER_LOCK_HASHES_URL" "$__puffer_ca_dir/lock-hashes.txt" "the lock's hashes" --lock
     export PUFFER_LOCK_HASHES="$__puffer_ca_dir/lock-hashes.txt"
 fi
-unset -f __puffer_fetch
+unset -f __puffer_fetch __puffer_fetch_or_exit
