@@ -14,6 +14,7 @@ import pytest
 from optional import require
 from plugin_site import puffer_env
 from process_checks import run_measured
+from stored_run import OLD_CHECKPOINT, write_checkpoint
 
 from puffer_core.errors import APIUsageError
 
@@ -24,17 +25,7 @@ import torch  # noqa: E402
 from puffer_core import train  # noqa: E402
 from puffer_core.train import archive as archives  # noqa: E402
 
-OLD_CHECKPOINT = Path(__file__).parents[1] / "data" / "checkpoints" / "puffer-train-1.pt"
 GIB = 2**30
-
-
-def write_checkpoint(directory: Path, **changes) -> Path:
-    """A real checkpoint (probe_1, hidden_size 4) with ``changes``, as ``directory/policy.pt``."""
-    data = torch.load(OLD_CHECKPOINT, weights_only=True)
-    data.update(changes)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.save(data, directory / "policy.pt")
-    return directory / "policy.pt"
 
 
 def deflate(path: Path) -> None:

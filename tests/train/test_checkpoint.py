@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from optional import require
 from plugin_site import puffer_env, run_puffer_many
+from stored_run import OLD_CHECKPOINT
 
 from puffer_core.errors import APIUsageError
 
@@ -26,8 +27,6 @@ import torch  # noqa: E402
 
 from puffer_core import train  # noqa: E402
 from puffer_core.train import checkpoint as checkpoints  # noqa: E402
-
-OLD_CHECKPOINT = Path(__file__).parents[1] / "data" / "checkpoints" / "puffer-train-1.pt"
 
 
 class CreatesAFile:

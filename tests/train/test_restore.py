@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from optional import require
 from plugin_site import puffer_env, run_puffer_many
+from stored_run import OLD_CHECKPOINT
 
 from puffer_core.errors import APIUsageError
 from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.restore import ENVS_PER_CPU, WORKERS_PER_CPU, check_fits_machine, restored_kwargs
 
-OLD_CHECKPOINT = Path(__file__).parents[1] / "data" / "checkpoints" / "puffer-train-1.pt"
 SOURCE = "run/policy.pt"
 
 

@@ -6,17 +6,15 @@ turned into an install hint."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from optional import require
 from plugin_site import puffer_env, run_puffer_many
 from process_checks import run_measured
+from stored_run import OLD_CHECKPOINT, write_checkpoint
 
 from puffer_core.errors import APIUsageError
 from puffer_core.train.saved_data import Shape, check_plain, short
 
-OLD_CHECKPOINT = Path(__file__).parents[1] / "data" / "checkpoints" / "puffer-train-1.pt"
 SMALL = Shape(max_nodes=100, max_depth=4, max_text=16)
 
 
@@ -83,15 +81,6 @@ def test_short_prints_any_plain_data_in_a_short_line():
 
 torch = require("torch")
 require("matplotlib")
-
-
-def write_checkpoint(directory: Path, **changes) -> Path:
-    """A real checkpoint (probe_1, hidden_size 4) with ``changes``, as ``directory/policy.pt``."""
-    data = torch.load(OLD_CHECKPOINT, weights_only=True)
-    data.update(changes)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.save(data, directory / "policy.pt")
-    return directory / "policy.pt"
 
 
 def test_a_memo_bomb_in_the_env_kwargs_is_refused_in_bounded_time_and_memory(tmp_path):
