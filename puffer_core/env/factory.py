@@ -16,7 +16,14 @@ from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
 
-__all__ = ["EnvFactory", "RecordingPlan", "attach"]
+__all__ = ["EnvFactory", "RecordingPlan", "attach", "env_name"]
+
+
+def env_name(env: Any) -> str:
+    """An env id as it is; a creator's qualified name (what messages and a checkpoint call it)."""
+    if isinstance(env, str):
+        return env
+    return getattr(env, "__qualname__", None) or getattr(env, "__name__", None) or repr(env)
 
 
 class RecordingPlan(Protocol):
@@ -125,9 +132,7 @@ class EnvFactory:
 
     @property
     def name(self) -> str:
-        if isinstance(self.env, str):
-            return self.env
-        return getattr(self.env, "__qualname__", None) or getattr(self.env, "__name__", None) or repr(self.env)
+        return env_name(self.env)
 
     def __call__(self, buf: Any = None, index: int | None = None) -> Any:
         """The emulated env writing into ``buf``; env ``index`` 0 records when ``recording`` is set."""

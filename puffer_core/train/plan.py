@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.env.environments import SpecCreator
+from puffer_core.env.factory import env_name
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
@@ -31,18 +32,11 @@ from puffer_core.train.defaults import TrainDefaults, defaults_of
 from puffer_core.train.restore import adopted_settings, check_fits_machine, restored_kwargs, saved_env_spec
 from puffer_core.train.saved_data import short
 
-__all__ = ["EvalPlan", "Resumed", "RunPlan", "env_name", "plan_eval", "plan_run"]
+__all__ = ["EvalPlan", "Resumed", "RunPlan", "plan_eval", "plan_run"]
 
 #: Reads a checkpoint (``puffer_core.train.checkpoint.load``: torch, so the caller's to pass).
 Loader = Callable[[Path], Any]
 CHECKPOINT_FILE = "policy.pt"  # checkpoint.FILENAME, which imports torch
-
-
-def env_name(env: Any) -> str:
-    """An env id as it is; a creator's qualified name (what a checkpoint records)."""
-    if isinstance(env, str):
-        return env
-    return getattr(env, "__qualname__", None) or getattr(env, "__name__", None) or repr(env)
 
 
 @dataclass(frozen=True)

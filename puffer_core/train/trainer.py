@@ -24,13 +24,13 @@ import torch
 from gymnasium import spaces
 
 from puffer_core import vector
+from puffer_core.env.factory import env_name
 from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import checkpoint as checkpoints
 from puffer_core.train.collect import Collector
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve
-from puffer_core.train.plan import env_name
 from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
 
