@@ -23,66 +23,9 @@ import sys
 import time
 
 import pytest
+from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TAG = "puffertank-ci"
-IMAGES = {"base": f"{TAG}:base", "envs": f"{TAG}:envs", "final": f"{TAG}:latest"}
-BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
-FORCED = os.environ.get("PUFFER_DOCKER_TESTS") == "1"
-SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
-
-
-def _unavailable(reason: str):
-    if FORCED:
-        pytest.fail(f"PUFFER_DOCKER_TESTS=1 but {reason}; run tank/ci-setup.sh first")
-    pytest.skip(f"{reason} (run tank/ci-setup.sh and set PUFFER_DOCKER_TESTS=1)")
-
-
-@pytest.fixture(scope="module")
-def client():
-    try:
-        import docker
-    except ImportError:
-        _unavailable("the docker SDK is not installed (pip install docker)")
-    try:
-        engine = docker.from_env(timeout=30)
-        engine.ping()
-    except Exception as exc:
-        _unavailable(f"no Docker engine answered ({type(exc).__name__})")
-    try:
-        engine.images.get(BASE_IMAGE)
-    except docker.errors.ImageNotFound:
-        _unavailable(f"the base image {BASE_IMAGE} is not on the engine")
-    return engine
-
-
-@pytest.fixture(scope="module")
-def built(client):
-    """Build the three layers once through the CLI, exactly as a user would."""
-    command = [
-        sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
-        "--stage", "all",
-        "--tag", TAG,
-        "--plugins", "nethack,atari",
-        "--base-image", BASE_IMAGE,
-        "--no-torch",
-        "--network", "host",
-        "--quiet",
-    ]  # fmt: skip
-    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
-    if ca:
-        command += ["--ca-cert", ca]
-    if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
-        command.append("--no-constraints")
-    started = time.monotonic()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
-    seconds = time.monotonic() - started
-    log = proc.stdout + proc.stderr
-    print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")
-    assert proc.returncode == 0, f"build failed (exit {proc.returncode}):\n{log[-6000:]}"
-    return {"log": log, "ca": ca, "seconds": seconds}
 
 
 def _stdout(client, command, image=IMAGES["final"]) -> str:

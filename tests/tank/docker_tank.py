@@ -1,0 +1,74 @@
+"""What the docker test modules share: the engine, the base image and the PufferTank they build.
+
+``tests/tank/conftest.py`` turns these into the ``client`` and ``built`` fixtures. A module
+needing them is marked ``docker``: skipped when no engine answers, unless
+``PUFFER_DOCKER_TESTS=1`` (what .ci/run sets), which turns a missing engine into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TAG = "puffertank-ci"
+IMAGES = {"base": f"{TAG}:base", "envs": f"{TAG}:envs", "final": f"{TAG}:latest"}
+BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
+FORCED = os.environ.get("PUFFER_DOCKER_TESTS") == "1"
+SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def unavailable(reason: str):
+    """Fail when the docker tests were asked for (PUFFER_DOCKER_TESTS=1), else skip saying why."""
+    if FORCED:
+        pytest.fail(f"PUFFER_DOCKER_TESTS=1 but {reason}; run tank/ci-setup.sh first")
+    pytest.skip(f"{reason} (run tank/ci-setup.sh and set PUFFER_DOCKER_TESTS=1)")
+
+
+def engine():
+    """A docker client that answered, with the base image on its engine."""
+    try:
+        import docker
+    except ImportError:
+        unavailable("the docker SDK is not installed (pip install docker)")
+    try:
+        client = docker.from_env(timeout=30)
+        client.ping()
+    except Exception as exc:
+        unavailable(f"no Docker engine answered ({type(exc).__name__})")
+    try:
+        client.images.get(BASE_IMAGE)
+    except docker.errors.ImageNotFound:
+        unavailable(f"the base image {BASE_IMAGE} is not on the engine")
+    return client
+
+
+def build_tank() -> dict:
+    """Build the three layers through the CLI, exactly as a user would (the engine's cache makes a rebuild seconds)."""
+    command = [
+        sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
+        "--stage", "all",
+        "--tag", TAG,
+        "--plugins", "nethack,atari",
+        "--base-image", BASE_IMAGE,
+        "--no-torch",
+        "--network", "host",
+        "--quiet",
+    ]  # fmt: skip
+    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
+    if ca:
+        command += ["--ca-cert", ca]
+    if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
+        command.append("--no-constraints")
+    started = time.monotonic()
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    seconds = time.monotonic() - started
+    log = proc.stdout + proc.stderr
+    print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")
+    assert proc.returncode == 0, f"build failed (exit {proc.returncode}):\n{log[-6000:]}"
+    return {"log": log, "ca": ca, "seconds": seconds}
