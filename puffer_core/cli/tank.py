@@ -30,7 +30,7 @@ from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.errors import PufferError
-from puffer_core.tank import container
+from puffer_core.tank import container, login
 from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
 from puffer_core.tank.build_args import machine_build_args
 from puffer_core.tank.engine import connect, engine_url
@@ -478,6 +478,25 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
         raise TankError(f"{command[0]!r} is not an option of puffer tank run; put the command after --")
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     _start(options, command, tty=tty, kind="run")
+
+
+@tank.command("login")
+@click.option("--fresh", is_flag=True, help="Replace your container with a new one from the box's image (home kept).")
+@click.option(
+    "--image", metavar="TAG", help=f"Image of a new container (default: {login.IMAGE_FILE}, else puffertank:latest)."
+)
+@click.option("-c", "command", metavar="COMMAND", help="Run COMMAND inside instead of a login shell.")
+def login_cmd(fresh: bool, image: str | None, command: str | None) -> None:
+    """Land in your own long-lived PufferTank container (puffertank-USER), made on first use.
+
+    A box's login shell: `tank/setup-host.sh --user NAME` sets each user's shell to
+    puffertank-login (this command), or sshd's ForceCommand runs it. Your home is mounted at
+    the same path, you run as your uid:gid with every capability dropped, and every later
+    session (ssh, su -, scp, rsync, an editor's remote server) joins the same container;
+    SSH_ORIGINAL_COMMAND is run when no -c is given. --fresh (also `ssh BOX puffer tank
+    login --fresh`) resets everything outside your home.
+    """
+    login.login(login.LoginArgs(fresh=fresh, image=image, command=command))
 
 
 # -- locks --------------------------------------------------------------------------------------
