@@ -16,7 +16,8 @@ import time
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TAG = "puffertank-ci"
+#: PUFFERTANK_TEST_TAG names another build, so that two checkouts can test on one engine side by side.
+TAG = os.environ.get("PUFFERTANK_TEST_TAG", "puffertank-ci")
 IMAGES = {"base": f"{TAG}:base", "envs": f"{TAG}:envs", "final": f"{TAG}:latest"}
 BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
 FORCED = os.environ.get("PUFFER_DOCKER_TESTS") == "1"

@@ -14,40 +14,23 @@ import pathlib
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
-from docker_tank import IMAGES, ROOT
+from docker_tank import IMAGES
 
+from puffer_core.bench.box import install_login
 from puffer_core.tank.login import LOGIN_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SYSTEM_PYTHON = "/usr/bin/python3"
-
 
 @pytest.fixture(scope="module")
 def box_puffer(built):
-    """A world-readable venv of the system Python with puffer-core installed from this checkout."""
-    if not os.path.exists(SYSTEM_PYTHON):
-        pytest.fail(f"{SYSTEM_PYTHON} is missing: a Debian box has it (apt install python3 python3-venv)")
+    """The login shell as a box has it (puffer-core in a venv of the system Python, from this checkout)."""
     folder = pathlib.Path(tempfile.mkdtemp(prefix="puffertank-login-test-", dir="/tmp"))
-    folder.chmod(0o755)
-    venv = folder / "venv"
-    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
-    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
-    constraints = ROOT / "compat_matrix" / "constraints-common.txt"
-    if constraints.is_file():
-        uv += ["--constraint", str(constraints)]
-    # Only what the login imports: it must not need numpy or gymnasium to start.
-    subprocess.run([*uv, "--no-deps", str(ROOT), "packaging", "pluggy"], check=True, timeout=600)
-    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
-    shell = folder / "login-shell"
-    shell.write_text(f'#!/bin/sh\nexec {venv}/bin/puffertank-login --image {IMAGES["final"]} "$@"\n')
-    shell.chmod(0o755)
-    yield shell
+    yield install_login(folder, options=f"--image {IMAGES['final']} ")
     shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -1,0 +1,213 @@
+"""From a bare Debian 12 machine to a command run in a user's own PufferTank (a benchmark).
+
+    python -m puffer_core.bench.box --registry 127.0.0.1:5000/puffertank [--out bench-results/box]
+
+What a new box costs, each step timed on this machine, in the order an admin and a user meet them:
+
+- ``setup``: ``tank/setup-host.sh --user NAME`` in a fresh container of the bare Debian 12
+  base image (``tank/ci-setup.sh`` makes it): apt's packages and puffer's venv. A container
+  has no systemd, so the engine is installed there but not started;
+- ``pull``: ``puffer tank pull --registry REG`` into an engine that holds no image (a second
+  ``dockerd`` on this machine with a data root of its own, removed after);
+- ``first login``: ``su - NAME -c 'test -f /.dockerenv'`` for a user whose login shell is
+  ``puffertank-login``: the user's container is made from the pulled image;
+- ``later login``: the same again, joining that container (the median of three).
+
+Needs root, ``docker``, ``dockerd``, the base image and a PufferTank pushed to REG
+(``puffer tank push --registry REG``). The run is stored as ``OUT/<UTC time>.json``;
+``python -m puffer_core.bench.results`` renders the table of ``docs/puffer-box.md`` from the newest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import pathlib
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from puffer_core.bench.runs import write_run
+
+__all__ = ["STEPS", "render_markdown", "run_box_bench"]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
+SYSTEM_PYTHON = "/usr/bin/python3"
+STEPS = ("setup", "pull", "first login", "later login")
+#: What the issue set out: the seed's figure for a new user on a new box, and the aim.
+SEED_SECONDS, TARGET_SECONDS = 300.0, 120.0
+
+
+def _timed(command: list[str], what: str, timeout: float, **kwargs: Any) -> float:
+    """Seconds ``command`` took; RuntimeError with its last output when it failed."""
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-12:]
+        raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return seconds
+
+
+def time_setup(base_image: str) -> float:
+    """tank/setup-host.sh in a fresh container of the bare base: packages and puffer's venv."""
+    name = f"puffer-box-bench-{secrets.token_hex(4)}"
+    command = [
+        "docker", "run", "--rm", "--name", name, "--network", "host",
+        "--mount", f"type=bind,source={ROOT},target=/src,readonly",
+        base_image, "bash", "/src/tank/setup-host.sh", "--source", "/src", "--user", "boxuser",
+    ]  # fmt: skip
+    try:
+        return _timed(command, "setup-host.sh in a bare Debian 12 container", timeout=1800)
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def empty_engine() -> Iterator[str]:
+    """A second engine on this machine with no image: its DOCKER_HOST, stopped and removed after."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-bench-", dir="/var/tmp"))
+    sock = folder / "docker.sock"
+    host = f"unix://{sock}"
+    log = open(folder / "dockerd.log", "wb")
+    daemon = subprocess.Popen(
+        ["dockerd", "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),
+         "--pidfile", str(folder / "dockerd.pid"), "--host", host, "--iptables=false", "--bridge=none",
+         "--group", "docker"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode != 0:
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                tail = (folder / "dockerd.log").read_text(errors="replace").splitlines()[-8:]
+                raise RuntimeError("the second dockerd did not come up:\n" + "\n".join(tail))
+            time.sleep(0.5)
+        yield host
+    finally:
+        subprocess.run(["docker", "-H", host, "rm", "--force", *_all_containers(host)], capture_output=True)
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _all_containers(host: str) -> list[str]:
+    return subprocess.run(["docker", "-H", host, "ps", "-aq"], capture_output=True, text=True).stdout.split()
+
+
+def time_pull(host: str, registry: str) -> float:
+    """``puffer tank pull`` of the registry's image into the empty engine."""
+    env = {**os.environ, "DOCKER_HOST": host}
+    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "pull", "--registry", registry]
+    return _timed(command, f"puffer tank pull --registry {registry}", timeout=1800, env=env)
+
+
+def install_login(folder: pathlib.Path, prelude: str = "", options: str = "") -> pathlib.Path:
+    """A login shell any user can run: a venv of the system Python in ``folder`` with puffer-core
+    built from this checkout (what the login imports only: no numpy, no gymnasium), and a
+    two-line script ``prelude exec puffertank-login options "$@"``; the script's path.
+
+    This interpreter may sit where other users cannot read (root's pyenv), so a box's own
+    Python is used, as tank/setup-host.sh does.
+    """
+    if not os.path.exists(SYSTEM_PYTHON):
+        raise RuntimeError(f"{SYSTEM_PYTHON} is missing: a Debian box has it (apt install python3 python3-venv)")
+    folder.chmod(0o755)
+    venv = folder / "venv"
+    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+    constraints = ROOT / "compat_matrix" / "constraints-common.txt"
+    if constraints.is_file():
+        uv += ["--constraint", str(constraints)]
+    _timed([*uv, "--no-deps", str(ROOT), "packaging", "pluggy"], "installing the login", timeout=600)
+    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
+    shell = folder / "login-shell"
+    shell.write_text(f'#!/bin/sh\n{prelude}exec {venv}/bin/puffertank-login {options}"$@"\n')
+    shell.chmod(0o755)
+    return shell
+
+
+@contextlib.contextmanager
+def login_user(host: str) -> Iterator[str]:
+    """A user whose login shell is puffertank-login on the empty engine; removed after."""
+    name = f"ptbench{secrets.token_hex(3)}"
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp"))
+    try:
+        shell = install_login(folder, prelude=f"DOCKER_HOST={host} ")
+        subprocess.run(["useradd", "--create-home", "--shell", str(shell), "--groups", "docker", name], check=True)
+        yield name
+    finally:
+        subprocess.run(["docker", "-H", host, "rm", "--force", f"puffertank-{name}"], capture_output=True)
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def time_logins(user: str) -> tuple[float, float]:
+    """The first login (makes the container) and the median of three later ones (join it)."""
+    command = ["su", "-", user, "-c", "test -f /.dockerenv"]
+    first = _timed(command, f"the first login of {user}", timeout=300, stdin=subprocess.DEVNULL)
+    later = [_timed(command, f"a later login of {user}", timeout=300, stdin=subprocess.DEVNULL) for _ in range(3)]
+    return first, statistics.median(later)
+
+
+def run_box_bench(registry: str, base_image: str = BASE_IMAGE) -> dict[str, Any]:
+    """Every step of a new box, timed: ``{"steps": {step: seconds}, "total": ..., ...}``."""
+    if os.geteuid() != 0:
+        raise RuntimeError("the box bench makes users and starts an engine: run it as root")
+    steps = {"setup": time_setup(base_image)}
+    with empty_engine() as host:
+        steps["pull"] = time_pull(host, registry)
+        with login_user(host) as user:
+            steps["first login"], steps["later login"] = time_logins(user)
+    total = steps["setup"] + steps["pull"] + steps["first login"]
+    return {"registry": registry, "base_image": base_image, "steps": steps, "total": total}
+
+
+def render_markdown(document: dict[str, Any]) -> str:
+    """The guide's table: each step's seconds, and the total against the seed's figure and the aim."""
+    steps = document["steps"]
+    lines = ["| step | seconds |", "|---|---:|"]
+    lines += [f"| {step} | {steps[step]:.1f} |" for step in STEPS if step in steps]
+    total = document["total"]
+    lines.append(f"| **bare box to the first command in a user's tank** | **{total:.1f}** |")
+    verdict = "under" if total < TARGET_SECONDS else "over"
+    lines += [
+        "",
+        f"The total (setup, pull and first login) is {total / 60:.1f} minutes, {verdict} the aim of "
+        f"{TARGET_SECONDS / 60:.0f} (the stack this project comes from quotes {SEED_SECONDS / 60:.0f}).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--registry", required=True, help="HOST[:PORT]/NAME a PufferTank was pushed to")
+    parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
+    parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
+    args = parser.parse_args(argv)
+    try:
+        result = run_box_bench(args.registry, args.base_image)
+    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+        print(f"box bench: {exc}", file=sys.stderr)
+        return 1
+    document = write_run(args.out, result)
+    print(render_markdown(document), end="")
+    print(f"stored as {pathlib.Path(args.out) / (document['run'] + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
