@@ -155,7 +155,7 @@ check_user() {
 }
 
 # -- step machinery -----------------------------------------------------------------------
-STEP=checks CHANGED=() TIMES=() RB_NEW=() RB_SAVED=() TEMPS=() APT_FRESH=0 LOGGED=0 T_START=$(now_us)
+STEP=checks KEPT="" CHANGED=() TIMES=() RB_NEW=() RB_SAVED=() TEMPS=() APT_FRESH=0 LOGGED=0 T_START=$(now_us)
 
 note() { say "$STEP: $*"; }                      # the step's one line
 did() { CHANGED+=("$STEP"); note "$*"; }         # it changed the box
@@ -163,7 +163,7 @@ would() { CHANGED+=("$STEP"); note "would $*"; } # a dry run: it would change th
 already() { note "already in place ($*)"; }
 
 step() { # NAME FUNCTION [ARGS...]: run one step, timed, with its own undo list
-    STEP=$1
+    STEP=$1 KEPT=""
     shift
     RB_NEW=() RB_SAVED=()
     local t0
@@ -181,7 +181,7 @@ undo_step() { # put back what the failed step wrote: files it made go, files it 
 
 fail() { # one line naming what failed; the step undone; the run stops
     trap - ERR
-    printf '%s: %s: FAILED: %s\n' "$PROG" "$STEP" "$*" >&2
+    printf '%s: %s: FAILED: %s%s\n' "$PROG" "$STEP" "$*" "${KEPT:+; not undone: $KEPT}" >&2
     undo_step
     local done_list
     done_list=$(comma_list "${CHANGED[@]}")
@@ -201,7 +201,7 @@ run() { # a command that changes the box: its output to $LOG; on failure its las
     local rc=0
     "$@" >>"$LOG" 2>&1 || rc=$?
     if ((rc)); then
-        tail -n 15 "$LOG" | sed 's/^/    | /' >&2
+        tail -n 10 "$LOG" | sed 's/^/    | /' >&2
         fail "'$*' exited $rc (full output: $LOG)"
     fi
 }
@@ -249,9 +249,12 @@ fetch_key() { # URL PATH: an apt signing key (ASCII-armored: apt reads .asc keyr
 apt_update() { ((APT_FRESH)) || run "${APT[@]}" update; APT_FRESH=1; }
 
 apt_install() { # only ever installs: --no-remove makes apt fail rather than remove a package
+    local before=$KEPT
     apt_update
+    KEPT="${before:+$before, }whatever apt installed before it failed"  # a package install is not undone
     run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=l "${APT[@]}" -y --no-remove \
         -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install "$@"
+    KEPT="${before:+$before, }installed $*"
 }
 
 missing_of() { local p; for p in "$@"; do installed "$p" || printf '%s ' "$p"; done; }
@@ -277,7 +280,7 @@ step_docker_repo() { # Docker's documented Debian install: its key in /etc/apt/k
         would "add Docker's apt repository $DOCKER_SOURCES with its key $DOCKER_KEY${first:+ (installing $first first)}"
         return
     fi
-    [[ -z $first ]] || apt_install ca-certificates curl
+    if [[ -n $first ]]; then apt_install ca-certificates curl; fi
     fetch_key "$DOCKER_URL/gpg" "$DOCKER_KEY"
     write_file "$DOCKER_SOURCES" 0644 "$(docker_sources)"
     APT_FRESH=0

@@ -5,9 +5,8 @@ a failed install that puts the previous venv back, and the cheap paths on fresh 
 --dry-run, a faked NVIDIA GPU, not root, not Debian 12, bad --user names.
 
 Each container carries the label ``org.puffer.test=setup-host`` and is removed after its
-tests. The checkout is mounted read-only at /src. A container is no booted machine, so a
-``policy-rc.d`` keeps package scripts from starting services (as in Debian's own container
-images), and PID 1 is docker-init, not systemd: the engine step says it did not start it.
+tests. The checkout is mounted read-only at /src. PID 1 is docker-init, not systemd: package
+scripts start no service there, and the engine step says it did not start the engine.
 
 Environment: PUFFERTANK_DEBIAN_IMAGE (base image), PUFFERTANK_CA_CERT (CA bundle pip in the
 container trusts, default the system bundle when present).
@@ -56,7 +55,7 @@ def _container_env() -> dict[str, str]:
     return env
 
 
-def start(client, role: str):
+def start(client, role: str, **options):
     """A Debian 12 container with the checkout at /src (read-only), on the host's network, idle."""
     volumes = {str(ROOT): {"bind": "/src", "mode": "ro"}}
     ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
@@ -72,8 +71,8 @@ def start(client, role: str):
         volumes=volumes,
         environment=_container_env(),
         detach=True,
+        **options,
     )
-    sh(container, "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d")
     return container
 
 
@@ -155,7 +154,7 @@ def test_first_run_installs_what_it_names(box):
     assert sh(container, "cat /etc/puffertank/image").stdout == "puffertank-ci:latest\n"
     assert "root-equivalent" in lines_with(out, f"setup-host: user {USER}: created")[0]
     assert lines_with(out, "setup-host: engine: not started: systemd is not PID 1")
-    assert len(lines_with(out.lower(), "nvidia")) == 1
+    assert len(lines_with(out, "NVIDIA")) == 1
     assert lines_with(out, "setup-host: nvidia: skipped: no NVIDIA GPU found on the PCI bus")
     done = out.splitlines()[-1]
     assert re.fullmatch(
@@ -186,6 +185,7 @@ def test_a_failed_install_puts_the_previous_venv_back(box):
     before = snapshot(container)
     proc, _ = setup_host(container, "--source", "/tmp/broken")
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    print(proc.stderr)
     assert lines_with(proc.stderr, "setup-host: puffer: FAILED: ")
     assert lines_with(proc.stderr, "setup-host: stopped at step puffer")
     assert "setup-host: links:" not in proc.stdout  # the steps after it did not run
@@ -208,7 +208,7 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, f"setup-host: shells: would add {LOGIN} to /etc/shells")
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
     assert lines_with(out, f"setup-host: user {USER}: would create it")
-    assert len(lines_with(out.lower(), "nvidia")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
+    assert len(lines_with(out, "NVIDIA")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
     assert out.splitlines()[-1].startswith("setup-host: dry run in ")
     assert "would change: packages, puffer, links, shells, image, user" in out.splitlines()[-1]
 
@@ -284,3 +284,38 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(fresh, args, says)
     proc, _ = setup_host(fresh, "--source", "/src", *args)
     assert says in refused_in_one_line(proc)
     assert snapshot(fresh) == before
+
+
+def test_docker_repository_out_of_reach_fails_in_one_line_and_leaves_no_repository_file(client):
+    """--docker-repo docker on a box that cannot reach Docker's repository (its name points at
+    the loopback here): the step installs curl, fails on the key's download, says what it did
+    not undo, and leaves no key or source file; the steps after it do not run."""
+    container = start(client, "docker-repo", extra_hosts={"download.docker.com": "127.0.0.1"})
+    try:
+        proc, seconds = setup_host(container, "--docker-repo", "docker", "--source", "/src", timeout=600)
+        print(f"--docker-repo docker out of reach: {seconds:.1f} s\n{proc.stdout}{proc.stderr}")
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        failed = lines_with(proc.stderr, "setup-host: docker-repo: FAILED: ")[0]
+        assert "/linux/debian/gpg' exited" in failed and "not undone: installed ca-certificates curl" in failed
+        assert lines_with(proc.stderr, "setup-host: stopped at step docker-repo")
+        assert "setup-host: packages:" not in proc.stdout
+        sh(container, "test ! -e /etc/apt/keyrings/docker.asc && test ! -e /etc/apt/sources.list.d/docker.sources")
+        assert sh(container, "ls -A /etc/apt/keyrings /etc/apt/sources.list.d").stdout.split() == [
+            "/etc/apt/keyrings:",
+            "/etc/apt/sources.list.d:",
+        ]
+    finally:
+        container.remove(force=True)
+
+
+def test_docker_repository_dry_run_names_its_files(fresh):
+    proc, _ = setup_host(fresh, "--dry-run", "--docker-repo", "docker", "--source", "/src")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert lines_with(
+        out, "setup-host: docker-repo: would add Docker's apt repository /etc/apt/sources.list.d/docker.sources"
+    )
+    assert lines_with(out, "(installing ca-certificates curl first)")
+    assert lines_with(
+        out, "setup-host: packages: would run apt-get update, then install docker-ce docker-ce-cli containerd.io"
+    )
