@@ -1,0 +1,616 @@
+#!/usr/bin/env bash
+# tank/setup-host.sh: a Debian 12 (bookworm) machine → a puffer box. Run as root.
+#
+# Installs the Docker engine, git, vim, tmux, curl, Python; where an NVIDIA GPU is on the PCI
+# bus, the driver and the NVIDIA Container Toolkit; puffer-core (this checkout) in a venv with
+# `puffer` and the login shell `puffertank-login` on PATH; registers that shell in /etc/shells;
+# records the box's image (--image) and enrols users (--user). Every step checks first and
+# logs one line; a second run changes nothing and says so. `--help` lists the options.
+#
+# It never opens a port and never configures a VPN or sshd: how users reach the box
+# (Tailscale, WireGuard, a LAN, sshd's own settings) stays the admin's choice.
+set -Eeuo pipefail
+
+PROG=setup-host
+VENV=/opt/puffertank/venv
+FINGERPRINT="$VENV/puffertank-source.sha256"   # what the venv was installed from
+LOGIN=/usr/local/bin/puffertank-login
+IMAGE_FILE=/etc/puffertank/image
+DEFAULT_IMAGE=puffertank:latest
+LOG=/var/log/puffertank-setup.log               # output of the commands that change the box
+SYSFS="${PUFFER_SETUP_SYSFS:-/sys}"             # tests point this at a fake PCI bus
+BASE_PACKAGES=(git vim tmux curl ca-certificates python3 python3-venv)
+DOCKER_URL=https://download.docker.com/linux/debian
+DOCKER_KEY=/etc/apt/keyrings/docker.asc
+DOCKER_SOURCES=/etc/apt/sources.list.d/docker.sources
+NV_URL=https://nvidia.github.io/libnvidia-container
+NV_KEY=/etc/apt/keyrings/nvidia-container-toolkit.asc
+NV_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
+# Bounded waits: the dpkg lock, each download, each retry.
+APT=(apt-get -q -o DPkg::Lock::Timeout=120 -o Acquire::Retries=3
+    -o Acquire::http::Timeout=60 -o Acquire::https::Timeout=60)
+CURL=(curl -fsSL --max-time 120 --retry 3)
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+export LC_ALL=C
+
+usage() {
+    cat <<EOF
+Usage: tank/setup-host.sh [OPTIONS]
+
+Turns a Debian 12 (bookworm) machine into a puffer box. Run as root. Idempotent: each step
+checks first and logs one line ("setup-host: STEP: what happened"); a second run changes
+nothing and ends with "(nothing changed)". The last lines give each step's seconds.
+
+Options:
+  --dry-run            print what each step would do; change nothing
+  --docker-repo REPO   where the engine comes from: debian (default: Debian's docker.io) or
+                       docker (Docker's own apt repository and signed key: docker-ce,
+                       docker-ce-cli, containerd.io; refused while docker.io is installed)
+  --source DIR         the puffer-core checkout to install (default: the one holding this script)
+  --image TAG          the box's current PufferTank image, written to $IMAGE_FILE
+                       (the login reads it; without the file it uses $DEFAULT_IMAGE)
+  --user NAME          enrol NAME (repeatable): create it if missing (useradd -m), login shell
+                       $LOGIN, member of group docker. Anyone in group docker
+                       can start containers, so is root-equivalent on this box. Not root, not
+                       a system account.
+  --no-nvidia          skip the NVIDIA steps even where an NVIDIA GPU is present
+  -h, --help           this text
+
+Steps: packages (${BASE_PACKAGES[*]} and the engine; apt-get update only when something
+is missing), engine (systemctl enable --now docker where systemd is PID 1), nvidia (only with
+an NVIDIA GPU on the PCI bus: Debian's nvidia-driver from non-free, which needs the apt
+components contrib non-free non-free-firmware; NVIDIA's container toolkit from NVIDIA's
+repository; nvidia-ctk runtime configure --runtime=docker and a docker restart), puffer
+(puffer-core[tank] in the venv $VENV, reinstalled only when the source changed), links
+(/usr/local/bin/puffer and $LOGIN), shells ($LOGIN in /etc/shells), image, user NAME.
+
+Never: opens a port, touches the firewall or sshd, configures Tailscale or any VPN (the admin's
+choice), removes a package. A failed step is undone where it can be (files are written to a
+temporary name and moved; a failed venv install puts the previous venv back) and the steps
+after it do not run. Command output goes to $LOG.
+
+Environment: PUFFER_SETUP_SYSFS (default /sys): where the PCI bus is read (for tests).
+Exit codes: 0 done, 1 a step failed, 2 refused (bad option, not root, not Debian 12).
+EOF
+}
+
+say() { printf '%s: %s\n' "$PROG" "$*"; }
+die() { printf '%s: %s\n' "$PROG" "$*" >&2; exit 2; }   # refused before anything changed
+now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
+secs() { printf '%d.%d s' $(($1 / 1000000)) $(($1 / 100000 % 10)); }
+
+# -- options ------------------------------------------------------------------------------
+ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=()
+need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value; see --help"; }
+while (($#)); do
+    case $1 in
+        --dry-run) DRY=1 ;;
+        --docker-repo) need_value "$@"; REPO=$2; shift ;;
+        --source) need_value "$@"; SRC=$2; shift ;;
+        --image) need_value "$@"; IMAGE=$2; shift ;;
+        --user) need_value "$@"; USERS+=("$2"); shift ;;
+        --no-nvidia) NVIDIA=0 ;;
+        -h | --help) usage; exit 0 ;;
+        *) die "unknown option '$1'; see --help" ;;
+    esac
+    shift
+done
+
+# -- checks before anything changes -------------------------------------------------------
+os_field() { sed -n "s/^$1=//p" /etc/os-release | head -n1 | tr -d '"'; }
+
+check_system() {
+    ((EUID == 0)) || die "must run as root (running as uid $EUID): sudo $0 ${ARGS[*]}"
+    [[ -r /etc/os-release ]] || die "no /etc/os-release: cannot tell the system; this script is for Debian 12 (bookworm)"
+    local id version pretty
+    id=$(os_field ID) version=$(os_field VERSION_ID) pretty=$(os_field PRETTY_NAME)
+    [[ $id == debian && $version == 12 ]] ||
+        die "not Debian 12 (bookworm): /etc/os-release says ID=${id:-?} VERSION_ID=${version:-?} (${pretty:-no PRETTY_NAME}); run it on a Debian 12 machine"
+}
+
+is_checkout() { [[ -d $1/puffer_core ]] && grep -qs '^name = "puffer-core"' "$1/pyproject.toml"; }
+installed() { [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]; }
+
+check_options() {
+    [[ $REPO == debian || $REPO == docker ]] || die "--docker-repo '$REPO' is not debian or docker"
+    if [[ $REPO == docker ]]; then
+        local pkg
+        for pkg in docker.io containerd runc; do
+            ! installed "$pkg" || die "--docker-repo docker: Debian's $pkg is installed and conflicts with Docker's packages; remove it first (apt-get remove docker.io containerd runc) or use --docker-repo debian"
+        done
+    fi
+    if [[ -z $SRC ]]; then
+        [[ -n ${BASH_SOURCE[0]:-} && -f ${BASH_SOURCE[0]} ]] || die "cannot tell which checkout holds this script; pass --source DIR"
+        SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    fi
+    [[ -d $SRC ]] || die "--source $SRC is not a directory; pass the puffer-core checkout's root"
+    SRC=$(cd "$SRC" && pwd)
+    is_checkout "$SRC" ||
+        die "$SRC is not a puffer-core checkout (no puffer_core/ and pyproject.toml naming puffer-core); pass its root with --source DIR"
+    [[ -z $IMAGE ]] || valid_image "$IMAGE" ||
+        die "--image '$IMAGE' is not an image reference (NAME[:TAG][@sha256:DIGEST], e.g. $DEFAULT_IMAGE)"
+    local name seen=" "
+    for name in "${USERS[@]}"; do
+        check_user "$name"
+        [[ $seen == *" $name "* ]] || seen+="$name "
+    done
+    read -r -a USERS <<<"$seen"
+}
+
+valid_image() {
+    local part='[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*' label='[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?'
+    local re="^(${label}(\\.${label})*(:[0-9]+)?/)?${part}(/${part})*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$"
+    [[ ${#1} -le 255 && $1 =~ $re ]]
+}
+
+check_user() {
+    local name=$1 uid uid_min
+    [[ $name != root ]] || die "--user root refused: root keeps its own shell; enrol a regular user"
+    [[ $name =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] ||
+        die "--user '$name' is not a valid user name: lowercase letters, digits, '-' and '_', starting with a letter or '_', at most 32 characters"
+    uid=$(getent passwd "$name" | cut -d: -f3) || true
+    uid_min=$(awk '$1 == "UID_MIN" {print $2}' /etc/login.defs 2>/dev/null) || true
+    [[ -z $uid ]] || ((uid >= ${uid_min:-1000})) ||
+        die "--user $name refused: it is a system account (uid $uid < ${uid_min:-1000}); enrol a regular user"
+}
+
+# -- step machinery -----------------------------------------------------------------------
+STEP=checks KEPT="" CHANGED=() TIMES=() RB_NEW=() RB_SAVED=() TEMPS=() APT_FRESH=0 LOGGED=0 T_START=$(now_us)
+
+note() { say "$STEP: $*"; }                      # the step's one line
+did() { CHANGED+=("$STEP"); note "$*"; }         # it changed the box
+would() { CHANGED+=("$STEP"); note "would $*"; } # a dry run: it would change the box
+already() { note "already in place ($*)"; }
+
+step() { # NAME FUNCTION [ARGS...]: run one step, timed, with its own undo list
+    STEP=$1 KEPT=""
+    shift
+    RB_NEW=() RB_SAVED=()
+    local t0
+    t0=$(now_us)
+    "$@"
+    TIMES+=("$STEP $(secs $(($(now_us) - t0)))")
+    RB_NEW=() RB_SAVED=()
+}
+
+undo_step() { # put back what the failed step wrote: files it made go, files it replaced return
+    local path pair
+    for path in "${RB_NEW[@]}"; do rm -rf -- "$path"; done
+    for pair in "${RB_SAVED[@]}"; do mv -f -- "${pair#* }" "${pair%% *}"; done
+}
+
+fail() { # one line naming what failed; the step undone; the run stops
+    trap - ERR
+    printf '%s: %s: FAILED: %s%s\n' "$PROG" "$STEP" "$*" "${KEPT:+; not undone: $KEPT}" >&2
+    undo_step
+    local done_list
+    done_list=$(comma_list "${CHANGED[@]}")
+    printf '%s: stopped at step %s after %s (changed before it: %s); the steps after it did not run\n' \
+        "$PROG" "$STEP" "$(secs $(($(now_us) - T_START)))" "${done_list:-nothing}" >&2
+    exit 1
+}
+trap 'fail "\"$BASH_COMMAND\" exited $? (line $LINENO)"' ERR
+trap 'rm -rf -- "${TEMPS[@]}"' EXIT
+
+run() { # a command that changes the box: its output to $LOG; on failure its last lines and stop
+    if ((!LOGGED)); then
+        printf '== %s %s\n' "$(date -u +%FT%TZ)" "$PROG" >>"$LOG"
+        LOGGED=1
+    fi
+    printf '+ %s\n' "$*" >>"$LOG"
+    local rc=0
+    "$@" >>"$LOG" 2>&1 || rc=$?
+    if ((rc)); then
+        tail -n 10 "$LOG" | sed 's/^/    | /' >&2
+        fail "'$*' exited $rc (full output: $LOG)"
+    fi
+}
+
+put_file() { # PATH MODE TEMPFILE: move TEMPFILE into PATH (same filesystem: atomic), undoable
+    local path=$1 mode=$2 tmp=$3 saved
+    chmod "$mode" "$tmp"
+    if [[ -e $path ]]; then
+        saved=$(mktemp "$path.previous.XXXXXX")
+        cp -p -- "$path" "$saved"
+        RB_SAVED+=("$path $saved")
+        TEMPS+=("$saved")
+    else
+        RB_NEW+=("$path")
+    fi
+    mv -f -- "$tmp" "$path"
+}
+
+make_dir() { # DIR: made if missing, and then undone with the step
+    if [[ ! -d $1 ]]; then
+        install -d -m 0755 "$1"
+        RB_NEW+=("$1")
+    fi
+}
+
+write_file() { # PATH MODE CONTENT
+    local tmp
+    make_dir "$(dirname "$1")"
+    tmp=$(mktemp "$1.new.XXXXXX")
+    TEMPS+=("$tmp")
+    printf '%s\n' "$3" >"$tmp"
+    put_file "$1" "$2" "$tmp"
+}
+
+fetch_key() { # URL PATH: an apt signing key (ASCII-armored: apt reads .asc keyrings as they are)
+    local tmp
+    make_dir "$(dirname "$2")"
+    tmp=$(mktemp "$2.new.XXXXXX")
+    TEMPS+=("$tmp")
+    run "${CURL[@]}" -o "$tmp" "$1"
+    grep -q 'BEGIN PGP PUBLIC KEY BLOCK' "$tmp" || fail "$1 did not return an ASCII-armored key"
+    put_file "$2" 0644 "$tmp"
+}
+
+apt_update() { ((APT_FRESH)) || run "${APT[@]}" update; APT_FRESH=1; }
+
+apt_install() { # only ever installs: --no-remove makes apt fail rather than remove a package
+    local before=$KEPT
+    apt_update
+    KEPT="${before:+$before, }whatever apt installed before it failed"  # a package install is not undone
+    run env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=l "${APT[@]}" -y --no-remove \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install "$@"
+    KEPT="${before:+$before, }installed $*"
+}
+
+missing_of() { local p; for p in "$@"; do installed "$p" || printf '%s ' "$p"; done; }
+present_of() { local p; for p in "$@"; do ! installed "$p" || printf '%s ' "$p"; done; }
+systemd_pid1() { [[ $(cat /proc/1/comm 2>/dev/null) == systemd ]]; }
+comma_list() { local out="" x; for x in "$@"; do out+="${out:+, }$x"; done; echo "$out"; }
+
+# -- 1. packages --------------------------------------------------------------------------
+docker_sources() {
+    printf 'Types: deb\nURIs: %s\nSuites: bookworm\nComponents: stable\nArchitectures: %s\nSigned-By: %s' \
+        "$DOCKER_URL" "$(dpkg --print-architecture)" "$DOCKER_KEY"
+}
+
+step_docker_repo() { # Docker's documented Debian install: its key in /etc/apt/keyrings, a deb822 source
+    if [[ -s $DOCKER_KEY && $(cat "$DOCKER_SOURCES" 2>/dev/null) == "$(docker_sources)" ]]; then
+        already "$DOCKER_SOURCES, key $DOCKER_KEY"
+        return
+    fi
+    local first
+    first=$(missing_of ca-certificates curl)
+    first=${first% }
+    if ((DRY)); then
+        would "add Docker's apt repository $DOCKER_SOURCES with its key $DOCKER_KEY${first:+ (installing $first first)}"
+        return
+    fi
+    if [[ -n $first ]]; then apt_install ca-certificates curl; fi
+    fetch_key "$DOCKER_URL/gpg" "$DOCKER_KEY"
+    write_file "$DOCKER_SOURCES" 0644 "$(docker_sources)"
+    APT_FRESH=0
+    did "added Docker's apt repository $DOCKER_SOURCES with its key $DOCKER_KEY${first:+ (installed $first first)}"
+}
+
+step_packages() {
+    local engine=(docker.io) missing present
+    if [[ $REPO == docker ]]; then
+        engine=(docker-ce docker-ce-cli containerd.io)
+    elif installed docker-ce; then
+        engine=()  # an engine from Docker's repository is already here: docker.io would conflict
+    fi
+    missing=$(missing_of "${engine[@]}" "${BASE_PACKAGES[@]}")
+    present=$(present_of "${engine[@]}" "${BASE_PACKAGES[@]}")
+    missing=${missing% } present=${present% }
+    [[ ${#engine[@]} -gt 0 ]] || present+=" (engine: docker-ce from Docker's repository)"
+    if [[ -z $missing ]]; then
+        already "$present"
+    elif ((DRY)); then
+        would "run apt-get update, then install $missing${present:+ (present: $present)}"
+    else
+        # shellcheck disable=SC2086  # a list of package names
+        apt_install $missing
+        did "installed $missing${present:+ (present: $present)}"
+    fi
+}
+
+# -- 2. the engine ------------------------------------------------------------------------
+step_engine() {
+    if ! systemd_pid1; then
+        if timeout 10 docker info >/dev/null 2>&1; then
+            note "running (docker info answers); not managed here: systemd is not PID 1"
+        else
+            note "not started: systemd is not PID 1 (PID 1 is $(cat /proc/1/comm 2>/dev/null || echo '?')); start it with your init system or: dockerd >/var/log/dockerd.log 2>&1 &"
+        fi
+        return
+    fi
+    if systemctl is-enabled --quiet docker 2>/dev/null && systemctl is-active --quiet docker; then
+        already "docker.service enabled and active"
+    elif ((DRY)); then
+        would "run systemctl enable --now docker"
+    else
+        run systemctl enable --now docker
+        did "docker.service enabled and started"
+    fi
+}
+
+# -- 3. NVIDIA ----------------------------------------------------------------------------
+nvidia_gpu() { # prints "ADDRESS CLASS" of the first NVIDIA display controller (vendor 0x10de, class 0x03xxxx)
+    local dev vendor class
+    for dev in "$SYSFS"/bus/pci/devices/*; do
+        [[ -r $dev/vendor && -r $dev/class ]] || continue
+        read -r vendor <"$dev/vendor"
+        read -r class <"$dev/class"
+        if [[ ${vendor,,} == 0x10de && ${class,,} == 0x03* ]]; then
+            echo "${dev##*/} $class"
+            return 0
+        fi
+    done
+    return 1
+}
+
+nonfree_enabled() { # the apt sources name the non-free component (one-line or deb822 format)
+    grep -Eqs '^[[:space:]]*(deb[[:space:]].*[[:space:]]non-free([[:space:]]|$)|Components:.*[[:space:]]non-free([[:space:]]|$))' \
+        /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources
+}
+
+step_nvidia_driver() {
+    local pkgs=(nvidia-driver firmware-misc-nonfree "linux-headers-$(dpkg --print-architecture)")
+    local components="apt components contrib non-free non-free-firmware (e.g. 'Components: main contrib non-free non-free-firmware' in /etc/apt/sources.list.d/debian.sources)"
+    if installed nvidia-driver; then
+        already "nvidia-driver installed"
+        return
+    elif [[ -r /proc/driver/nvidia/version ]]; then
+        already "an NVIDIA driver is loaded: /proc/driver/nvidia/version; Debian's nvidia-driver not added"
+        return
+    elif ((DRY)); then
+        local state="non-free is NOT in the apt sources yet: enable the"
+        if nonfree_enabled; then state="non-free is in the apt sources; it needs the"; fi
+        would "install ${pkgs[*]} from Debian's non-free ($state $components); a reboot loads it"
+        return
+    fi
+    apt_update
+    apt-cache policy nvidia-driver | grep -q 'Candidate: [^(]' ||
+        fail "nvidia-driver is not in the apt sources: enable the $components, then run this again (or --no-nvidia)"
+    apt_install "${pkgs[@]}"
+    did "installed ${pkgs[*]} from Debian's non-free; reboot to load the driver"
+}
+
+step_nvidia_toolkit() { # NVIDIA's documented apt install, with the key kept armored in /etc/apt/keyrings
+    if installed nvidia-container-toolkit; then
+        already "nvidia-container-toolkit installed"
+        return
+    elif ((DRY)); then
+        would "add NVIDIA's apt repository $NV_LIST with its key $NV_KEY, then install nvidia-container-toolkit"
+        return
+    fi
+    fetch_key "$NV_URL/gpgkey" "$NV_KEY"
+    # shellcheck disable=SC2016  # $(ARCH) is apt's own variable, expanded by apt
+    write_file "$NV_LIST" 0644 "deb [signed-by=$NV_KEY] $NV_URL/stable/deb/\$(ARCH) /"
+    APT_FRESH=0
+    apt_install nvidia-container-toolkit
+    did "added NVIDIA's apt repository $NV_LIST (key $NV_KEY) and installed nvidia-container-toolkit"
+}
+
+step_nvidia_runtime() {
+    local daemon=/etc/docker/daemon.json restart="restart dockerd yourself to load it (systemd is not PID 1)"
+    if grep -qs '"nvidia"' "$daemon"; then
+        already "$daemon names the nvidia runtime"
+        return
+    elif ((DRY)); then
+        would "run nvidia-ctk runtime configure --runtime=docker (writes $daemon) and restart docker"
+        return
+    fi
+    if [[ -e $daemon ]]; then  # nvidia-ctk rewrites it in place: keep the old one for undo
+        local saved
+        saved=$(mktemp "$daemon.previous.XXXXXX")
+        cp -p -- "$daemon" "$saved"
+        RB_SAVED+=("$daemon $saved")
+        TEMPS+=("$saved")
+    else
+        RB_NEW+=("$daemon")
+    fi
+    run nvidia-ctk runtime configure --runtime=docker
+    if systemd_pid1; then
+        run systemctl restart docker
+        restart="docker restarted"
+    fi
+    did "nvidia runtime configured in $daemon; $restart"
+}
+
+steps_nvidia() {
+    local gpu
+    if ((!NVIDIA)); then
+        step nvidia note "skipped: --no-nvidia"
+    elif ! gpu=$(nvidia_gpu); then
+        step nvidia note "skipped: no NVIDIA GPU found on the PCI bus (no device of vendor 0x10de with a display class 0x03xxxx in $SYSFS/bus/pci/devices)"
+    else
+        say "nvidia: NVIDIA GPU at ${gpu% *} (class ${gpu#* })"
+        step nvidia-driver step_nvidia_driver
+        step nvidia-toolkit step_nvidia_toolkit
+        step nvidia-runtime step_nvidia_runtime
+    fi
+}
+
+# -- 4. puffer-core in its venv -----------------------------------------------------------
+source_files() { # the files pip builds puffer-core from, relative to SRC, sorted
+    (
+        cd "$SRC"
+        local f
+        for f in pyproject.toml setup.py setup.cfg MANIFEST.in README.md LICENSE LICENSE.txt; do
+            if [[ -f $f ]]; then echo "$f"; fi
+        done
+        find puffer_core -name __pycache__ -prune -o -type f ! -name '*.pyc' -print
+    ) | sort
+}
+
+constraints() { local c="$SRC/compat_matrix/constraints-common.txt"; if [[ -f $c ]]; then echo "$c"; fi; }
+
+source_fingerprint() { # sha256 over those files' contents, the constraint set and the extra
+    {
+        source_files | (cd "$SRC" && xargs -d '\n' sha256sum --)
+        if [[ -n $(constraints) ]]; then echo "constraints $(sha256sum <"$(constraints)")"; fi
+        echo "extra tank"
+    } | sha256sum | cut -c1-64
+}
+
+install_venv() {
+    local stage cons=()
+    # pip builds in the source tree (egg-info, build/): build from a copy, so the checkout
+    # (often read-only, or a user's) is never written, and exactly the fingerprinted files go in.
+    stage=$(mktemp -d /tmp/puffertank-src.XXXXXX)
+    TEMPS+=("$stage")
+    source_files | tar -C "$SRC" -cf - -T - | tar -C "$stage" -xf -
+    if [[ -n $(constraints) ]]; then cons=(-c "$(constraints)"); fi
+    make_dir "$(dirname "$VENV")"
+    rm -rf -- "$VENV.previous"  # left by an interrupted run
+    if [[ -e $VENV ]]; then mv -T -- "$VENV" "$VENV.previous"; fi
+    RB_NEW+=("$VENV")   # undo: remove the new venv, then RB_SAVED brings the previous one back
+    if [[ -e $VENV.previous ]]; then RB_SAVED+=("$VENV $VENV.previous"); fi
+    run python3 -m venv "$VENV"
+    run "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input "${stage}[tank]" "${cons[@]}"
+    run "$VENV/bin/puffer" --version
+    printf '%s  %s\n' "$1" "$SRC" >"$FINGERPRINT.new"
+    mv -f -- "$FINGERPRINT.new" "$FINGERPRINT"
+    rm -rf -- "$VENV.previous"
+}
+
+step_puffer() {
+    local want have="" why
+    want=$(source_fingerprint)
+    if [[ -r $FINGERPRINT ]]; then read -r have _ <"$FINGERPRINT"; fi
+    if [[ ! -x $VENV/bin/puffer || ! -x $VENV/bin/puffertank-login ]]; then
+        why="no complete venv at $VENV"
+    elif [[ $want != "$have" ]]; then
+        why="$VENV holds ${have:0:12}${have:+ }another source"
+        [[ -n $have ]] || why="$VENV has no record of its source"
+    else
+        already "$VENV holds $SRC, fingerprint ${want:0:12}"
+        return
+    fi
+    if ((DRY)); then
+        would "install puffer-core[tank] from $SRC (fingerprint ${want:0:12}) into a new venv $VENV ($why)"
+        return
+    fi
+    install_venv "$want"
+    did "installed puffer-core[tank] from $SRC (fingerprint ${want:0:12}) into $VENV ($why)"
+}
+
+# -- links, /etc/shells, the image --------------------------------------------------------
+step_links() {
+    local name path target changes=()
+    for name in puffer puffertank-login; do
+        path=/usr/local/bin/$name target=$VENV/bin/$name
+        [[ $(readlink "$path" 2>/dev/null) == "$target" ]] && continue
+        [[ ! -e $path || -L $path ]] ||
+            fail "$path is a file, not a link made by $PROG: move it away, then run this again"
+        changes+=("$path → $target")
+    done
+    if ((${#changes[@]} == 0)); then
+        already "/usr/local/bin/puffer, $LOGIN → $VENV/bin"
+        return
+    elif ((DRY)); then
+        would "link $(comma_list "${changes[@]}")"
+        return
+    fi
+    for name in puffer puffertank-login; do
+        path=/usr/local/bin/$name
+        ln -sfn "$VENV/bin/$name" "$path.new"
+        TEMPS+=("$path.new")
+        mv -Tf -- "$path.new" "$path"
+    done
+    did "linked $(comma_list "${changes[@]}")"
+}
+
+step_shells() {
+    if grep -qxF "$LOGIN" /etc/shells 2>/dev/null; then
+        already "$LOGIN in /etc/shells"
+        return
+    elif ((DRY)); then
+        would "add $LOGIN to /etc/shells"
+        return
+    fi
+    local tmp
+    tmp=$(mktemp /etc/shells.new.XXXXXX)
+    TEMPS+=("$tmp")
+    if [[ -e /etc/shells ]]; then cp -p /etc/shells "$tmp"; fi
+    if [[ -s $tmp && -n $(tail -c1 "$tmp") ]]; then echo >>"$tmp"; fi
+    echo "$LOGIN" >>"$tmp"
+    put_file /etc/shells 0644 "$tmp"
+    did "added $LOGIN to /etc/shells"
+}
+
+step_image() {
+    local current=""
+    if [[ -r $IMAGE_FILE ]]; then read -r current <"$IMAGE_FILE" || true; fi
+    if [[ -z $IMAGE ]]; then
+        note "not set here (no --image); the login uses ${current:-$DEFAULT_IMAGE}${current:+ (from $IMAGE_FILE)}"
+    elif [[ $current == "$IMAGE" ]]; then
+        already "$IMAGE_FILE says $IMAGE"
+    elif ((DRY)); then
+        would "write $IMAGE to $IMAGE_FILE (was ${current:-absent})"
+    else
+        write_file "$IMAGE_FILE" 0644 "$IMAGE"
+        did "wrote $IMAGE to $IMAGE_FILE (was ${current:-absent})"
+    fi
+}
+
+# -- users --------------------------------------------------------------------------------
+user_state() { # NAME: "shell S, groups G" as the system has them now
+    echo "login shell $(getent passwd "$1" | cut -d: -f7), groups $(id -nG "$1" 2>/dev/null | tr ' ' ',')"
+}
+
+step_user() {
+    local name=$1 shell in_docker=0 root_note="docker-group membership is root-equivalent on this box"
+    if getent passwd "$name" >/dev/null; then
+        shell=$(getent passwd "$name" | cut -d: -f7)
+        if id -nG "$name" | tr ' ' '\n' | grep -qx docker; then in_docker=1; fi
+        if [[ $shell == "$LOGIN" ]] && ((in_docker)); then
+            already "login shell $LOGIN, in group docker: $root_note"
+            return
+        elif ((DRY)); then
+            would "set the login shell $LOGIN (now $shell) and group docker: $root_note"
+            return
+        fi
+        getent group docker >/dev/null || fail "group docker does not exist (the engine's package makes it); install the engine, then run this again"
+        # One usermod call: shell and group change together or not at all.
+        run usermod -s "$LOGIN" -a -G docker "$name"
+        did "login shell $LOGIN (was $shell), in group docker: $root_note"
+        return
+    fi
+    if ((DRY)); then
+        would "create it (useradd -m) with login shell $LOGIN, in group docker: $root_note"
+        return
+    fi
+    getent group docker >/dev/null || fail "group docker does not exist (the engine's package makes it); install the engine, then run this again"
+    # One useradd call makes the user, its home, shell and group together.
+    local rc=0
+    useradd -m -s "$LOGIN" -G docker "$name" >>"$LOG" 2>&1 || rc=$?
+    if ((rc)); then
+        getent passwd "$name" >/dev/null &&
+            fail "useradd exited $rc but $name now exists ($(user_state "$name")); fix it or userdel -r $name, then run this again"
+        fail "useradd exited $rc: $name was not created (output: $LOG)"
+    fi
+    did "created (home $(getent passwd "$name" | cut -d: -f6)), login shell $LOGIN, in group docker: $root_note"
+}
+
+# -- main ---------------------------------------------------------------------------------
+check_system
+check_options
+if ((!DRY)); then  # one run at a time
+    exec 9>/run/puffertank-setup-host.lock
+    flock -n 9 || die "another setup-host.sh is running (lock /run/puffertank-setup-host.lock)"
+fi
+if [[ $REPO == docker ]]; then step docker-repo step_docker_repo; fi
+step packages step_packages
+step engine step_engine
+steps_nvidia
+step puffer step_puffer
+step links step_links
+step shells step_shells
+step image step_image
+for name in "${USERS[@]}"; do step "user $name" step_user "$name"; done
+
+say "step times: $(comma_list "${TIMES[@]}")"
+total=$(secs $(($(now_us) - T_START)))
+changed=$(comma_list "${CHANGED[@]}")
+if ((DRY)); then
+    say "dry run in $total, nothing changed (${changed:+would change: }${changed:-nothing to change})"
+else
+    say "done in $total (${changed:+changed: }${changed:-nothing changed})"
+fi
