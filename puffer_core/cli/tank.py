@@ -65,6 +65,7 @@ from puffer_core.tank.render import (
     load_constraints,
 )
 from puffer_core.tank.selection import installed_layers, select, shown_path
+from puffer_core.tank.transfer import check_registry
 
 __all__ = ["tank"]
 
@@ -329,6 +330,8 @@ def build_cmd(
     )  # fmt: skip
     _print_warnings(selection.warnings)
     client = connect()
+    if registry is not None:
+        check_registry(registry)  # before any other line: a registry that is not there is the one line printed
     args, notes = machine_build_args()
     args.update(extra)
     for note in notes:

@@ -35,7 +35,6 @@ from puffer_core.tank.lock import LOCK_IN_IMAGE, BuildLock, label_lock, lock_dig
 from puffer_core.tank.pull import reuse_layer
 from puffer_core.tank.registry import RegistryRef
 from puffer_core.tank.render import DEFAULT_COMMAND, Constraints, render_envs
-from puffer_core.tank.transfer import check_registry
 
 __all__ = ["STAGES", "BuildPlan", "Printer", "StageResult", "build", "image_tags"]
 
@@ -232,8 +231,6 @@ def _stage_context(plan: BuildPlan, stage: str, plugin_names: list[str]) -> io.B
 def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
     """Build ``plan.stages`` in order (base → envs → final), each on the previous layer's id."""
     _check_network(plan)
-    if plan.from_registry is not None:
-        check_registry(plan.from_registry)
     plugin_names = sorted(plan.layers)
     platform = engine_platform(client)
     results = []

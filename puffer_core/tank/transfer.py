@@ -24,9 +24,10 @@ __all__ = ["IDLE_SECONDS", "MissingTag", "check_registry", "has_tag", "pull_tag"
 
 #: Longest silence from the engine during a transfer (its own progress comes every second).
 IDLE_SECONDS = 120.0
-#: Per-layer progress messages: shown at most every PROGRESS_EVERY seconds.
+#: Per-layer progress messages: shown at most every PROGRESS_EVERY seconds, for layers of PROGRESS_MB or more.
 PROGRESS = {"Pushing", "Downloading", "Extracting"}
 PROGRESS_EVERY = 10.0
+PROGRESS_MB = 10.0
 #: Per-layer steps not worth a line of their own (the layer's last state gets one).
 #: (A layer the registry or the engine already has is no news either: the digest line follows.)
 QUIET = {
@@ -93,7 +94,7 @@ class _Progress:
 
     def __init__(self, out: Printer):
         self.out = out
-        self.shown = 0.0
+        self.shown = time.monotonic()  # the first progress line after PROGRESS_EVERY: small layers need none
         self.aux: dict[str, Any] = {}
 
     def __call__(self, message: dict) -> None:
@@ -105,7 +106,7 @@ class _Progress:
         if status in PROGRESS:
             detail = message.get("progressDetail") or {}
             now = time.monotonic()
-            if detail.get("total") and now - self.shown >= PROGRESS_EVERY:
+            if detail.get("total", 0) / 1e6 >= PROGRESS_MB and now - self.shown >= PROGRESS_EVERY:
                 self.shown = now
                 done, total = detail.get("current", 0) / 1e6, detail["total"] / 1e6
                 self.out("meta", f"{layer}: {status.lower()} {done:,.0f} of {total:,.0f} MB")

@@ -63,6 +63,15 @@ def _one_line_error(proc: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def _error_after_progress(proc: subprocess.CompletedProcess) -> str:
+    """The one error line that ends the output of a transfer that began (its progress lines come first)."""
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
 def _tags(engine_env: dict[str, str] | None = None) -> set[str]:
     out = _docker("images", "--format", "{{.Repository}}:{{.Tag}}", env=engine_env).stdout
     return set(out.split())
@@ -86,12 +95,12 @@ def box2(client):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _untag_ours(client):
+def _untag_ours(client, registry):
     """Leave the first engine as it was: remove every tag these tests made (the images the
     `built` fixture tagged stay, so this only untags them)."""
     yield
     for tag in _tags():
-        if tag.startswith((LOCAL, "127.0.0.1:")):
+        if tag.startswith((LOCAL, registry.address)):
             _docker("rmi", tag, check=False)
 
 
@@ -178,7 +187,7 @@ def test_a_tag_that_does_not_name_its_image_is_refused(client, pushed, pushed_as
     _docker("push", wrong)
     _docker("rmi", wrong)
     proc = _puffer("pull", "--registry", ref, "--lock", claimed, "--tag", f"{LOCAL}:liar")
-    line = _one_line_error(proc)
+    line = _error_after_progress(proc)
     if pushed_as == "another lock":
         assert f"{wrong} is refused: its lock digest is {digest}, not {claimed} as its tag says" in line
     else:
@@ -197,7 +206,11 @@ def test_a_missing_tag_is_one_line_naming_it(pushed):
 
 def test_a_registry_that_is_not_there_is_one_line_within_seconds(built):
     port = free_port()
-    for args in (["push", IMAGES["final"]], ["pull"], ["build", "--stage", "final", "--tag", TAG, "--no-constraints"]):
+    for args in (
+        ["push", IMAGES["final"]],
+        ["pull"],
+        ["build", "--stage", "final", "--tag", TAG, "--plugins", "nethack,atari", "--no-constraints"],
+    ):
         flag = "--from-registry" if args[0] == "build" else "--registry"
         started = time.monotonic()
         line = _one_line_error(_puffer(*args, flag, f"127.0.0.1:{port}/{NAME}"))
@@ -239,6 +252,19 @@ def test_build_from_registry_on_another_box_builds_nothing(client, box2, registr
     assert f"lock sha256 {pushed['digest']}" in lock.stderr
 
 
+def test_build_from_registry_builds_a_layer_the_registry_does_not_have(client, pushed):
+    """Another --build-arg makes other inputs: the registry has no such final layer, so it is built
+    (from the engine's cache here: an argument no step declares changes no step)."""
+    _docker("tag", IMAGES["envs"], f"{LOCAL}-miss:envs")
+    extra = ["--stage", "final", "--build-arg", "PUFFER_REGISTRY_TEST=1", "--from-registry", pushed["ref"]]
+    log = build_tank(tag=f"{LOCAL}-miss", extra=extra)["log"]
+    assert f"final: {pushed['ref']} has no layer built from these inputs (inputs-" in log
+    assert "Step 1/" in log and "reused from" not in log
+    built_labels = client.images.get(f"{LOCAL}-miss:latest").labels
+    assert built_labels[INPUTS_LABEL] != client.images.get(IMAGES["final"]).labels[INPUTS_LABEL]
+    assert built_labels[BELOW_LABEL] == client.images.get(IMAGES["envs"]).id
+
+
 def _tiny_tank(client, tag: str) -> None:
     """Three layers that add no files (labels only) on the Debian base: a final image with the CI
     image's lock, each naming the one below, for pushes that move only the base's 120 MB."""
@@ -268,9 +294,10 @@ def test_push_and_pull_use_dockers_login(client, box2, built):
         ref = f"{locked.address}/tiny"
         _tiny_tank(client, f"{LOCAL}-tiny")
         env = {"DOCKER_CONFIG": config}
-        line = _one_line_error(_puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, env=env))
+        line = _error_after_progress(_puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, env=env))
         assert "no basic auth credentials" in line or "unauthorized" in line, line
         assert line.endswith(f"log in first: docker login {locked.address}")
+        assert not [tag for tag in _tags() if tag.startswith(locked.address)]  # the push's tags, taken back
         login = subprocess.run(
             ["docker", "--config", config, "login", "-u", "puffer", "--password-stdin", locked.address],
             input="tank-secret\n", capture_output=True, text=True, timeout=60,
