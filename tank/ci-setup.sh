@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepare this machine for PufferTank's real build tests (tests/tank/test_tank_docker.py):
-#   1. Debian's docker.io (the engine) and debootstrap, installed if missing;
+#   1. Debian's docker.io (the engine), debootstrap and docker-registry (the registry the
+#      push/pull tests start on 127.0.0.1; its own service is left stopped), installed if missing;
 #   2. a Docker engine answering on DOCKER_HOST (default unix:///var/run/docker.sock),
 #      started as `dockerd --iptables=false --bridge=none` when none answers
 #      (builds then need host networking: `puffer tank build --network host`);
@@ -23,11 +24,17 @@ say() { printf 'tank/ci-setup: %s\n' "$*" >&2; }
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+[[ -x /usr/bin/docker-registry ]] || missing+=(docker-registry)
 if ((${#missing[@]})); then
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [[ " ${missing[*]} " == *" docker-registry "* ]] && [[ -d /run/systemd/system ]]; then
+        # The tests start their own registry on 127.0.0.1; the package's service listens on :5000, every interface.
+        say "stopping and disabling the docker-registry service the package started"
+        systemctl disable --now docker-registry >/dev/null 2>&1 || true
+    fi
 fi
 
 # -- 2. the engine ------------------------------------------------------------------------

@@ -8,6 +8,8 @@
     puffer tank shell  [--image TAG] [--mount DIR] [--user UID:GID] [--gpus auto|all|none] [--cap-add CAP] ...
     puffer tank run    [same options] -- CMD...
     puffer tank lock   IMAGE [--json]
+    puffer tank push   [IMAGE] --registry HOST[:PORT]/NAME [--json]      (puffer_core.cli.tank_registry)
+    puffer tank pull   --registry HOST[:PORT]/NAME [--lock DIGEST] [--tag LOCAL] [--json]
 
 Exit codes: 0 done, 1 a user error (bad selection, missing constraints, failed build), 2 no
 Docker engine (or no docker SDK, or no docker client) to build or run with; ``run`` exits
@@ -29,6 +31,7 @@ from rich.table import Table
 from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.tables import output_console, print_table
+from puffer_core.cli.tank_registry import REGISTRY_HELP, pull_cmd, push_cmd
 from puffer_core.errors import PufferError
 from puffer_core.tank import container, login
 from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
@@ -52,6 +55,7 @@ from puffer_core.tank.lock import (
     parse_lock,
     read_build_lock,
 )
+from puffer_core.tank.registry import parse_registry
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
@@ -61,6 +65,7 @@ from puffer_core.tank.render import (
     load_constraints,
 )
 from puffer_core.tank.selection import installed_layers, select, shown_path
+from puffer_core.tank.transfer import check_registry
 
 __all__ = ["tank"]
 
@@ -271,6 +276,14 @@ def _check_hashlock(
     "(--require-hashes), and layer 1 starts from the base image it records (unless --base-image). "
     "Needs --network host.",
 )
+@click.option(
+    "--from-registry",
+    "from_registry",
+    metavar="HOST[:PORT]/NAME",
+    help="Take each layer pushed there (puffer tank push) that was built from the same inputs (tag "
+    "inputs-<sha256>: its Dockerfile and files, build arguments, the layer below) instead of building it; "
+    "a layer it does not have is built. " + REGISTRY_HELP,
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
 def build_cmd(
     stage: str,
@@ -288,6 +301,7 @@ def build_cmd(
     no_cache: bool,
     build_args: tuple[str, ...],
     lock_path: pathlib.Path | None,
+    from_registry: str | None,
     quiet: bool,
 ) -> None:
     """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log.
@@ -305,6 +319,7 @@ def build_cmd(
     extra = _key_values(build_args, "--build-arg")
     stages = STAGES if stage == "all" else (stage,)
     tags = image_tags(tag)
+    registry = None if from_registry is None else parse_registry(from_registry)
     lock = None if lock_path is None else read_build_lock(lock_path, network, root)
     if base_image is None and lock is not None and lock.base_image is not None and "base" in stages:
         base_image = lock.base_image
@@ -315,6 +330,8 @@ def build_cmd(
     )  # fmt: skip
     _print_warnings(selection.warnings)
     client = connect()
+    if registry is not None:
+        check_registry(registry)  # before any other line: a registry that is not there is the one line printed
     args, notes = machine_build_args()
     args.update(extra)
     for note in notes:
@@ -340,6 +357,7 @@ def build_cmd(
         build_args=args,
         render_command=selection.command,
         lock=lock,
+        from_registry=registry,
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))
@@ -382,7 +400,8 @@ def _print_results(results: list[StageResult]) -> None:
     for column in ("layer", "image", "seconds", "size"):
         table.add_column(column)
     for result in results:
-        table.add_row(result.stage, result.tag, f"{result.seconds:.1f}", f"{result.size / 1e6:,.0f} MB")
+        seconds = f"{result.seconds:.1f}" + (" (reused)" if result.reused_from else "")
+        table.add_row(result.stage, result.tag, seconds, f"{result.size / 1e6:,.0f} MB")
     print_table(console, table)
 
 
@@ -542,3 +561,7 @@ def lock_cmd(image: str, as_json: bool) -> None:
         highlight=False,
         soft_wrap=True,
     )
+
+
+tank.add_command(push_cmd)
+tank.add_command(pull_cmd)

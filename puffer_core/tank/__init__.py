@@ -18,6 +18,10 @@
 - :mod:`~puffer_core.tank.container`: one's own container (no capabilities, no new privileges)
 - :mod:`~puffer_core.tank.lock`: the image's lock (versions and file hashes);
   :mod:`~puffer_core.tank.verify`: layer 3's check that every plugin loads
+- images to and from a registry: :mod:`~puffer_core.tank.registry` (the repository's name,
+  the tags, is it there), :mod:`~puffer_core.tank.transfer` (one tag through the engine),
+  :mod:`~puffer_core.tank.push`, :mod:`~puffer_core.tank.pull` (checked against its tag),
+  :mod:`~puffer_core.tank.inputs` (what a layer is built from, for ``build --from-registry``)
 
 The ``puffer tank`` command group is :mod:`puffer_core.cli.tank`. This package imports only
 the contract, the atomic writer, the plugin manager and the matrix's uv and pyproject

@@ -7,6 +7,9 @@ below, passed as ``BASE``. Each layer is sent only the files its Dockerfile copi
 (pip's index settings, proxies: :mod:`~puffer_core.tank.build_args`; the CA bundle and a
 lock served on the loopback: :mod:`~puffer_core.tank.file_server`) never enters committed
 text. The final layer's lock is copied into its label (what ``puffer tank lock`` reads).
+Each layer is labelled with what it was built from (:mod:`~puffer_core.tank.inputs`) and
+the id of the layer below; ``--from-registry`` takes a pushed layer built from the same
+inputs instead of building it (:mod:`~puffer_core.tank.pull`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from puffer_core.tank.build_context import DOCKERFILES, layer_context
 from puffer_core.tank.errors import BuildError, TankError
 from puffer_core.tank.file_server import serve_ca_bundle, serve_files
 from puffer_core.tank.hashlock import HashLock
+from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL, engine_platform, layer_inputs
 from puffer_core.tank.lock import LOCK_IN_IMAGE, BuildLock, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
+from puffer_core.tank.pull import reuse_layer
+from puffer_core.tank.registry import RegistryRef
 from puffer_core.tank.render import DEFAULT_COMMAND, Constraints, render_envs
 
 __all__ = ["STAGES", "BuildPlan", "Printer", "StageResult", "build", "image_tags"]
@@ -80,17 +86,21 @@ class BuildPlan:
     lock: BuildLock | None = None
     #: The hash-locked set layer 2 installs (None: rendered without constraints).
     hashlock: HashLock | None = None
+    #: ``--from-registry``: take a layer pushed there with the same inputs instead of building it.
+    from_registry: RegistryRef | None = None
 
 
 @dataclass
 class StageResult:
-    """One layer built: its tag, image id, size in bytes and the seconds it took."""
+    """One layer built (or reused): its tag, image id, size in bytes and the seconds it took."""
 
     stage: str
     tag: str
     seconds: float
     image_id: str
     size: int
+    #: The registry it was taken from instead of being built (``--from-registry``).
+    reused_from: str | None = None
 
 
 def _plugins_of(client: Any, image: str) -> list[str]:
@@ -109,7 +119,14 @@ def _image_id(client: Any, image: str, hint: str) -> str:
 
 
 def _stream(
-    client: Any, stage: str, context: io.BytesIO, tag: str, buildargs: dict[str, str], plan: BuildPlan, out: Printer
+    client: Any,
+    stage: str,
+    context: io.BytesIO,
+    tag: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    plan: BuildPlan,
+    out: Printer,
 ) -> str:
     """Run one build, printing its log as it arrives; the image id, or BuildError."""
     image_id = ""
@@ -117,6 +134,7 @@ def _stream(
     pending = ""
     stream = client.api.build(
         fileobj=context,
+        labels=labels,
         custom_context=True,
         dockerfile=DOCKERFILES[stage],
         tag=tag,
@@ -214,6 +232,7 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
     """Build ``plan.stages`` in order (base → envs → final), each on the previous layer's id."""
     _check_network(plan)
     plugin_names = sorted(plan.layers)
+    platform = engine_platform(client)
     results = []
     built: dict[str, str] = {}  # stage -> image id of what this build made
     with _serve(plan) as urls:
@@ -226,19 +245,40 @@ def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:
                     out("note", f"layer 3 installs the plugins of {plan.tags['envs']}: {', '.join(built_for)}")
                 plugin_names = built_for or plugin_names
             out("stage", f"{stage}: {DOCKERFILES[stage]} → {plan.tags[stage]}")
-            context = _stage_context(plan, stage, plugin_names)
-            started = time.monotonic()
-            image_id = _stream(client, stage, context, plan.tags[stage], args, plan, out)
-            if stage == "final":
-                image_id = _add_lock_label(client, image_id or plan.tags[stage], plan.tags[stage], out)
-            seconds = time.monotonic() - started
-            image = client.images.get(plan.tags[stage])
-            built[stage] = image.id
-            results.append(
-                StageResult(stage, plan.tags[stage], seconds, image_id or image.id, image.attrs.get("Size", 0))
-            )
-            out("done", f"{stage}: {plan.tags[stage]} built in {seconds:.1f} s")
+            result = _make_layer(plan, client, stage, args, _stage_context(plan, stage, plugin_names), platform, out)
+            built[stage] = result.image_id
+            results.append(result)
     return results
+
+
+def _make_layer(
+    plan: BuildPlan, client: Any, stage: str, args: dict[str, str], context: io.BytesIO, platform: str, out: Printer
+) -> StageResult:
+    """One layer: taken from ``--from-registry`` when a layer built from the same inputs is there, else built."""
+    tag = plan.tags[stage]
+    inputs = layer_inputs(stage, context.getvalue(), args, _served_files(plan, stage), platform)
+    started = time.monotonic()
+    registry = plan.from_registry
+    reused = registry is not None and reuse_layer(client, registry, stage, inputs, tag, out)
+    if not reused:
+        labels = {INPUTS_LABEL: inputs, **({BELOW_LABEL: args["BASE"]} if "BASE" in args else {})}
+        image_id = _stream(client, stage, context, tag, args, labels, plan, out)
+        if stage == "final":
+            _add_lock_label(client, image_id or tag, tag, out)
+    seconds = time.monotonic() - started
+    image = client.images.get(tag)
+    out("done", f"{stage}: {tag} {f'reused from {registry}' if reused else 'built'} in {seconds:.1f} s")
+    return StageResult(stage, tag, seconds, image.id, image.attrs.get("Size", 0), str(registry) if reused else None)
+
+
+def _served_files(plan: BuildPlan, stage: str) -> dict[str, bytes]:
+    """The files served to ``stage`` whose content makes the layer (the lock's), by their URL argument."""
+    if plan.lock is None:
+        return {}
+    files = {"PUFFER_LOCK_URL": plan.lock.constraints}
+    if stage == "base":
+        files[LOCK_HASHES_ARG] = plan.lock.hashes
+    return files
 
 
 @contextmanager

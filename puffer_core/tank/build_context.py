@@ -7,7 +7,6 @@ the same bytes and the engine's layer cache hits whenever they did not change.
 from __future__ import annotations
 
 import io
-import os
 import pathlib
 import tarfile
 from collections.abc import Iterable, Mapping
@@ -78,7 +77,9 @@ def build_context(root: pathlib.Path, paths: Iterable[str], extra: Mapping[str, 
             source = members[name]
             if isinstance(source, pathlib.Path):
                 data = source.read_bytes()
-                mode = 0o755 if os.access(source, os.X_OK) else 0o644
+                # The owner's execute bit (what git records), not os.access: root may execute any file
+                # with one x bit, so the same checkout would pack other bytes for root and for a user.
+                mode = 0o755 if source.stat().st_mode & 0o100 else 0o644
             else:
                 data, mode = source, 0o644
             info = tarfile.TarInfo(name)

@@ -13,7 +13,7 @@ from typing import Any
 
 from puffer_core.tank.errors import NoEngineError
 
-__all__ = ["DEFAULT_SOCKET", "connect", "engine_url"]
+__all__ = ["DEFAULT_SOCKET", "connect", "engine_is_local", "engine_url"]
 
 DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 
@@ -21,6 +21,11 @@ DEFAULT_SOCKET = "unix:///var/run/docker.sock"
 def engine_url(environ: Mapping[str, str] | None = None) -> str:
     environ = os.environ if environ is None else environ
     return environ.get("DOCKER_HOST") or DEFAULT_SOCKET
+
+
+def engine_is_local(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the engine runs on this machine (a unix socket), so it reaches what this machine reaches."""
+    return engine_url(environ).startswith("unix://")
 
 
 def connect(timeout: float = 10.0) -> Any:

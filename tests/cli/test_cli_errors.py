@@ -196,6 +196,13 @@ CASES = [
     case("tank lock puffertank:latest", "no Docker engine answered at unix://"),
     case("tank build --lock {missing} --network host", "no such file; write one with puffer tank lock IMAGE > FILE"),
     case("tank build --lock {file}", "--lock needs --network host"),
+    case("tank push", "Missing option '--registry' (see `puffer tank push --help`)"),
+    case("tank push --registry http://127.0.0.1:5000/pt", "--registry 'http://127.0.0.1:5000/pt': no scheme"),
+    case("tank push --registry 127.0.0.1:5000/pt", "no Docker engine answered at unix://"),
+    case("tank pull --registry 127.0.0.1:5000/pt:v1", "names a tag ('v1')"),
+    case("tank pull --registry 127.0.0.1:5000/pt --lock abc", "--lock 'abc' is not a lock digest"),
+    case("tank pull --registry 127.0.0.1:5000/pt --tag Bad", "--tag 'Bad' is not an image name"),
+    case("tank build --from-registry 127.0.0.1:5000/PT", "'PT' has upper case letters"),
     case("tank compile --constraints {missing}", "the common constraint set"),
     case("tank compile --output {empty}", "is a directory"),
 ]

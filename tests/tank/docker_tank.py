@@ -49,12 +49,16 @@ def engine():
     return client
 
 
-def build_tank() -> dict:
-    """Build the three layers through the CLI, exactly as a user would (the engine's cache makes a rebuild seconds)."""
+def build_tank(tag: str = TAG, extra: tuple[str, ...] | list[str] = (), env: dict[str, str] | None = None) -> dict:
+    """Build the three layers through the CLI, exactly as a user would (the engine's cache makes a rebuild seconds).
+
+    ``tag``, ``extra`` options and ``env`` (e.g. another engine's DOCKER_HOST) for tests that build the same
+    layers elsewhere.
+    """
     command = [
         sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
         "--stage", "all",
-        "--tag", TAG,
+        "--tag", tag,
         "--plugins", "nethack,atari",
         "--base-image", BASE_IMAGE,
         "--no-torch",
@@ -66,8 +70,11 @@ def build_tank() -> dict:
         command += ["--ca-cert", ca]
     if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
         command.append("--no-constraints")
+    command += list(extra)
     started = time.monotonic()
-    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=3600, env={**os.environ, **(env or {})}
+    )
     seconds = time.monotonic() - started
     log = proc.stdout + proc.stderr
     print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")

@@ -1,0 +1,317 @@
+"""Images from a registry, for real: PufferTank pushed to Debian's `docker-registry` on 127.0.0.1,
+pulled on a second Docker engine ("another box", with an empty image store), checked, run;
+its lock digest the same on both; a tag whose image does not match refused and removed; a
+registry that is not there, a missing tag and a refused login each one line; `build
+--from-registry` on the other box taking all three layers instead of building them.
+
+Needs what tests/tank/test_tank_docker.py needs (tank/ci-setup.sh) and the `docker-registry`
+package (ci-setup.sh installs it). The push and the other box's pull move the whole image
+(about 2 GB unpacked); the times are printed (pytest -s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+import pytest
+from docker_registry import REGISTRY_BINARY, free_port, start_engine, start_registry
+from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG, build_tank, unavailable
+
+from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL
+from puffer_core.tank.lock import LOCK_LABEL
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+NAME = "puffertank"  # the repository in the test registry
+LOCAL = "puffertank-reg-test"  # every local tag these tests make starts with it
+OTHER = hashlib.sha256(b"some other environment").hexdigest()
+
+
+def _puffer(*args: str, env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "puffer_core.cli.main", "tank", *args],
+        cwd=ROOT,
+        env={**os.environ, "PUFFER_DEBUG": "", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _docker(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        ["docker", *args], env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=600
+    )
+    assert not check or proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def _error_after_progress(proc: subprocess.CompletedProcess) -> str:
+    """The one error line that ends the output of a transfer that began (its progress lines come first)."""
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
+def _tags(engine_env: dict[str, str] | None = None) -> set[str]:
+    out = _docker("images", "--format", "{{.Repository}}:{{.Tag}}", env=engine_env).stdout
+    return set(out.split())
+
+
+@pytest.fixture(scope="module")
+def registry():
+    if not os.path.exists(REGISTRY_BINARY):
+        unavailable(f"{REGISTRY_BINARY} is missing (apt-get install docker-registry)")
+    started = start_registry()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def box2(client):
+    """Another box: a second engine with an empty image store."""
+    engine = start_engine()
+    yield engine
+    engine.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _untag_ours(client, registry):
+    """Leave the first engine as it was: remove every tag these tests made (the images the
+    `built` fixture tagged stay, so this only untags them)."""
+    yield
+    for tag in _tags():
+        if tag.startswith((LOCAL, registry.address)):
+            _docker("rmi", tag, check=False)
+
+
+@pytest.fixture(scope="module")
+def pushed(built, registry):
+    ref = f"{registry.address}/{NAME}"
+    started = time.monotonic()
+    proc = _puffer("push", IMAGES["final"], "--registry", ref)
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    print(f"\npuffer tank push {IMAGES['final']} to an empty registry: {seconds:.1f} s")
+    lock = json.loads(_puffer("lock", IMAGES["final"], "--json").stdout)
+    return {"ref": ref, "log": proc.stderr, "seconds": seconds, "digest": lock["sha256"]}
+
+
+@pytest.fixture(scope="module")
+def pulled(box2, pushed):
+    started = time.monotonic()
+    proc = _puffer(
+        "pull", "--registry", pushed["ref"], "--lock", pushed["digest"], "--tag", f"{LOCAL}:latest", env=box2.env()
+    )
+    seconds = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    print(f"\npuffer tank pull --lock on an engine with no layer of it: {seconds:.1f} s")
+    return {"log": proc.stderr, "seconds": seconds}
+
+
+def test_push_names_the_lock_digest_and_each_layers_inputs(client, registry, pushed):
+    digest, ref = pushed["digest"], pushed["ref"]
+    assert f"pushed {IMAGES['final']} to {ref} as lock-{digest}" in pushed["log"]
+    assert ": Pushed" in pushed["log"]  # a line per layer
+    inputs = {client.images.get(IMAGES[stage]).labels[INPUTS_LABEL] for stage in IMAGES}
+    expected = {f"lock-{digest}", f"lock-{digest}-envs", f"lock-{digest}-base", "latest", "latest-envs", "latest-base"}
+    assert set(registry.tags(NAME)) == expected | {f"inputs-{fingerprint}" for fingerprint in inputs}
+    assert registry.manifest_digest(NAME, "latest") == registry.manifest_digest(NAME, f"lock-{digest}")
+    # The layers were found from the final image's labels, and the registry's names left the box.
+    assert client.images.get(IMAGES["final"]).labels[BELOW_LABEL] == client.images.get(IMAGES["envs"]).id
+    assert not [tag for tag in _tags() if tag.startswith(registry.address)]
+    # Again, with the JSON summary: every layer is already there.
+    started = time.monotonic()
+    again = _puffer("push", IMAGES["final"], "--registry", ref, "--json")
+    print(f"\npuffer tank push again (every layer there): {time.monotonic() - started:.1f} s")
+    assert again.returncode == 0, again.stderr
+    record = json.loads(again.stdout)
+    assert record["digest"] == digest and record["registry"] == ref
+    assert record["layers"] == {stage: client.images.get(IMAGES[stage]).id for stage in ("base", "envs", "final")}
+    assert set(record["tags"]) == {f"{ref}:{tag}" for tag in registry.tags(NAME)}
+
+
+def test_pull_on_another_box_checks_the_lock_and_runs(client, box2, pushed, pulled):
+    digest, env = pushed["digest"], box2.env()
+    assert "Pull complete" in pulled["log"]
+    assert f"as {LOCAL}:latest" in pulled["log"] and f"lock sha256 {digest} (checked)" in pulled["log"]
+    # The image id survives the trip: the same config, so the same id on both engines.
+    there = json.loads(_puffer("lock", f"{LOCAL}:latest", "--json", env=env).stdout)
+    assert there["id"] == client.images.get(IMAGES["final"]).id
+    assert there["sha256"] == digest
+    here, other = _puffer("lock", IMAGES["final"]), _puffer("lock", f"{LOCAL}:latest", env=env)
+    assert f"lock sha256 {digest}" in here.stderr and f"lock sha256 {digest}" in other.stderr
+    assert here.stdout == other.stdout
+    assert _tags(env) == {f"{LOCAL}:latest"}  # the registry's tag did not stay
+    run = _puffer("run", "--image", f"{LOCAL}:latest", "--network", "none", "-q", "--", "puffer", "envs", "--json",
+                  env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert '"nethack/score"' in run.stdout and '"atari/breakout"' in run.stdout
+
+
+def test_pull_latest_prints_the_digest_to_pin(box2, pushed, pulled):
+    proc = _puffer("pull", "--registry", pushed["ref"], "--tag", f"{LOCAL}:pinned", "--json", env=box2.env())
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["digest"] == pushed["digest"] and record["pulled"] == f"{pushed['ref']}:latest"
+    plain = _puffer("pull", "--registry", pushed["ref"], "--tag", f"{LOCAL}:pinned", env=box2.env())
+    assert f"pin it: puffer tank pull --registry {pushed['ref']} --lock {pushed['digest']}" in plain.stderr
+
+
+@pytest.mark.parametrize("pushed_as", ["another lock", "no lock"])
+def test_a_tag_that_does_not_name_its_image_is_refused(client, pushed, pushed_as):
+    """Tagged by hand under another lock digest (`docker tag` + `docker push`): pulled, checked, removed."""
+    ref, digest = pushed["ref"], pushed["digest"]
+    image, claimed = (IMAGES["final"], OTHER) if pushed_as == "another lock" else (IMAGES["envs"], OTHER[::-1])
+    wrong = f"{ref}:lock-{claimed}"
+    _docker("tag", image, wrong)
+    _docker("push", wrong)
+    _docker("rmi", wrong)
+    proc = _puffer("pull", "--registry", ref, "--lock", claimed, "--tag", f"{LOCAL}:liar")
+    line = _error_after_progress(proc)
+    if pushed_as == "another lock":
+        assert f"{wrong} is refused: its lock digest is {digest}, not {claimed} as its tag says" in line
+    else:
+        assert f"{wrong} is refused: {wrong} has no lock (label {LOCK_LABEL})" in line
+    assert line.endswith("it was removed from this engine")
+    assert wrong not in _tags() and f"{LOCAL}:liar" not in _tags()
+
+
+def test_a_missing_tag_is_one_line_naming_it(pushed):
+    absent = hashlib.sha256(b"never pushed").hexdigest()
+    line = _one_line_error(_puffer("pull", "--registry", pushed["ref"], "--lock", absent))
+    assert f"the registry has no {pushed['ref']}:lock-{absent}" in line
+    line = _one_line_error(_puffer("pull", "--registry", pushed["ref"].replace(NAME, "nothing-here")))
+    assert "the registry has no " in line and "nothing-here:latest" in line
+
+
+def test_a_registry_that_is_not_there_is_one_line_within_seconds(built):
+    port = free_port()
+    for args in (
+        ["push", IMAGES["final"]],
+        ["pull"],
+        ["build", "--stage", "final", "--tag", TAG, "--plugins", "nethack,atari", "--no-constraints"],
+    ):
+        flag = "--from-registry" if args[0] == "build" else "--registry"
+        started = time.monotonic()
+        line = _one_line_error(_puffer(*args, flag, f"127.0.0.1:{port}/{NAME}"))
+        assert time.monotonic() - started < 30
+        assert (
+            f"registry 127.0.0.1:{port} is not there: nothing listens at 127.0.0.1:{port} (connection refused)" in line
+        )
+    with socket.socket() as silent:  # accepts connections, never answers (the engine alone waits 25 s)
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        line = _one_line_error(_puffer("pull", "--registry", f"{address}/{NAME}"))
+        assert time.monotonic() - started < 30
+        assert f"registry {address} is not there: {address} did not answer within 10 s" in line
+
+
+def test_build_from_registry_on_another_box_builds_nothing(client, box2, registry, pushed, pulled):
+    """The other box has the checkout and the base image, not the layers: every layer is taken
+    from the registry (same inputs, same image ids), none is built."""
+    env = box2.env()
+    debian = f"{registry.address}/puffertank-debian:bookworm"
+    _docker("tag", BASE_IMAGE, debian)
+    _docker("push", debian)
+    _docker("rmi", debian)
+    _docker("pull", debian, env=env)
+    _docker("tag", debian, BASE_IMAGE, env=env)
+    _docker("rmi", debian, env=env)
+    started = time.monotonic()
+    log = build_tank(tag=f"{LOCAL}-build", extra=["--from-registry", pushed["ref"]], env=env)["log"]
+    print(f"\npuffer tank build --from-registry on the other box: {time.monotonic() - started:.1f} s")
+    for stage in ("base", "envs", "final"):
+        assert f"{stage}: reused from {pushed['ref']}" in log, log
+        assert client.images.get(IMAGES[stage]).id in _docker("image", "inspect", "--format", "{{.Id}}",
+                                                            f"{LOCAL}-build:{stage if stage != 'final' else 'latest'}",
+                                                            env=env).stdout  # fmt: skip
+    assert "Step 1/" not in log and "has no layer built from these inputs" not in log
+    lock = _puffer("lock", f"{LOCAL}-build:latest", env=env)
+    assert f"lock sha256 {pushed['digest']}" in lock.stderr
+
+
+def test_build_from_registry_builds_a_layer_the_registry_does_not_have(client, pushed):
+    """Another --build-arg makes other inputs: the registry has no such final layer, so it is built
+    (from the engine's cache here: an argument no step declares changes no step)."""
+    _docker("tag", IMAGES["envs"], f"{LOCAL}-miss:envs")
+    extra = ["--stage", "final", "--build-arg", "PUFFER_REGISTRY_TEST=1", "--from-registry", pushed["ref"]]
+    log = build_tank(tag=f"{LOCAL}-miss", extra=extra)["log"]
+    assert f"final: {pushed['ref']} has no layer built from these inputs (inputs-" in log
+    assert "Step 1/" in log and "reused from" not in log
+    built_labels = client.images.get(f"{LOCAL}-miss:latest").labels
+    assert built_labels[INPUTS_LABEL] != client.images.get(IMAGES["final"]).labels[INPUTS_LABEL]
+    assert built_labels[BELOW_LABEL] == client.images.get(IMAGES["envs"]).id
+
+
+def _tiny_tank(client, tag: str) -> None:
+    """Three layers that add no files (labels only) on the Debian base: a final image with the CI
+    image's lock, each naming the one below, for pushes that move only the base's 120 MB."""
+    lock = client.images.get(IMAGES["final"]).labels[LOCK_LABEL]
+    below = client.images.get(BASE_IMAGE).id
+    for stage, labels in (("base", {}), ("envs", {}), ("latest", {LOCK_LABEL: lock})):
+        labels = {**labels, INPUTS_LABEL: hashlib.sha256(f"tiny {stage}".encode()).hexdigest()}
+        if stage != "base":
+            labels[BELOW_LABEL] = below
+        image, _ = client.images.build(
+            fileobj=io.BytesIO(f"FROM {below}\n".encode()), tag=f"{tag}:{stage}", labels=labels, rm=True
+        )
+        below = image.id
+
+
+def test_push_and_pull_use_dockers_login(client, box2, built):
+    """A registry with a login: refused (one line naming `docker login`) until `docker login`
+    stored the credentials, which the push and the pull then use."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # bcrypt, what the registry's htpasswd takes (the module leaves Python in 3.13)
+
+        hashed = crypt.crypt("tank-secret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+    locked = start_registry(htpasswd=f"puffer:{hashed}\n")
+    config = tempfile.mkdtemp(prefix="puffertank-docker-config-")
+    try:
+        ref = f"{locked.address}/tiny"
+        _tiny_tank(client, f"{LOCAL}-tiny")
+        env = {"DOCKER_CONFIG": config}
+        line = _error_after_progress(_puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, env=env))
+        assert "no basic auth credentials" in line or "unauthorized" in line, line
+        assert line.endswith(f"log in first: docker login {locked.address}")
+        assert not [tag for tag in _tags() if tag.startswith(locked.address)]  # the push's tags, taken back
+        login = subprocess.run(
+            ["docker", "--config", config, "login", "-u", "puffer", "--password-stdin", locked.address],
+            input="tank-secret\n", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert login.returncode == 0, login.stderr
+        assert _puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, env=env).returncode == 0
+        pull = _puffer("pull", "--registry", ref, "--tag", f"{LOCAL}:tiny", env={**env, **box2.env()})
+        assert pull.returncode == 0, pull.stderr
+        assert _one_line_error(_puffer("pull", "--registry", ref, env=box2.env())).endswith(
+            f"log in first: docker login {locked.address}"
+        )
+        _docker("rmi", f"{LOCAL}:tiny", env=box2.env())
+    finally:
+        for stage in ("latest", "envs", "base"):
+            _docker("rmi", f"{LOCAL}-tiny:{stage}", check=False)
+        locked.stop()
+        subprocess.run(["rm", "-rf", config], check=False)
