@@ -1,6 +1,6 @@
 """From a bare Debian 12 machine to a command run in a user's own PufferTank (a benchmark).
 
-    python -m puffer_core.bench.box --registry 127.0.0.1:5000/puffertank [--out bench-results/box]
+    python -m puffer_core.bench.box [--image puffertank:latest] [--out bench-results/box]
 
 What a new box costs, each step timed on this machine, in the order an admin and a user meet them:
 
@@ -8,13 +8,14 @@ What a new box costs, each step timed on this machine, in the order an admin and
   base image (``tank/ci-setup.sh`` makes it): apt's packages and puffer's venv. A container
   has no systemd, so the engine is installed there but not started;
 - ``pull``: ``puffer tank pull --registry REG`` into an engine that holds no image (a second
-  ``dockerd`` on this machine with a data root of its own, removed after);
+  ``dockerd`` on this machine with a data root of its own, removed after), from a registry on
+  127.0.0.1 that the image built here was pushed to first (Debian's ``docker-registry``);
 - ``first login``: ``su - NAME -c 'test -f /.dockerenv'`` for a user whose login shell is
   ``puffertank-login``: the user's container is made from the pulled image;
 - ``later login``: the same again, joining that container (the median of three).
 
-Needs root, ``docker``, ``dockerd``, the base image and a PufferTank pushed to REG
-(``puffer tank push --registry REG``). The run is stored as ``OUT/<UTC time>.json``;
+Needs root, ``docker``, ``dockerd``, ``docker-registry``, the base image and a PufferTank
+built here (``puffer tank build``; tank/ci-setup.sh prepares the rest). The run is stored as ``OUT/<UTC time>.json``;
 ``python -m puffer_core.bench.results`` renders the table of ``docs/puffer-box.md`` from the newest.
 """
 
@@ -35,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from puffer_core.bench.runs import write_run
+from puffer_core.bench.scratch_docker import start_engine, start_registry
 
 __all__ = ["STEPS", "render_markdown", "run_box_bench"]
 
@@ -69,43 +71,6 @@ def time_setup(base_image: str) -> float:
         return _timed(command, "setup-host.sh in a bare Debian 12 container", timeout=1800)
     finally:
         subprocess.run(["docker", "rm", "--force", name], capture_output=True)
-
-
-@contextlib.contextmanager
-def empty_engine() -> Iterator[str]:
-    """A second engine on this machine with no image: its DOCKER_HOST, stopped and removed after."""
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-bench-", dir="/var/tmp"))
-    sock = folder / "docker.sock"
-    host = f"unix://{sock}"
-    log = open(folder / "dockerd.log", "wb")
-    daemon = subprocess.Popen(
-        ["dockerd", "--data-root", str(folder / "data"), "--exec-root", str(folder / "exec"),
-         "--pidfile", str(folder / "dockerd.pid"), "--host", host, "--iptables=false", "--bridge=none",
-         "--group", "docker"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while subprocess.run(["docker", "-H", host, "info"], capture_output=True).returncode != 0:
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                tail = (folder / "dockerd.log").read_text(errors="replace").splitlines()[-8:]
-                raise RuntimeError("the second dockerd did not come up:\n" + "\n".join(tail))
-            time.sleep(0.5)
-        yield host
-    finally:
-        subprocess.run(["docker", "-H", host, "rm", "--force", *_all_containers(host)], capture_output=True)
-        daemon.terminate()
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _all_containers(host: str) -> list[str]:
-    return subprocess.run(["docker", "-H", host, "ps", "-aq"], capture_output=True, text=True).stdout.split()
 
 
 def time_pull(host: str, registry: str) -> float:
@@ -146,7 +111,7 @@ def login_user(host: str) -> Iterator[str]:
     name = f"ptbench{secrets.token_hex(3)}"
     folder = pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp"))
     try:
-        shell = install_login(folder, prelude=f"DOCKER_HOST={host} ")
+        shell = install_login(folder, prelude=f"DOCKER_HOST={host} ", options="--image puffertank:latest ")
         subprocess.run(["useradd", "--create-home", "--shell", str(shell), "--groups", "docker", name], check=True)
         yield name
     finally:
@@ -163,17 +128,37 @@ def time_logins(user: str) -> tuple[float, float]:
     return first, statistics.median(later)
 
 
-def run_box_bench(registry: str, base_image: str = BASE_IMAGE) -> dict[str, Any]:
-    """Every step of a new box, timed: ``{"steps": {step: seconds}, "total": ..., ...}``."""
+def time_push(image: str, registry: str) -> float:
+    """``puffer tank push`` of the image this box built into the scratch registry (not a step of
+    a new box: a fleet pushes once)."""
+    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "push", image, "--registry", registry]
+    return _timed(command, f"puffer tank push {image} --registry {registry}", timeout=1800)
+
+
+def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE) -> dict[str, Any]:
+    """Every step of a new box, timed: ``{"steps": {step: seconds}, "total": ..., ...}``.
+
+    ``image`` (built here with ``puffer tank build``) is pushed to a registry on 127.0.0.1
+    first; the new box pulls it from there into an engine of its own.
+    """
     if os.geteuid() != 0:
-        raise RuntimeError("the box bench makes users and starts an engine: run it as root")
+        raise RuntimeError("the box bench makes users and starts an engine and a registry: run it as root")
     steps = {"setup": time_setup(base_image)}
-    with empty_engine() as host:
-        steps["pull"] = time_pull(host, registry)
-        with login_user(host) as user:
-            steps["first login"], steps["later login"] = time_logins(user)
+    registry = start_registry()
+    try:
+        repository = f"{registry.address}/puffertank"
+        pushed = time_push(image, repository)
+        engine = start_engine()
+        try:
+            steps["pull"] = time_pull(engine.url, repository)
+            with login_user(engine.url) as user:
+                steps["first login"], steps["later login"] = time_logins(user)
+        finally:
+            engine.stop()
+    finally:
+        registry.stop()
     total = steps["setup"] + steps["pull"] + steps["first login"]
-    return {"registry": registry, "base_image": base_image, "steps": steps, "total": total}
+    return {"image": image, "base_image": base_image, "push_seconds": pushed, "steps": steps, "total": total}
 
 
 def render_markdown(document: dict[str, Any]) -> str:
@@ -194,12 +179,12 @@ def render_markdown(document: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--registry", required=True, help="HOST[:PORT]/NAME a PufferTank was pushed to")
+    parser.add_argument("--image", default="puffertank:latest", help="the PufferTank built here [puffertank:latest]")
     parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
     parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
     args = parser.parse_args(argv)
     try:
-        result = run_box_bench(args.registry, args.base_image)
+        result = run_box_bench(args.image, args.base_image)
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         print(f"box bench: {exc}", file=sys.stderr)
         return 1

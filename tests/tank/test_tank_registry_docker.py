@@ -23,9 +23,9 @@ import time
 import warnings
 
 import pytest
-from docker_registry import REGISTRY_BINARY, free_port, start_engine, start_registry
 from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG, build_tank, unavailable
 
+from puffer_core.bench.scratch_docker import REGISTRY_BINARY, free_port, start_engine, start_registry
 from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL
 from puffer_core.tank.lock import LOCK_LABEL
 

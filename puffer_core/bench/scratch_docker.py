@@ -1,4 +1,5 @@
-"""A registry and a second Docker engine for the registry tests, both real, both on this machine only.
+"""A registry and a second Docker engine on this machine only: "another box" for the registry
+tests (tests/tank/test_tank_registry_docker.py) and the box bench (:mod:`puffer_core.bench.box`).
 
 - :func:`start_registry`: Debian's ``docker-registry`` (``/usr/bin/docker-registry serve
   CONFIG``) on 127.0.0.1, storing in a temporary folder, optionally behind an htpasswd
