@@ -215,6 +215,22 @@ def tests(session: nox.Session) -> None:
 QUICK_MARKERS = "not slow and not docker and not ray"
 
 
+def _bench_box(session: nox.Session, args: list[str]) -> None:
+    """`nox -s bench -- --box [DIR]`: build the CI's PufferTank (cached after the first time), then time a new box."""
+    install_project(session, "dev")
+    out = args[0] if args else "bench-results/box"
+    image = "puffertank-ci"
+    ca = "/etc/ssl/certs/ca-certificates.crt"  # as the docker tests build it (tests/tank/docker_tank.py)
+    session.run(
+        "puffer", "tank", "build", "--stage", "all", "--tag", image, "--plugins", "nethack,atari", "--no-torch",
+        "--base-image", "puffertank-debian:bookworm", "--network", "host", "--quiet",
+        *(["--ca-cert", ca] if pathlib.Path(ca).is_file() else []),
+    )  # fmt: skip
+    session.run("python", "-m", "puffer_core.bench.box", "--image", f"{image}:latest", "--out", out)
+    if not args:
+        session.run("python", "-m", "puffer_core.bench.results")
+
+
 @nox.session(python=DEFAULT_PYTHON, reuse_venv=True)
 def quick(session: nox.Session) -> None:
     """The loop to run while editing: the core's and the plugins' unit tests on one Python, in a
@@ -295,9 +311,15 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- --cluster` runs the Ray section instead (CartPole, Breakout and NetHack on
     Multiprocessing, Ray here and a simulated 3-node Ray cluster: steps/s and bytes per step) into
     bench-results/cluster/ and regenerates the pages; `-- --cluster DIR` is its scratch run.
+    `nox -s bench -- --box [DIR]` times a new puffer box instead (root; tank/ci-setup.sh first):
+    setup-host.sh in a bare Debian 12 container, a pull into an empty engine, the first and
+    later logins, into bench-results/box/, and regenerates docs/puffer-box.md's table.
     """
     if session.posargs[:1] == ["--cluster"]:
         _bench_cluster(session, session.posargs[1:])
+        return
+    if session.posargs[:1] == ["--box"]:
+        _bench_box(session, session.posargs[1:])
         return
     install_project(session)
     if install_torch(session):
