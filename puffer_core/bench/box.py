@@ -43,6 +43,8 @@ __all__ = ["STEPS", "render_markdown", "run_box_bench"]
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
 SYSTEM_PYTHON = "/usr/bin/python3"
+SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
+CONTAINER_CA = "/run/puffer-host-ca.crt"
 STEPS = ("setup", "pull", "first login", "later login")
 #: What the issue set out: the seed's figure for a new user on a new box, and the aim.
 SEED_SECONDS, TARGET_SECONDS = 300.0, 120.0
@@ -59,12 +61,33 @@ def _timed(command: list[str], what: str, timeout: float, **kwargs: Any) -> floa
     return seconds
 
 
+def _machine_settings() -> list[str]:
+    """``docker run`` options that give the container this machine's way to the package index:
+    its pip index and proxy settings, and its CA bundle (``PUFFERTANK_CA_CERT``, else the
+    system's) where a TLS-intercepting proxy signs what pip fetches. A box on the open
+    internet needs none of them."""
+    options = []
+    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
+    if ca:
+        options += [
+            "--mount",
+            f"type=bind,source={ca},target={CONTAINER_CA},readonly",
+            "--env",
+            f"PIP_CERT={CONTAINER_CA}",
+        ]
+    for key in ("PIP_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
+        value = os.environ.get(key)
+        if value and not value.startswith("file:"):  # a local folder is not the container's
+            options += ["--env", f"{key}={value}"]
+    return options
+
+
 def time_setup(base_image: str) -> float:
     """tank/setup-host.sh in a fresh container of the bare base: packages and puffer's venv."""
     name = f"puffer-box-bench-{secrets.token_hex(4)}"
     command = [
         "docker", "run", "--rm", "--name", name, "--network", "host",
-        "--mount", f"type=bind,source={ROOT},target=/src,readonly",
+        "--mount", f"type=bind,source={ROOT},target=/src,readonly", *_machine_settings(),
         base_image, "bash", "/src/tank/setup-host.sh", "--source", "/src", "--user", "boxuser",
     ]  # fmt: skip
     try:
