@@ -172,6 +172,7 @@ def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE
         repository = f"{registry.address}/puffertank"
         pushed = time_push(image, repository)
         engine = start_engine()
+        engine.folder.chmod(0o711)  # its socket (group docker) is reached through the folder: let users pass
         try:
             steps["pull"] = time_pull(engine.url, repository)
             with login_user(engine.url) as user:
