@@ -196,6 +196,8 @@ CASES = [
     case("tank lock puffertank:latest", "no Docker engine answered at unix://"),
     case("tank build --lock {missing} --network host", "no such file; write one with puffer tank lock IMAGE > FILE"),
     case("tank build --lock {file}", "--lock needs --network host"),
+    case("tank login --bogus", "No such option '--bogus' (see `puffer tank login --help`)"),
+    case("tank login -c", "Option '-c' requires an argument"),
     case("tank push", "Missing option '--registry' (see `puffer tank push --help`)"),
     case("tank push --registry http://127.0.0.1:5000/pt", "--registry 'http://127.0.0.1:5000/pt': no scheme"),
     case("tank push --registry 127.0.0.1:5000/pt", "no Docker engine answered at unix://"),
