@@ -1,4 +1,4 @@
-"""Nox sessions: tests, quick, lint, tests_gym026, tests_torch, docs, bench, compat, tank.
+"""Nox sessions: tests, quick, lint, tests_gym026, tests_torch, dist, docs, bench, compat, tank.
 
 The default sessions (`nox -s lint docs tests tests_gym026 tests_torch`) are the README's test
 command and what `.ci/run` calls: everything, slow tests included. `nox -s quick` is the loop
@@ -13,6 +13,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import nox
 
@@ -205,7 +206,9 @@ def tests(session: nox.Session) -> None:
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
     if not session.posargs and session.python != TEST_PYTHONS[-1]:
-        args += ["-m", "not docker"]  # PufferTank's image brings its own Python: built once, on the newest
+        # PufferTank's image brings its own Python, and the release's wheels install into a
+        # DEFAULT_PYTHON venv whatever runs the tests: each is built once, on the newest.
+        args += ["-m", "not docker and not dist"]
     session.run("python", "-m", "pytest", *args, env=env)
 
 
@@ -287,6 +290,76 @@ def lint(session: nox.Session) -> None:
     # The house rules import-linter cannot state (entries of puffer_core/, no import cycle, module and
     # function sizes), read from the source: no conftest, nothing of the project imported.
     session.run("python", "-m", "pytest", "--noconftest", "-q", "-p", "no:cacheprovider", "tests/test_layers.py")
+
+
+#: What `dist` may find in its output folder and clear: artifacts of an earlier build (and the
+#: .gitignore uv writes). Anything else there stops it: the folder is not a build's.
+DIST_LEFTOVERS = ("*.whl", "*.tar.gz", ".gitignore")
+
+
+def tracked_copy(dest: pathlib.Path) -> None:
+    """The files git tracks in this checkout, as they are on disk, copied to ``dest``.
+
+    Builds run there, so a build never reads an untracked file, a stale ``*.egg-info``
+    (setuptools re-reads its SOURCES.txt) or ``build/`` left in the checkout, nor writes one.
+    A release is what the commit holds: an untracked file in a package is refused, not left out.
+    """
+    git = ["git", "-C", str(ROOT)]
+    try:
+        listed = subprocess.run([*git, "ls-files", "-z"], capture_output=True, check=True).stdout
+        untracked = subprocess.run(
+            [*git, "ls-files", "-z", "--others", "--exclude-standard", "--", "puffer_core", "plugins"],
+            capture_output=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise RuntimeError(f"it builds from the files git tracks, and git failed here: {exc}") from None
+    if untracked:
+        names = ", ".join(untracked.decode().split("\0")[:-1][:5])
+        raise RuntimeError(f"untracked files in the packages would be left out: {names} (git add or remove them)")
+    for name in listed.decode().split("\0")[:-1]:
+        source = ROOT / name
+        if source.is_file():  # a tracked file deleted on disk is not part of the release
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def empty_dist_dir(out: pathlib.Path) -> None:
+    """``out`` made or emptied of earlier artifacts; anything else in it is refused, never removed."""
+    out.mkdir(parents=True, exist_ok=True)
+    other = [p.name for p in out.iterdir() if not any(p.match(pattern) for pattern in DIST_LEFTOVERS) or p.is_dir()]
+    if other:
+        raise RuntimeError(f"{out} holds {', '.join(sorted(other)[:5])}, not only built artifacts: clear it")
+    for path in out.iterdir():
+        path.unlink()
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def dist(session: nox.Session) -> None:
+    """The release artifacts: an sdist and a wheel of puffer-core and of every plugin in dist/.
+
+    `nox -s dist -- DIR` builds into DIR instead. dist/ is emptied first; the builds run on a
+    copy of the files git tracks, each wheel from its sdist; then `twine check --strict` and
+    tests/dist_check.py (each wheel holds its package, LICENSE and README and nothing else; the
+    versions agree with CHANGELOG.md, CITATION.cff and the plugins' puffer-core ranges). A build
+    that setuptools warns will stop working (a deprecated setting) is refused too.
+    """
+    out = pathlib.Path(session.posargs[0]).resolve() if session.posargs else ROOT / "dist"
+    with tempfile.TemporaryDirectory(prefix="puffer-dist-") as tmp:
+        staging = pathlib.Path(tmp)
+        try:
+            empty_dist_dir(out)
+            tracked_copy(staging)
+        except RuntimeError as exc:
+            session.error(str(exc))
+        session.install("uv", "twine>=6.1", "packaging", env=uv_env())  # 6.1: metadata 2.4 (license expressions)
+        for folder in [staging, *(staging / "plugins" / name for name in PLUGINS)]:
+            log = session.run("uv", "build", "--no-create-gitignore", "--out-dir", str(out), str(folder), silent=True)
+            if log and "DeprecationWarning" in log:
+                print(log)
+                session.error(f"the build of {folder.relative_to(staging)} warns of a deprecation (above): fix it")
+        session.run("twine", "check", "--strict", *sorted(str(path) for path in out.iterdir()))
+        session.run("python", str(ROOT / "tests" / "dist_check.py"), "--root", str(staging), str(out))
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -32,6 +32,7 @@ from puffer_core.cli.sweep import sweep_cmd
 from puffer_core.cli.tables import print_table
 from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
+from puffer_core.cli.version import print_version
 from puffer_core.env.environments import missing_requirements
 from puffer_core.env.recording import plan_recording, plan_watch
 from puffer_core.plugins import get_plugins
@@ -39,7 +40,14 @@ from puffer_core.vector.random_run import run_random
 
 
 @click.group(cls=MessageGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="puffer-core", prog_name="puffer")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=print_version,
+    help="Show puffer-core's version and every plugin's, then exit.",
+)
 def cli() -> None:
     """Puffer Core: any RL environment, flat and fast.
 

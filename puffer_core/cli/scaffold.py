@@ -6,10 +6,13 @@ import keyword
 import textwrap
 from pathlib import Path
 
+from packaging.version import Version
+
+import puffer_core
 from puffer_core.errors import APIUsageError
 from puffer_core.specs.declarations import plugin_name_problem
 
-__all__ = ["scaffold_plugin"]
+__all__ = ["core_range", "scaffold_plugin"]
 
 PYPROJECT = """\
 [build-system]
@@ -22,7 +25,8 @@ version = "0.1.0"
 description = "Puffer Core plugin: {name} environments"
 readme = "README.md"
 requires-python = ">=3.10"
-dependencies = ["puffer-core", "gymnasium>=0.29", "numpy"]
+# The puffer-core releases this plugin is written against (`puffer new-plugin` puts the running one's).
+dependencies = ["{core}", "gymnasium>=0.29", "numpy"]
 
 [project.optional-dependencies]
 test = ["pytest"]
@@ -172,6 +176,15 @@ pytest tests
 """
 
 
+def core_range(version: str) -> str:
+    """The puffer-core requirement of a plugin written against ``version``: its minor release
+    before 1.0 (where a minor release may break the API), its major release from 1.0 on."""
+    release = Version(version)
+    if release.major == 0:
+        return f"puffer-core>=0.{release.minor},<0.{release.minor + 1}"
+    return f"puffer-core>={release.major}.{release.minor},<{release.major + 1}"
+
+
 def scaffold_plugin(name: str, directory: Path | None = None, force: bool = False) -> Path:
     """Write plugin ``name`` into ``directory`` (default ``./puffer-plugin-NAME``); returns it."""
     problem = plugin_name_problem(name)
@@ -193,5 +206,7 @@ def scaffold_plugin(name: str, directory: Path | None = None, force: bool = Fals
     for relative, template in files.items():
         path = target / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(template).format(name=name, module=module))
+        path.write_text(
+            textwrap.dedent(template).format(name=name, module=module, core=core_range(puffer_core.__version__))
+        )
     return target

@@ -29,7 +29,6 @@ class PluginSource:
     axes: CompatAxes | None
     path: pathlib.Path | None  # None for built-in plugins
     distribution: str | None = None
-    version: str | None = None
     envs: list[str] = field(default_factory=list)
     error: str | None = None  # why it could not be loaded
 
@@ -45,11 +44,11 @@ def _import_root(plugin_dir: pathlib.Path) -> pathlib.Path:
     return plugin_dir / "src" if (plugin_dir / "src").is_dir() else plugin_dir
 
 
-def _entry_points(plugin_dir: pathlib.Path) -> tuple[list[metadata.EntryPoint], str | None, str | None]:
+def _entry_points(plugin_dir: pathlib.Path) -> tuple[list[metadata.EntryPoint], str | None]:
     project = read_pyproject(plugin_dir / "pyproject.toml").get("project", {})
     group = project.get("entry-points", {}).get("puffer", {})
     eps = [metadata.EntryPoint(name=name, value=value, group="puffer") for name, value in group.items()]
-    return eps, project.get("name"), project.get("version")
+    return eps, project.get("name")
 
 
 def discover(plugins_dir: pathlib.Path | None, include_builtins: bool = True) -> dict[str, PluginSource]:
@@ -59,12 +58,12 @@ def discover(plugins_dir: pathlib.Path | None, include_builtins: bool = True) ->
     so validation and error reporting are exactly those of ``puffer plugins``.
     """
     eps: list[metadata.EntryPoint] = []
-    owner: dict[str, tuple[pathlib.Path, str | None, str | None]] = {}
+    owner: dict[str, tuple[pathlib.Path, str | None]] = {}
     problems: dict[str, tuple[pathlib.Path, str]] = {}
     if plugins_dir is not None and plugins_dir.is_dir():
         for plugin_dir in sorted(p for p in plugins_dir.iterdir() if (p / "pyproject.toml").is_file()):
             try:
-                found, dist, version = _entry_points(plugin_dir)
+                found, dist = _entry_points(plugin_dir)
             except Exception as exc:  # a broken pyproject is that plugin's problem only
                 problems[plugin_dir.name] = (plugin_dir, f"cannot read pyproject.toml: {exc}")
                 continue
@@ -75,20 +74,20 @@ def discover(plugins_dir: pathlib.Path | None, include_builtins: bool = True) ->
                 sys.path.insert(0, root)
             for ep in found:
                 eps.append(ep)
-                owner[ep.name] = (plugin_dir.resolve(), dist, version)
+                owner[ep.name] = (plugin_dir.resolve(), dist)
     builtins = BUILTIN_PLUGINS if include_builtins else {}
     plugin_set = load_plugins(entry_points=eps, builtins=builtins, environ={})
     sources: dict[str, PluginSource] = {}
     for name, info in plugin_set.plugins.items():
-        path, dist, version = owner.get(name, (None, None, None))
+        path, dist = owner.get(name, (None, None))
         if info.status == FAILED:
             if path is not None:  # a built-in that fails is the core's problem, not a matrix row
-                sources[name] = PluginSource(name, None, path, dist, version, error=info.error)
+                sources[name] = PluginSource(name, None, path, dist, error=info.error)
             continue
         axes = plugin_set.compat_axes.get(name)
         if axes is None:
             continue  # adapters and plugins without axes have no cells
-        sources[name] = PluginSource(name, axes, path, dist, version, envs=list(info.envs))
+        sources[name] = PluginSource(name, axes, path, dist, envs=list(info.envs))
     for name, (path, problem) in problems.items():
         sources.setdefault(name, PluginSource(name, None, path, error=problem))
     return dict(sorted(sources.items()))

@@ -122,6 +122,7 @@ def layer_context(
         "tank/puffertank-deps.py",
         *helpers,
         "pyproject.toml",
+        "LICENSE",  # pyproject.toml's license-files: the installed puffer-core carries it
         "puffer_core",
         *[f"plugins/{name}" for name in plugin_names],
     ]

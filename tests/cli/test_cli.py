@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata as metadata
 import json
+import platform
 
 import pytest
 from plugin_site import BAD_SPEC, BROKEN_IMPORT, GOOD, claims, run_puffer, write_plugin
+
+import puffer_core
 
 
 @pytest.fixture
@@ -39,6 +43,23 @@ def test_plugins_table_shows_failures_without_traceback(mixed_site):
     assert "Traceback" not in proc.stdout + proc.stderr
     verbose = run_puffer(mixed_site, "plugins", "--traceback")
     assert "ModuleNotFoundError" in verbose.stdout
+
+
+def test_version_names_puffer_core_and_every_installed_plugin_with_its_version(mixed_site):
+    proc = run_puffer(mixed_site, "--version")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"puffer-core {puffer_core.__version__} (Python {platform.python_version()})"
+    assert "puffer-plugin-good 1.2.3 (plugin good)" in lines
+    assert "puffer-plugin-broken 1.0.0 (plugin broken: failed to load (`puffer plugins` says why))" in lines
+    # Every plugin installed here (those of plugins/ too, where installed), by its distribution.
+    installed = [ep for ep in metadata.entry_points(group="puffer") if ep.dist is not None]
+    assert {"good", "broken", "badspec"} <= {ep.name for ep in installed}
+    for ep in installed:
+        assert any(line.startswith(f"{ep.dist.metadata['Name']} {ep.dist.version} (plugin {ep.name}") for line in lines)
+    assert len(lines) == 1 + len(installed)  # the built-in plugins are puffer-core's own
+    disabled = run_puffer(mixed_site, "--version", extra_env={"PUFFER_DISABLE_PLUGINS": "good"})
+    assert "puffer-plugin-good 1.2.3 (plugin good: disabled by PUFFER_DISABLE_PLUGINS)" in disabled.stdout.splitlines()
 
 
 def test_envs_json_lists_working_envs_and_marks_missing_packages(mixed_site):

@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 from plugin_site import run_puffer
 
-from puffer_core.cli.scaffold import scaffold_plugin
+import puffer_core
+from puffer_core.cli.scaffold import core_range, scaffold_plugin
 from puffer_core.errors import APIUsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,8 +31,18 @@ def test_scaffold_writes_the_expected_files(tmp_path):
         "tests/test_puffer_plugin_my_envs.py",
     ]
     assert 'my-envs = "puffer_plugin_my_envs"' in (target / "pyproject.toml").read_text()
+    assert f'"{core_range(puffer_core.__version__)}"' in (target / "pyproject.toml").read_text()
     for path in target.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")
+
+
+@pytest.mark.parametrize(
+    ("version", "requirement"),
+    [("0.1.0", "puffer-core>=0.1,<0.2"), ("0.12.3", "puffer-core>=0.12,<0.13"), ("1.4.0", "puffer-core>=1.4,<2")],
+)
+def test_a_scaffolded_plugin_declares_the_core_releases_it_is_written_against(version, requirement):
+    assert core_range(version) == requirement
+    assert Version(version) in Requirement(requirement).specifier
 
 
 @pytest.mark.parametrize("name", ["Bad", "has space", "-lead", ""])

@@ -51,6 +51,7 @@ def test_each_layer_is_sent_only_what_its_dockerfile_copies():
         assert "tank/requirements-envs.txt" in tar.getnames()
     final = _members(layer_context(ROOT, "final", ["nethack"]))
     assert "puffer_core/__init__.py" in final and "plugins/nethack/pyproject.toml" in final
+    assert "LICENSE" in final and "plugins/nethack/LICENSE" in final  # the wheels' license-files
     assert not any(name.startswith(("plugins/atari", "plugins/nethack/tests", "tests/")) for name in final)
     with pytest.raises(TankError, match=r"plugin\(s\) nope have no plugins/<name>/pyproject.toml"):
         layer_context(ROOT, "final", ["nope"])

@@ -95,7 +95,7 @@ def test_roots_are_the_common_pins_and_the_checkouts_needs_without_its_own_proje
     constraints = load_constraints(ROOT / "compat_matrix" / "constraints-common.txt")
     roots, local = compile_roots(ROOT, constraints.lines, {"x": DockerLayer(pip=('tomli; python_version < "3.11"',))})
     assert {"puffer-core", "puffer-plugin-atari", "puffer-plugin-nethack"} <= local == local_projects(ROOT)
-    assert "numpy==2.4.6" in roots and "pluggy>=1.3" in roots and "setuptools>=68" in roots
+    assert "numpy==2.4.6" in roots and "pluggy>=1.3" in roots and "setuptools>=77" in roots
     assert any(root.startswith("pettingzoo[butterfly,classic]") for root in roots)
     assert not [root for root in roots if root.startswith("puffer")], "the checkout's projects are installed from it"
     assert not [root for root in roots if root.startswith("tomli")], "a marker false on Python 3.11 drops the root"

@@ -1,0 +1,287 @@
+"""The release artifacts: the checks of tests/dist_check.py, and `nox -s dist`'s wheels installed
+into a fresh virtual environment, without the checkout, as a stranger installs them."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from dist_check import (
+    ROOT,
+    Source,
+    dist_problems,
+    release_problems,
+    sdist_problems,
+    sources,
+    suite_files,
+    wheel_problems,
+)
+
+import puffer_core
+from puffer_core.matrix.model import DEFAULT_PYTHON
+
+LICENSE = (ROOT / "LICENSE").read_text()
+NETHACK = next(source for source in sources() if source.name == "puffer-plugin-nethack")
+CORE = sources()[0]
+
+
+def metadata(source: Source, **fields: str) -> str:
+    """The METADATA / PKG-INFO setuptools writes for ``source`` (``fields`` override, '' drops one)."""
+    headers = {
+        "Metadata-Version": "2.4",
+        "Name": source.name,
+        "Version": source.version(),
+        "License-Expression": "MIT",
+        "License-File": "LICENSE",
+        **fields,
+    }
+    head = "".join(f"{key}: {value}\n" for key, value in headers.items() if value)
+    return head + "\n" + (source.folder / "README.md").read_text()
+
+
+def make_wheel(path: Path, source: Source, files: dict[str, str | None]) -> Path:
+    """A wheel of ``source`` as setuptools builds it, with ``files`` added (None: left out)."""
+    info = f"{source.stem}-{source.version()}.dist-info"
+    members = {
+        f"{source.package}/__init__.py": (source.folder / source.package / "__init__.py").read_text(),
+        f"{info}/METADATA": metadata(source),
+        f"{info}/licenses/LICENSE": LICENSE,
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{info}/RECORD": "",
+        **files,
+    }
+    wheel = path / f"{source.stem}-{source.version()}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in members.items():
+            if text is not None:
+                archive.writestr(name, text)
+    return wheel
+
+
+def make_sdist(path: Path, source: Source, files: dict[str, str | None]) -> Path:
+    """An sdist of ``source`` as setuptools builds it (its tests/ for a plugin), ``files`` added."""
+    top = f"{source.stem}-{source.version()}"
+    members: dict[str, str | None] = {
+        "PKG-INFO": metadata(source),
+        "pyproject.toml": (source.folder / "pyproject.toml").read_text(),
+        "README.md": (source.folder / "README.md").read_text(),
+        "LICENSE": LICENSE,
+        f"{source.package}/__init__.py": "",
+        f"{source.stem}.egg-info/SOURCES.txt": "",
+    }
+    if source.plugin:
+        members.update(dict.fromkeys(suite_files(source), ""))
+    members.update(files)
+    sdist = path / f"{top}.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, text in members.items():
+            if text is not None:
+                data = text.encode()
+                info = tarfile.TarInfo(f"{top}/{name}")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+def only_problem(problems: list[str], *fragments: str) -> str:
+    """The one problem found: one line, naming the file and what is wrong."""
+    assert len(problems) == 1, problems
+    assert "\n" not in problems[0] and all(fragment in problems[0] for fragment in fragments), problems[0]
+    return problems[0]
+
+
+def test_a_wheel_as_setuptools_builds_it_passes(tmp_path):
+    assert wheel_problems(make_wheel(tmp_path, NETHACK, {}), NETHACK, LICENSE) == []
+    assert sdist_problems(make_sdist(tmp_path, NETHACK, {}), NETHACK, LICENSE) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "fragments"),
+    [
+        ({"puffer_core/__init__.py": ""}, ["puffer_core/__init__.py is not part of puffer_plugin_nethack"]),
+        ({"tests/test_envs.py": ""}, ["tests/test_envs.py is not part of"]),
+        ({"build/lib/puffer_plugin_nethack/envs.py": ""}, ["build/lib/puffer_plugin_nethack/envs.py is not part of"]),
+        ({"puffer_plugin_nethack/tests/test_x.py": ""}, ["puffer_plugin_nethack/tests/test_x.py is test, cache"]),
+        ({"puffer_plugin_nethack/__pycache__/envs.cpython-311.pyc": ""}, ["__pycache__/envs.cpython-311.pyc is test"]),
+        ({"{info}/licenses/LICENSE": None}, ["no LICENSE in", ".dist-info/licenses"]),
+        ({"{info}/licenses/LICENSE": "All rights reserved.\n"}, ["LICENSE differs"]),
+        ({"puffer_plugin_nethack/__init__.py": None}, ["no puffer_plugin_nethack/__init__.py"]),
+    ],
+    ids=[
+        "other-package",
+        "tests",
+        "build-leftover",
+        "tests-inside",
+        "bytecode",
+        "no-license",
+        "other-license",
+        "empty",
+    ],
+)
+def test_a_wheel_with_more_or_less_than_its_package_is_refused(tmp_path, files, fragments):
+    info = f"{NETHACK.stem}-{NETHACK.version()}.dist-info"
+    wheel = make_wheel(tmp_path, NETHACK, {name.format(info=info): text for name, text in files.items()})
+    problem = only_problem(wheel_problems(wheel, NETHACK, LICENSE), *fragments)
+    assert problem.startswith(f"{wheel}: ")
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"Version": "9.9.9"}, f"its metadata says version 9.9.9, the source {NETHACK.version()}"),
+        ({"License-Expression": ""}, "lacks License-Expression MIT"),
+        ({"Name": "puffer-plugin-other"}, "names 'puffer-plugin-other'"),
+    ],
+)
+def test_a_wheel_whose_metadata_disagrees_is_refused(tmp_path, fields, fragment):
+    info = f"{NETHACK.stem}-{NETHACK.version()}.dist-info"
+    wheel = make_wheel(tmp_path, NETHACK, {f"{info}/METADATA": metadata(NETHACK, **fields)})
+    only_problem(wheel_problems(wheel, NETHACK, LICENSE), str(wheel), fragment)
+    stale = make_wheel(tmp_path, NETHACK, {f"{info}/METADATA": metadata(NETHACK).replace("NetHack", "Nethack")})
+    only_problem(wheel_problems(stale, NETHACK, LICENSE), "long description is not plugins/nethack/README.md")
+
+
+@pytest.mark.parametrize(
+    ("source", "files", "fragment"),
+    [
+        (CORE, {"tests/test_atomic.py": ""}, "tests/test_atomic.py does not belong in it"),
+        (NETHACK, {"tests/test_nethack_envs.py": None}, "its tests/ lacks tests/test_nethack_envs.py"),
+        (NETHACK, {"tests/__pycache__/conftest.cpython-311.pyc": ""}, "tests/__pycache__/conftest"),
+        (NETHACK, {"LICENSE": None}, "LICENSE is missing"),
+        (NETHACK, {"build/lib/x.py": ""}, "build/lib/x.py does not belong in it"),
+    ],
+    ids=["core-tests", "plugin-tests-incomplete", "bytecode", "no-license", "build-leftover"],
+)
+def test_an_sdist_with_more_or_less_than_it_should_is_refused(tmp_path, source, files, fragment):
+    sdist = make_sdist(tmp_path, source, files)
+    only_problem(sdist_problems(sdist, source, LICENSE), str(sdist), fragment)
+
+
+def test_dist_wants_one_wheel_and_one_sdist_of_each_distribution_and_nothing_else(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    problems = dist_problems(tmp_path)
+    assert f"{tmp_path}/notes.txt: not an artifact of this checkout's distributions at their versions" in problems
+    for source in sources():
+        stem = f"{source.stem}-{source.version()}"
+        assert f"{tmp_path}/{stem}-py3-none-any.whl: missing (the wheel of {source.name})" in problems
+        assert f"{tmp_path}/{stem}.tar.gz: missing (the sdist of {source.name})" in problems
+
+
+def test_the_checkout_versions_agree():
+    """One version per distribution (its __version__), each plugin's puffer-core range admits
+    the core's, and CHANGELOG.md, CITATION.cff, the common extra and LICENSE copies match."""
+    assert release_problems() == []
+    assert 'version = { attr = "puffer_core.__version__" }' in (ROOT / "pyproject.toml").read_text()
+    assert puffer_core.__version__ == CORE.version()
+
+
+def release_copy(tmp_path: Path) -> Path:
+    """The files release_problems reads, copied from the checkout to ``tmp_path``."""
+    names = ["pyproject.toml", "LICENSE", "CHANGELOG.md", "CITATION.cff", "puffer_core/__init__.py"]
+    for source in sources()[1:]:
+        folder = source.folder.relative_to(ROOT).as_posix()
+        names += [f"{folder}/pyproject.toml", f"{folder}/LICENSE", f"{folder}/{source.package}/__init__.py"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, tmp_path / name)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("path", "pattern", "new", "fragment"),
+    [
+        ("plugins/nethack/pyproject.toml", r'"puffer-core[^"]*"', '"puffer-core"', "declare the puffer-core range"),
+        ("plugins/atari/pyproject.toml", r'"puffer-core[^"]*"', '"puffer-core>=99.0,<100"', "does not admit"),
+        ("plugins/dmlab/pyproject.toml", r'dynamic = \["version"\]', 'version = "0.1.0"', "must be dynamic"),
+        ("puffer_core/__init__.py", r'__version__ = "[^"]*"', '__version__ = "99.0.0"', "names no release 99.0.0"),
+        ("plugins/pettingzoo/LICENSE", "MIT License", "Other License", "pettingzoo/LICENSE is missing or differs"),
+        (
+            "plugins/nethack/puffer_plugin_nethack/__init__.py",
+            r'__version__ = "[^"]*"',
+            '__version__ = "99.0.0"',
+            "common extra pins",
+        ),
+    ],
+    ids=["no-range", "range-misses-core", "static-version", "no-changelog-entry", "license-copy", "common-extra"],
+)
+def test_release_problems_name_the_file_and_the_fix(tmp_path, path, pattern, new, fragment):
+    root = release_copy(tmp_path)
+    text, found = re.subn(pattern, new, (root / path).read_text(), count=1)
+    assert found == 1, f"{path} has no {pattern}"
+    (root / path).write_text(text)
+    problems = release_problems(root)
+    assert problems and all("\n" not in problem for problem in problems), problems
+    assert any(fragment in problem for problem in problems), problems
+
+
+def fresh_env() -> dict[str, str]:
+    """This environment without what would put the checkout or a venv on a child's path."""
+    drop = {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PUFFER_LOAD_PLUGINS", "PUFFER_DISABLE_PLUGINS"}
+    return {key: value for key, value in os.environ.items() if key not in drop}
+
+
+def nox_dist(out: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nox", "--noxfile", str(ROOT / "noxfile.py"), "-s", "dist", "--", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, env=fresh_env(), cwd=ROOT, timeout=900)
+
+
+@pytest.mark.dist
+def test_dist_refuses_a_folder_that_holds_more_than_artifacts(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    proc = nox_dist(tmp_path)
+    assert proc.returncode != 0
+    assert f"{tmp_path} holds notes.txt, not only built artifacts: clear it" in proc.stdout + proc.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_the_built_wheels_install_and_run_without_the_checkout(tmp_path):
+    """`nox -s dist`, then `pip install puffer-plugin-nethack` from dist/ (third-party packages
+    from the index, within the common set) in a fresh DEFAULT_PYTHON venv run from an empty folder."""
+    uv = shutil.which("uv")
+    assert uv, "uv is part of the dev extra"
+    started = time.monotonic()
+    proc = nox_dist(tmp_path / "dist")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    built = time.monotonic()
+    # The set's own plugin pins are dropped: the plugins come from dist/, at the versions built.
+    lines = (ROOT / "compat_matrix" / "constraints-common.txt").read_text().splitlines()
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("".join(f"{line}\n" for line in lines if not line.startswith("puffer-")))
+    venv, cwd, env = tmp_path / "venv", tmp_path / "empty", fresh_env()
+    cwd.mkdir()
+    make_venv = [uv, "venv", "-q", "--seed", "--python", DEFAULT_PYTHON, str(venv)]  # --seed: pip, as a user has
+    subprocess.run(make_venv, check=True, env=env, timeout=300)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    install = [*pip, "--find-links", str(tmp_path / "dist"), "-c", str(constraints), "puffer-plugin-nethack"]
+    subprocess.run(install, check=True, env=env, cwd=cwd, timeout=900)
+    installed = time.monotonic()
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+    where = run(str(venv / "bin" / "python"), "-c", "import puffer_core, puffer_plugin_nethack as p; print(p.__file__)")
+    site = venv / "lib" / f"python{DEFAULT_PYTHON}" / "site-packages"
+    assert where.stdout.strip() == str(site / "puffer_plugin_nethack" / "__init__.py"), where.stderr
+    # puffer-core is the one built here, not a namesake from the index.
+    assert (site / "puffer_core" / "__init__.py").read_bytes() == (ROOT / "puffer_core" / "__init__.py").read_bytes()
+    version = run(str(venv / "bin" / "puffer"), "--version")
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.splitlines()[0].startswith(f"puffer-core {puffer_core.__version__} (Python {DEFAULT_PYTHON}.")
+    assert f"puffer-plugin-nethack {NETHACK.version()} (plugin nethack)" in version.stdout.splitlines()
+    result = run(str(venv / "bin" / "puffer"), "run", "nethack/score", "--steps", "200", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["steps"] >= 200
+    ran = time.monotonic() - installed
+    print(f"nox -s dist {built - started:.1f} s, pip install {installed - built:.1f} s, the commands {ran:.1f} s")
