@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from puffer_core.bench import results, runs, vectorization
-from puffer_core.bench.results import CLUSTER_END, CLUSTER_START, README_END, README_START
+from puffer_core.bench.results import BOX_END, BOX_START, CLUSTER_END, CLUSTER_START, README_END, README_START
 from puffer_core.errors import APIUsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,6 +157,11 @@ def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
     assert guide == results.replace_between(guide, CLUSTER_START, CLUSTER_END, table, "docs/cluster.md")
     readme = (ROOT / "README.md").read_text()
     assert readme == results.replace_readme_table(readme, results.render_readme_table(stored[-1]))
+    box_runs = runs.load_runs(ROOT / "bench-results" / "box")
+    assert box_runs, "bench-results/box/ holds no run: nox -s bench -- --box"
+    box_guide = (ROOT / "docs" / "puffer-box.md").read_text()
+    box_table = results.render_box_section(box_runs[-1])
+    assert box_guide == results.replace_between(box_guide, BOX_START, BOX_END, box_table, "docs/puffer-box.md")
 
 
 def cluster_document(created: str = "2030-01-03T00:00:00Z") -> dict:
@@ -201,6 +206,23 @@ def test_the_page_shows_the_newest_cluster_run_only_when_there_is_one():
     assert "## Across nodes: Ray" in page and "| 7,000 | 0.07× |" in page and "| 5,000 |" not in page
 
 
+def box_document() -> dict:
+    """A box run (``puffer_core.bench.box``)."""
+    steps = {"setup": 50.0, "pull": 30.0, "first login": 5.0, "later login": 0.25}
+    return {**run_document(), "image": "puffertank:latest", "push_seconds": 80.0, "steps": steps, "total": 85.0}
+
+
+def test_the_box_section_shows_each_step_and_the_total_against_the_aim_without_a_date():
+    section = results.render_box_section(box_document())
+    assert "| setup | 50.0 |\n| pull | 30.0 |\n| first login | 5.0 |\n| later login | 0.2 |" in section
+    assert "| **85.0** |" in section and "1.4 minutes, under the aim of 2" in section
+    assert "pushed to the registry in 80 s first" in section
+    assert not DATE_OR_TIME.search(section)
+    slow = {**box_document(), "total": 150.0}
+    assert "2.5 minutes, over the aim of 2" in results.render_box_section(slow)
+    assert "`nox -s bench -- --box` makes one" in results.render_box_section(None)
+
+
 def test_the_command_writes_then_checks(tmp_path, capsys):
     shutil.copytree(ROOT / "bench-results", tmp_path / "runs")
     (tmp_path / "README.md").write_text(f"# X\n{README_START}\nstale\n{README_END}\n")
@@ -216,10 +238,13 @@ def test_the_command_writes_then_checks(tmp_path, capsys):
     paths = ["--results", str(tmp_path / "runs"), "--page", str(tmp_path / "perf.md")]
     paths += ["--readme", str(tmp_path / "README.md"), "--guide", str(tmp_path / "cluster.md")]
     paths += ["--cluster-results", str(tmp_path / "cluster-runs")]
+    (tmp_path / "box.md").write_text(f"# Box\n{BOX_START}\nstale\n{BOX_END}\n")
+    paths += ["--box-guide", str(tmp_path / "box.md"), "--box-results", str(tmp_path / "no-box-runs")]
     assert results.main([*paths, "--check"]) == 1
     assert "perf.md is out of date" in capsys.readouterr().err
     assert results.main(paths) == 0
     assert "stale" not in (tmp_path / "README.md").read_text()
     guide = (tmp_path / "cluster.md").read_text()
     assert "stale" not in guide and "| Ray, 3 simulated nodes, spread | 5,000 |" in guide
+    assert "No box run is stored yet" in (tmp_path / "box.md").read_text()
     assert results.main([*paths, "--check"]) == 0
