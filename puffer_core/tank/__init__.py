@@ -15,7 +15,9 @@
   :mod:`~puffer_core.tank.base_image` pins, with this machine's pip and proxy settings
   (:mod:`~puffer_core.tank.build_args`) and the CA bundle or lock
   :mod:`~puffer_core.tank.file_server` serves on the loopback
-- :mod:`~puffer_core.tank.container`: one's own container (no capabilities, no new privileges)
+- :mod:`~puffer_core.tank.container`: one's own container (no capabilities, no new privileges);
+  :mod:`~puffer_core.tank.login`: a box's login shell, each user's long-lived container
+  (the docker CLI and the standard library only: it runs on every ssh command)
 - :mod:`~puffer_core.tank.lock`: the image's lock (versions and file hashes);
   :mod:`~puffer_core.tank.verify`: layer 3's check that every plugin loads
 - images to and from a registry: :mod:`~puffer_core.tank.registry` (the repository's name,
