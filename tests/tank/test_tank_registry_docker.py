@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 
 import pytest
 from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG, build_tank, unavailable
@@ -283,11 +282,9 @@ def _tiny_tank(client, tag: str) -> None:
 def test_push_and_pull_use_dockers_login(client, box2, built):
     """A registry with a login: refused (one line naming `docker login`) until `docker login`
     stored the credentials, which the push and the pull then use."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt  # bcrypt, what the registry's htpasswd takes (the module leaves Python in 3.13)
+    import bcrypt  # what the registry's htpasswd takes (the dev extra has it: crypt left Python in 3.13)
 
-        hashed = crypt.crypt("tank-secret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+    hashed = bcrypt.hashpw(b"tank-secret", bcrypt.gensalt(rounds=4)).decode()
     locked = start_registry(htpasswd=f"puffer:{hashed}\n")
     config = tempfile.mkdtemp(prefix="puffertank-docker-config-")
     try:
