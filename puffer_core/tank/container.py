@@ -47,6 +47,7 @@ __all__ = [
     "ContainerOptions",
     "GpuDecision",
     "RunRequest",
+    "bind_mount",
     "check_capabilities",
     "docker_argv",
     "docker_client_path",
@@ -193,10 +194,10 @@ def workdir_for(mount: pathlib.Path, cwd: pathlib.Path) -> str:
     return WORKSPACE if relative == pathlib.Path(".") else f"{WORKSPACE}/{relative.as_posix()}"
 
 
-def _bind(source: pathlib.Path) -> str:
-    """``--mount`` value; the source is a CSV field, quoted so commas and colons are plain."""
-    field = f"source={source}".replace('"', '""')
-    return f'type=bind,"{field}",target={WORKSPACE}'
+def bind_mount(source: str | pathlib.Path, target: str = WORKSPACE) -> str:
+    """``--mount`` value of a bind mount; each path is a CSV field, quoted so commas and colons are plain."""
+    fields = (f"{key}={path}".replace('"', '""') for key, path in (("source", source), ("target", target)))
+    return "type=bind," + ",".join(f'"{field}"' for field in fields)
 
 
 def docker_argv(request: RunRequest) -> list[str]:
@@ -211,7 +212,7 @@ def docker_argv(request: RunRequest) -> list[str]:
     argv += [
         "--label", f"{CONTAINER_LABEL}={request.kind}",
         "--user", f"{uid}:{gid}",
-        "--mount", _bind(request.mount),
+        "--mount", bind_mount(request.mount),
         "--workdir", request.workdir,
         "--shm-size", request.shm_size,
         "--hostname", "puffertank",

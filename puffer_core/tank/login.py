@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from puffer_core.tank.container import bind_mount
 from puffer_core.tank.errors import NoEngineError, TankError
 
 __all__ = [
@@ -201,19 +202,19 @@ def request_for(args: LoginArgs, environ: Mapping[str, str], image_file: str = I
 # -- the docker command lines (pure) ------------------------------------------------------------
 
 
-def _bind(path: str) -> str:
-    """``--mount`` of ``path`` at the same path; the source is a CSV field, quoted."""
-    field = f"source={path}".replace('"', '""')
-    target = f"target={path}".replace('"', '""')
-    return f'type=bind,"{field}","{target}"'
-
-
 def create_argv(request: LoginRequest, gpus: bool = False) -> list[str]:
     """``docker run --detach ...``: the user's long-lived container, idle until a session joins."""
     argv = ["run", "--detach", "--init", "--name", request.name]
     argv += ["--label", f"{KIND_LABEL}=login", "--label", f"{LOGIN_LABEL}={request.uid}"]
     argv += ["--security-opt", "no-new-privileges", "--cap-drop", "ALL"]
-    argv += ["--user", f"{request.uid}:{request.gid}", "--mount", _bind(request.home), "--workdir", request.home]
+    argv += [
+        "--user",
+        f"{request.uid}:{request.gid}",
+        "--mount",
+        bind_mount(request.home, request.home),
+        "--workdir",
+        request.home,
+    ]
     argv += ["--env", f"HOME={request.home}", "--env", f"USER={request.user}", "--env", f"LOGNAME={request.user}"]
     # The image's entrypoint prints its banner only into the container's log; keep that quiet.
     argv += ["--env", "PUFFERTANK_QUIET=1", "--hostname", "puffertank", "--shm-size", "1g"]

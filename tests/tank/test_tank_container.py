@@ -68,7 +68,7 @@ def test_docker_argv_mounts_runs_as_the_user_and_keeps_the_command_verbatim(tmp_
     assert argv[:5] == ["docker", "run", "--rm", "--init", "--interactive"]
     assert "--tty" not in argv and "--gpus" not in argv
     assert argv[argv.index("--user") + 1] == "1234:99"
-    assert argv[argv.index("--mount") + 1] == f'type=bind,"source={tmp_path}",target={WORKSPACE}'
+    assert argv[argv.index("--mount") + 1] == f'type=bind,"source={tmp_path}","target={WORKSPACE}"'
     assert argv[argv.index("--workdir") + 1] == f"{WORKSPACE}/sub"
     assert argv[argv.index("--network") + 1] == "none"
     assert argv[argv.index("--shm-size") + 1] == "1g"
@@ -113,7 +113,7 @@ def test_docker_argv_tty_gpus_and_a_mount_path_with_commas_and_quotes():
     argv = docker_argv(RunRequest(image="puffertank:latest", mount=odd, tty=True, gpus=True))
     assert "--tty" in argv and argv[argv.index("--gpus") + 1] == "all"
     # A CSV field: the comma and colon stay in the path, the quotes are doubled.
-    assert argv[argv.index("--mount") + 1] == f'type=bind,"source=/data/a,b:c/""q""",target={WORKSPACE}'
+    assert argv[argv.index("--mount") + 1] == f'type=bind,"source=/data/a,b:c/""q""","target={WORKSPACE}"'
     assert argv[-1] == "puffertank:latest"  # no command: the image's CMD (bash)
 
 
