@@ -134,29 +134,31 @@ def _explain(message: str, ref: RegistryRef) -> str:
     return f"{message[:240]}{hint}"
 
 
+def _transfer(client: Any, verb: str, ref: RegistryRef, tag: str, out: Printer, idle: float) -> _Progress:
+    """Run the engine's push or pull (``verb``) of ``ref:tag``, its messages shown as they come."""
+    call = getattr(client.api, verb)
+    progress = _Progress(out)
+    for message in _follow(
+        lambda: call(ref.repository, tag=tag, stream=True, decode=True), idle, f"{verb}ing {ref.tag(tag)}"
+    ):
+        progress(message)
+    return progress
+
+
 def push_tag(client: Any, ref: RegistryRef, tag: str, out: Printer, idle: float = IDLE_SECONDS) -> str:
     """Push the engine's ``ref:tag`` to the registry; the manifest digest the registry stored."""
-    full = ref.tag(tag)
-    progress = _Progress(out)
     try:
-        for message in _follow(
-            lambda: client.api.push(ref.repository, tag=tag, stream=True, decode=True), idle, f"pushing {full}"
-        ):
-            progress(message)
+        progress = _transfer(client, "push", ref, tag, out, idle)
     except _EngineError as exc:
-        raise TankError(f"pushing {full} failed: {_explain(str(exc), ref)}") from None
+        raise TankError(f"pushing {ref.tag(tag)} failed: {_explain(str(exc), ref)}") from None
     return str(progress.aux.get("Digest", ""))
 
 
 def pull_tag(client: Any, ref: RegistryRef, tag: str, out: Printer, idle: float = IDLE_SECONDS) -> None:
     """Pull ``ref:tag`` onto the engine; :class:`MissingTag` when the registry has no such tag."""
     full = ref.tag(tag)
-    progress = _Progress(out)
     try:
-        for message in _follow(
-            lambda: client.api.pull(ref.repository, tag=tag, stream=True, decode=True), idle, f"pulling {full}"
-        ):
-            progress(message)
+        _transfer(client, "pull", ref, tag, out, idle)
     except _EngineError as exc:
         message = str(exc)
         lower = message.lower()
