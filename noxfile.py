@@ -222,14 +222,7 @@ def _bench_box(session: nox.Session, args: list[str]) -> None:
     """`nox -s bench -- --box [DIR]`: build the CI's PufferTank (cached after the first time), then time a new box."""
     install_project(session, "dev")
     out = args[0] if args else "bench-results/box"
-    image = "puffertank-ci"
-    ca = "/etc/ssl/certs/ca-certificates.crt"  # as the docker tests build it (tests/tank/docker_tank.py)
-    session.run(
-        "puffer", "tank", "build", "--stage", "all", "--tag", image, "--plugins", "nethack,atari", "--no-torch",
-        "--base-image", "puffertank-debian:bookworm", "--network", "host", "--quiet",
-        *(["--ca-cert", ca] if pathlib.Path(ca).is_file() else []),
-    )  # fmt: skip
-    session.run("python", "-m", "puffer_core.bench.box", "--image", f"{image}:latest", "--out", out)
+    session.run("python", "-m", "puffer_core.bench.box", "--build", "--out", out)
     if not args:
         session.run("python", "-m", "puffer_core.bench.results")
 

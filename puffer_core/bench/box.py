@@ -44,6 +44,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
 SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
+#: The image the docker tests build (tests/tank/docker_tank.py) and `nox -s bench -- --box` times.
+CI_IMAGE = "puffertank-ci"
 CONTAINER_CA = "/run/puffer-host-ca.crt"
 STEPS = ("setup", "pull", "first login", "later login")
 #: What the issue set out: the seed's figure for a new user on a new box, and the aim.
@@ -61,25 +63,53 @@ def _timed(command: list[str], what: str, timeout: float, **kwargs: Any) -> floa
     return seconds
 
 
-def _machine_settings() -> list[str]:
-    """``docker run`` options that give the container this machine's way to the package index:
-    its pip index and proxy settings, and its CA bundle (``PUFFERTANK_CA_CERT``, else the
-    system's) where a TLS-intercepting proxy signs what pip fetches. A box on the open
-    internet needs none of them."""
-    options = []
-    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
-    if ca:
-        options += [
-            "--mount",
-            f"type=bind,source={ca},target={CONTAINER_CA},readonly",
-            "--env",
-            f"PIP_CERT={CONTAINER_CA}",
-        ]
+def machine_ca() -> str | None:
+    """The CA bundle pip trusts on this machine (``PUFFERTANK_CA_CERT``, else the system's):
+    where a TLS-intercepting proxy signs what pip fetches, a container needs it too."""
+    return os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
+
+
+def machine_pip_env() -> dict[str, str]:
+    """pip's settings of this machine that a container can use: its index, timeout and proxies
+    (not ``file:`` URLs: a local folder is not the container's), and ``PIP_CERT`` naming
+    :data:`CONTAINER_CA` where :func:`machine_ca` has a bundle to mount there."""
+    env = {"PIP_CERT": CONTAINER_CA} if machine_ca() else {}
     for key in ("PIP_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
         value = os.environ.get(key)
-        if value and not value.startswith("file:"):  # a local folder is not the container's
-            options += ["--env", f"{key}={value}"]
+        if value and not value.startswith("file:"):
+            env[key] = value
+    return env
+
+
+def _machine_settings() -> list[str]:
+    """``docker run`` options that give the container this machine's way to the package index
+    (a box on the open internet needs none of them)."""
+    ca = machine_ca()
+    options = ["--mount", f"type=bind,source={ca},target={CONTAINER_CA},readonly"] if ca else []
+    for key, value in machine_pip_env().items():
+        options += ["--env", f"{key}={value}"]
     return options
+
+
+def ci_build_command(tag: str = CI_IMAGE) -> list[str]:
+    """``puffer tank build`` of the CI's PufferTank as ``tag`` (NetHack and Atari, no PyTorch, on the
+    debootstrapped base), as the docker tests and this bench build it."""
+    command = [
+        sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
+        "--stage", "all",
+        "--tag", tag,
+        "--plugins", "nethack,atari",
+        "--base-image", BASE_IMAGE,
+        "--no-torch",
+        "--network", "host",
+        "--quiet",
+    ]  # fmt: skip
+    ca = machine_ca()
+    if ca:
+        command += ["--ca-cert", ca]
+    if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
+        command.append("--no-constraints")
+    return command
 
 
 def time_setup(base_image: str) -> float:
@@ -204,10 +234,14 @@ def render_markdown(document: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="puffertank:latest", help="the PufferTank built here [puffertank:latest]")
+    parser.add_argument("--build", action="store_true", help=f"build the CI's image ({CI_IMAGE}) first and bench it instead of --image")
     parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
     parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
     args = parser.parse_args(argv)
     try:
+        if args.build:
+            _timed(ci_build_command(), f"puffer tank build --tag {CI_IMAGE}", timeout=3600)
+            args.image = f"{CI_IMAGE}:latest"
         result = run_box_bench(args.image, args.base_image)
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         print(f"box bench: {exc}", file=sys.stderr)

@@ -10,18 +10,17 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
-import sys
 import time
 
 import pytest
 
+from puffer_core.bench.box import BASE_IMAGE, CI_IMAGE, ci_build_command, machine_ca
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 #: PUFFERTANK_TEST_TAG names another build, so that two checkouts can test on one engine side by side.
-TAG = os.environ.get("PUFFERTANK_TEST_TAG", "puffertank-ci")
+TAG = os.environ.get("PUFFERTANK_TEST_TAG", CI_IMAGE)
 IMAGES = {"base": f"{TAG}:base", "envs": f"{TAG}:envs", "final": f"{TAG}:latest"}
-BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
 FORCED = os.environ.get("PUFFER_DOCKER_TESTS") == "1"
-SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
 
 
 def unavailable(reason: str):
@@ -55,22 +54,7 @@ def build_tank(tag: str = TAG, extra: tuple[str, ...] | list[str] = (), env: dic
     ``tag``, ``extra`` options and ``env`` (e.g. another engine's DOCKER_HOST) for tests that build the same
     layers elsewhere.
     """
-    command = [
-        sys.executable, "-m", "puffer_core.cli.main", "tank", "build",
-        "--stage", "all",
-        "--tag", tag,
-        "--plugins", "nethack,atari",
-        "--base-image", BASE_IMAGE,
-        "--no-torch",
-        "--network", "host",
-        "--quiet",
-    ]  # fmt: skip
-    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
-    if ca:
-        command += ["--ca-cert", ca]
-    if not (ROOT / "compat_matrix" / "constraints-common.txt").is_file():
-        command.append("--no-constraints")
-    command += list(extra)
+    command = ci_build_command(TAG)
     started = time.monotonic()
     proc = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=3600, env={**os.environ, **(env or {})}
@@ -79,4 +63,4 @@ def build_tank(tag: str = TAG, extra: tuple[str, ...] | list[str] = (), env: dic
     log = proc.stdout + proc.stderr
     print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")
     assert proc.returncode == 0, f"build failed (exit {proc.returncode}):\n{log[-6000:]}"
-    return {"log": log, "ca": ca, "seconds": seconds}
+    return {"log": log, "ca": machine_ca(), "seconds": seconds}

@@ -14,7 +14,6 @@ container trusts, default the system bundle when present).
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -22,7 +21,9 @@ import time
 import uuid
 
 import pytest
-from docker_tank import BASE_IMAGE, ROOT, SYSTEM_CA
+from docker_tank import BASE_IMAGE, ROOT
+
+from puffer_core.bench.box import CONTAINER_CA, machine_ca, machine_pip_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,7 +32,6 @@ LABEL = "org.puffer.test"
 USER = "puffer-setup-alice"
 LOGIN = "/usr/local/bin/puffertank-login"
 PACKAGES = ["docker.io", "git", "vim", "tmux", "curl", "ca-certificates", "python3", "python3-venv"]
-HOST_CA = "/run/puffer-host-ca.crt"
 INSTALL_TIMEOUT = 1200
 # What a run must leave alone: every package, account, file (size, mode, mtime) and apt list.
 SNAPSHOT = r"""
@@ -42,25 +42,12 @@ find /etc /opt /home /usr/local /var/lib/apt /var/lib/dpkg /var/log -xdev \
 """
 
 
-def _container_env() -> dict[str, str]:
-    """pip's settings of this machine that a container can use: the CA bundle, index URLs (not file: ones), timeout."""
-    env = {}
-    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
-    if ca:
-        env["PIP_CERT"] = HOST_CA
-    for key in ("PIP_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
-        value = os.environ.get(key)
-        if value and not value.startswith("file:"):
-            env[key] = value
-    return env
-
-
 def start(client, role: str, **options):
     """A Debian 12 container with the checkout at /src (read-only), on the host's network, idle."""
     volumes = {str(ROOT): {"bind": "/src", "mode": "ro"}}
-    ca = os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
+    ca = machine_ca()
     if ca:
-        volumes[ca] = {"bind": HOST_CA, "mode": "ro"}
+        volumes[ca] = {"bind": CONTAINER_CA, "mode": "ro"}
     container = client.containers.run(
         BASE_IMAGE,
         ["sleep", "infinity"],
@@ -69,7 +56,7 @@ def start(client, role: str, **options):
         network_mode="host",
         init=True,
         volumes=volumes,
-        environment=_container_env(),
+        environment=machine_pip_env(),
         detach=True,
         **options,
     )
