@@ -234,7 +234,9 @@ def render_markdown(document: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="puffertank:latest", help="the PufferTank built here [puffertank:latest]")
-    parser.add_argument("--build", action="store_true", help=f"build the CI's image ({CI_IMAGE}) first and bench it instead of --image")
+    parser.add_argument(
+        "--build", action="store_true", help=f"build the CI's image ({CI_IMAGE}) first and bench it instead of --image"
+    )
     parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
     parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
     args = parser.parse_args(argv)

@@ -54,7 +54,7 @@ def build_tank(tag: str = TAG, extra: tuple[str, ...] | list[str] = (), env: dic
     ``tag``, ``extra`` options and ``env`` (e.g. another engine's DOCKER_HOST) for tests that build the same
     layers elsewhere.
     """
-    command = ci_build_command(TAG)
+    command = [*ci_build_command(tag), *extra]
     started = time.monotonic()
     proc = subprocess.run(
         command, cwd=ROOT, capture_output=True, text=True, timeout=3600, env={**os.environ, **(env or {})}
