@@ -116,7 +116,9 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
             out.print(f"building wheels: {', '.join(info['wheels'])}", highlight=False, soft_wrap=True)
         elif event == "common-start":
             out.print(
-                f"[bold]common set:[/] joint cell with {', '.join(info['members'])}", highlight=False, soft_wrap=True
+                f"[bold]common set (Python {info['python']}):[/] joint cell with {', '.join(info['members'])}",
+                highlight=False,
+                soft_wrap=True,
             )
         elif event == "common":
             out.print(
@@ -264,6 +266,22 @@ def _print_summary(summary: RunSummary, options: RunOptions) -> None:
 # -- the matrix on the terminal ---------------------------------------------------------------
 
 
+def _print_common(common: Mapping[str, Any], out: Console) -> None:
+    """One Python's common set: its members and pins, the joint cell's outcome, who was left out."""
+    joint = common.get("joint") or {}
+    members = ", ".join(
+        f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
+    )
+    out.print(
+        f"[bold]common set[/] (Python {common.get('python')}, joint cell "
+        f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for plugin, reason in (common.get("dropped") or {}).items():
+        out.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
+
+
 def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] | None = None) -> None:
     """One table per plugin (failures numbered, their errors under the table), the common set, the cold run."""
     for table in plugin_tables(data, plugins):
@@ -277,20 +295,10 @@ def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] |
         print_table(out, _plugin_table(table, numbers))
         for text, number in numbers.items():
             out.print(f"  [{number}] {text}", highlight=False, markup=False, soft_wrap=True)
-    common = data.get("common")
-    if common and not plugins:
-        joint = common.get("joint") or {}
-        members = ", ".join(
-            f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
-        )
-        out.print(
-            f"[bold]common set[/] (Python {common.get('python')}, joint cell "
-            f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
-            highlight=False,
-            soft_wrap=True,
-        )
-        for plugin, reason in (common.get("dropped") or {}).items():
-            out.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
+    if not plugins:
+        commons = [data.get("common"), *(data.get("commons") or {}).values()]
+        for common in filter(None, commons):
+            _print_common(common, out)
     runs = data.get("runs") or {}
     if runs.get("cold"):
         out.print("cold run: " + run_line(runs["cold"]).replace("**", ""), highlight=False, soft_wrap=True)

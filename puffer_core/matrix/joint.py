@@ -1,4 +1,4 @@
-"""The common set proved: its plugins installed together in one joint cell, then constraints-common.txt.
+"""The common sets proved: on each Python, its plugins installed together in one joint cell.
 
 :mod:`puffer_core.matrix.common` chooses the members from the records; here the joint
 cell runs them together. When it fails, the plugins are added one at a time and those
@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.matrix import common as common_mod
 from puffer_core.matrix.job import REPORTED, Job, requirement_names, run_job
-from puffer_core.matrix.model import DEFAULT_PYTHON
+from puffer_core.matrix.model import DEFAULT_PYTHON, version_key
 from puffer_core.matrix.options import Reporter, RunOptions
 from puffer_core.matrix.plan import RUNNER_SCHEMA
 from puffer_core.matrix.processes import Processes
@@ -25,7 +25,7 @@ from puffer_core.matrix.sources import PluginSource
 from puffer_core.matrix.store import ResultStore, atomic_write_text, now
 from puffer_core.matrix.wheels import Wheels
 
-__all__ = ["run_common"]
+__all__ = ["common_pythons", "run_common"]
 
 
 @dataclass
@@ -70,7 +70,7 @@ class _JointCells:
         )
 
     def run(self, members: list[common_mod.Choice]) -> dict[str, Any]:
-        self.report("common-start", None, {"members": [m.plugin for m in members]})
+        self.report("common-start", None, {"members": [m.plugin for m in members], "python": self.python})
         result = run_job(self.job(members), self.options, self.uv, self.wheels, self.core_hash, self.procs)
         joint = {
             "id": f"common-py{self.python}",
@@ -110,6 +110,12 @@ class _JointCells:
         return kept, last_pass or joint
 
 
+def common_pythons(sources: dict[str, PluginSource]) -> list[str]:
+    """The Pythons that get a common set: every one a plugin's axes list, the default first."""
+    listed = {py for src in sources.values() if src.axes is not None for py in src.axes.python}
+    return [DEFAULT_PYTHON, *sorted(listed - {DEFAULT_PYTHON}, key=version_key)]
+
+
 def run_common(
     options: RunOptions,
     store: ResultStore,
@@ -121,8 +127,33 @@ def run_common(
     procs: Processes,
     report: Reporter,
 ) -> dict[str, Any]:
-    """Choose the common set from the records, prove it in a joint cell, write constraints-common.txt."""
-    python = DEFAULT_PYTHON
+    """The common set of every Python, each proved in its joint cell: the default Python's as
+    ``common`` (and constraints-common.txt), the others' as ``commons``. Returns the default's."""
+    pythons = common_pythons(sources)
+    sections = {}
+    for python in pythons:
+        others = store.data.get("commons") or {}
+        previous = store.data.get("common") if python == DEFAULT_PYTHON else others.get(python)
+        sections[python] = _common_on(
+            python, previous or {}, options, store, sources, current, (uv, wheels, core_hash, procs, report)
+        )
+    default = sections.pop(DEFAULT_PYTHON)
+    store.update(common=default, commons=dict(sorted(sections.items(), key=lambda kv: version_key(kv[0]))))
+    atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(default))
+    return default
+
+
+def _common_on(
+    python: str,
+    previous: dict[str, Any],
+    options: RunOptions,
+    store: ResultStore,
+    sources: dict[str, PluginSource],
+    current: dict[str, set[str]],
+    machinery: tuple,
+) -> dict[str, Any]:
+    """Choose the common set of one Python from the records and prove it in a joint cell."""
+    uv, wheels, core_hash, procs, report = machinery
     with_axes = {name: src for name, src in sources.items() if src.axes is not None}
     plan = common_mod.choose_common(
         store.records(),
@@ -131,15 +162,13 @@ def run_common(
         python=python,
         current=current,
     )
-    previous = store.data.get("common") or {}
     dropped = dict(plan.dropped)
     cells = _JointCells(options, store, with_axes, python, uv, wheels, core_hash, procs, report)
     plan_hash = cells.input_hash(plan.members) if plan.members else "empty"
     if previous.get("plan_hash") == plan_hash and not options.force and "members" in previous:
-        atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(previous))
         return previous  # same members, same cells, same core: the joint cell's verdict stands
     members, joint = cells.largest_passing(list(plan.members), dropped) if plan.members else ([], None)
-    section = {
+    return {
         "python": python,
         "plan_hash": plan_hash,
         "members": [
@@ -153,6 +182,3 @@ def run_common(
         "dropped": dict(sorted(dropped.items())),
         "joint": joint,
     }
-    store.update(common=section)
-    atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(section))
-    return section

@@ -37,12 +37,19 @@ class RunOptions:
     dry_run: bool = False  # list what would run, change nothing
     #: Variables (names or ``*``/``?`` globs) cells get besides the allowlist (see environment.py).
     pass_env: list[str] = field(default_factory=list)
+    #: Where the shipped verdicts go (:mod:`~puffer_core.matrix.shipped`); default: the package's
+    #: own ``matrix/verified/`` when ``out`` is the checkout's compat_matrix/, else nowhere.
+    shipped: pathlib.Path | None = None
 
     def __post_init__(self) -> None:
         self.root = pathlib.Path(self.root).resolve()
         self.out = pathlib.Path(self.out).resolve() if self.out else self.root / "compat_matrix"
         self.plugins_dir = pathlib.Path(self.plugins_dir).resolve() if self.plugins_dir else self.root / "plugins"
         self.work = pathlib.Path(self.work).resolve() if self.work else self.out / ".venvs"
+        if self.shipped is not None:
+            self.shipped = pathlib.Path(self.shipped).resolve()
+        elif self.out == self.root / "compat_matrix":
+            self.shipped = self.root / "puffer_core" / "matrix" / "verified"
 
     @property
     def full(self) -> bool:

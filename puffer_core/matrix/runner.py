@@ -40,6 +40,7 @@ from puffer_core.matrix.model import Cell
 from puffer_core.matrix.options import Reporter, RunOptions
 from puffer_core.matrix.plan import cell_record, plan_cells, select_plugins
 from puffer_core.matrix.processes import Interrupted, Processes
+from puffer_core.matrix.shipped import write_shipped
 from puffer_core.matrix.sources import PluginSource
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
 from puffer_core.matrix.trees import core_tree_hash
@@ -111,6 +112,8 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     summary.seconds = round(time.monotonic() - started, 2)
     _record_run(store, options, summary, started_at)
     views.write_views(store.data, options.out)
+    if options.shipped is not None:
+        write_shipped(store.data, options.shipped)
     return summary
 
 

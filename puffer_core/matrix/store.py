@@ -9,7 +9,8 @@ Layout::
                          "known_bad", "source", "distribution", "error"}},
       "cells": {cell_id: CellRecord},
       "runs": {"last": RunStats, "cold": RunStats | null},
-      "common": {...} | null
+      "common": {...} | null,         # the default Python's common set
+      "commons": {python: {...}}      # the other Pythons' common sets
     }
 
 Writes go to a temporary file in the same folder, then ``os.replace``: a reader (or a run
@@ -92,7 +93,8 @@ class ResultStore:
 
     def _load(self) -> dict[str, Any]:
         if not self.path.exists():
-            return {"schema": SCHEMA, "updated_at": None, "plugins": {}, "cells": {}, "runs": {}, "common": None}
+            empty = {"plugins": {}, "cells": {}, "runs": {}, "common": None, "commons": {}}
+            return {"schema": SCHEMA, "updated_at": None, **empty}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
@@ -102,7 +104,7 @@ class ResultStore:
                 f"{self.path} has schema {data.get('schema') if isinstance(data, dict) else '?'}, "
                 f"this puffer-core writes schema {SCHEMA}; move it aside and run the matrix again"
             )
-        for key, default in (("plugins", {}), ("cells", {}), ("runs", {}), ("common", None)):
+        for key, default in (("plugins", {}), ("cells", {}), ("runs", {}), ("common", None), ("commons", {})):
             data.setdefault(key, default)
         return data
 

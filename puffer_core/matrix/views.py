@@ -191,7 +191,9 @@ def render_markdown(data: Mapping[str, Any]) -> str:
         "\nA number in brackets points to the note under the table: the most telling line of the cell's log "
         "(or the plugin's reason for excluding it), and links to the logs.\n\n"
     )
-    out.append(_common_markdown(data.get("common")))
+    out.append(_common_markdown(data.get("common"), "constraints-common.txt"))
+    for python, common in (data.get("commons") or {}).items():
+        out.append(_common_markdown(common, f"puffer_core/matrix/verified/constraints-py{python}.txt"))
     out.extend(_plugin_markdown(table) for table in plugin_tables(data))
     out.append(
         "Logs (`compat_matrix/logs/`) are not committed; run `nox -s compat -- --plugin NAME --force` to make them "
@@ -292,7 +294,7 @@ def _notes_markdown(notes: dict[str, list[dict[str, Any]]]) -> str:
             out.append(f"{number}. excluded: {_md_escape(text)}\n")
             continue
         where = ", ".join(
-            f"[{_row_label(c)[0]}, Python {c['python']}]({_log_link(c['log'])})"
+            f"{_row_label(c)[0]}, Python {c['python']} (`{_log_name(c['log'])}`)"
             if c.get("log")
             else f"{_row_label(c)[0]}, Python {c['python']}"
             for c in explained
@@ -303,13 +305,15 @@ def _notes_markdown(notes: dict[str, list[dict[str, Any]]]) -> str:
     return "".join(out)
 
 
-def _log_link(path: str) -> str:
-    """Logs always live in logs/ beside README.md, whatever path the record holds."""
+def _log_name(path: str) -> str:
+    """Logs always live in logs/ beside README.md, whatever path the record holds; they are not
+    committed, so they are named, never linked."""
     return "logs/" + pathlib.PurePath(path).name
 
 
-def _common_markdown(common: Mapping[str, Any] | None) -> str:
-    out = ["## The common set\n\n"]
+def _common_markdown(common: Mapping[str, Any] | None, written_to: str) -> str:
+    """One Python's common set; the default Python's is the one the checkout's commands use."""
+    out = [f"## The common set on Python {common['python']}\n\n" if common else "## The common set\n\n"]
     if not common:
         return out[0] + "Not computed yet.\n\n"
     joint = common.get("joint") or {}
@@ -318,7 +322,7 @@ def _common_markdown(common: Mapping[str, Any] | None) -> str:
         f"verified by the joint cell `{joint.get('id', '-')}`: "
         f"{SYMBOLS.get(joint.get('outcome', 'not run'), '')} {joint.get('outcome', 'not run')}"
         f"{' in ' + seconds_text(joint.get('seconds')) if joint.get('seconds') else ''}. "
-        "Written to `constraints-common.txt`.\n\n"
+        f"Written to `{written_to}`.\n\n"
     )
     members = common.get("members") or []
     if members:
@@ -373,12 +377,11 @@ def render_html(data: Mapping[str, Any]) -> str:
             f"<td><code>{outcome}</code></td><td>{esc(MEANINGS[outcome])}</td></tr>\n"
         )
     out.append("</table>\n")
-    common = data.get("common")
-    if common:
+    for common in filter(None, [data.get("common"), *(data.get("commons") or {}).values()]):
         joint = common.get("joint") or {}
         out.append(
-            f"<h2>The common set</h2>\n<p>Joint cell <code>{esc(str(joint.get('id', '-')))}</code>: "
-            f"{esc(str(joint.get('outcome', 'not run')))}.</p>\n<ul>\n"
+            f"<h2>The common set on Python {esc(str(common.get('python')))}</h2>\n<p>Joint cell "
+            f"<code>{esc(str(joint.get('id', '-')))}</code>: {esc(str(joint.get('outcome', 'not run')))}.</p>\n<ul>\n"
         )
         for m in common.get("members") or []:
             pins = ", ".join(f"{k}=={v}" for k, v in m["pins"].items())
