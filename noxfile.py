@@ -98,11 +98,12 @@ def pytest_env(**extra: str) -> dict[str, str]:
     return {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(ROOT / ".nox" / "pycache"), **extra}
 
 
-COMMON_CONSTRAINTS = ROOT / "compat_matrix" / "constraints-common.txt"
+#: The matrix's constraint sets, one per Python (shipped in puffer-core: `puffer constraints`).
+VERIFIED = ROOT / "puffer_core" / "matrix" / "verified"
 
 
 def install_project(session: nox.Session, *extras: str) -> None:
-    """The core (with extras) and every plugin, editable, within the matrix's common set.
+    """The core (with extras) and every plugin, editable, within the matrix's set for this Python.
 
     Without the constraints a resolver may satisfy everything with, e.g., gymnasium 1.4 and
     nle 0.9.1 (the newest nle that does not pin gymnasium): valid, but not what we test.
@@ -112,24 +113,13 @@ def install_project(session: nox.Session, *extras: str) -> None:
     session.install(*common_constraints(session), "-e", spec, *plugin_args, env=uv_env())
 
 
-#: Pins of the common set that a Python older than the one it was resolved on cannot install:
-#: numpy 2.4 declares Requires-Python >= 3.11. There, the newest release that Python has is used.
-NEWER_PYTHON_ONLY = ("numpy",)
-
-
 def common_constraints(session: nox.Session) -> list[str]:
-    """``-c FILE`` for the matrix's common set (resolved on DEFAULT_PYTHON), or nothing without one."""
-    if not COMMON_CONSTRAINTS.exists():
-        return []
-    if tuple(map(int, str(session.python).split("."))) >= tuple(map(int, DEFAULT_PYTHON.split("."))):
-        return ["-c", str(COMMON_CONSTRAINTS)]
-    lines = COMMON_CONSTRAINTS.read_text().splitlines(keepends=True)
-    kept = [line for line in lines if line.split("==", 1)[0].strip() not in NEWER_PYTHON_ONLY]
-    # Beside the venv, not in session.create_tmp(): that sets TMPDIR inside the venv (so inside
-    # the checkout), where Ray refuses to start its workers and tests' scratch folders would
-    # find the checkout around them.
-    path = pathlib.Path(session.virtualenv.location) / "constraints-common.txt"
-    path.write_text("".join(kept))
+    """``-c FILE``: the constraint set the matrix verified on this session's Python."""
+    path = VERIFIED / f"constraints-py{session.python}.txt"
+    if not path.is_file():
+        shipped = sorted(p.name for p in VERIFIED.glob("constraints-py*.txt"))
+        found = ", ".join(shipped) or "none"
+        session.error(f"no verified constraint set for Python {session.python} (found: {found}): run nox -s compat")
     return ["-c", str(path)]
 
 

@@ -33,6 +33,8 @@ from puffer_core.matrix.model import DEFAULT_PYTHON
 LICENSE = (ROOT / "LICENSE").read_text()
 NETHACK = next(source for source in sources() if source.name == "puffer-plugin-nethack")
 CORE = sources()[0]
+#: noxfile.TORCH: the version of this machine's local CPU wheel (pip finds it through its find-links).
+TORCH_PIN = "torch==2.13.0"
 
 
 def metadata(source: Source, **fields: str) -> str:
@@ -244,44 +246,85 @@ def test_dist_refuses_a_folder_that_holds_more_than_artifacts(tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
+class FreshVenv:
+    """A new DEFAULT_PYTHON venv (with pip, as a user has) whose commands run from an empty
+    folder with nothing of the checkout on their path."""
+
+    def __init__(self, folder: Path, uv: str):
+        self.venv, self.cwd, self.env = folder / "venv", folder / "empty", fresh_env()
+        self.cwd.mkdir(parents=True)
+        make_venv = [uv, "venv", "-q", "--seed", "--python", DEFAULT_PYTHON, str(self.venv)]
+        subprocess.run(make_venv, check=True, env=self.env, timeout=300)
+        self.site = self.venv / "lib" / f"python{DEFAULT_PYTHON}" / "site-packages"
+
+    def pip_install(self, *args: str) -> None:
+        pip = [str(self.venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        subprocess.run([*pip, *args], check=True, env=self.env, cwd=self.cwd, timeout=900)
+
+    def run(self, command: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        path = str(self.venv / "bin" / command)
+        env, cwd = self.env, self.cwd
+        return subprocess.run([path, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """`nox -s dist`'s artifacts, built once for the module's install tests."""
+    dist = tmp_path_factory.mktemp("dist") / "dist"
+    started = time.monotonic()
+    proc = nox_dist(dist)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"nox -s dist {time.monotonic() - started:.1f} s")
+    return dist
+
+
 @pytest.mark.slow
 @pytest.mark.dist
-def test_the_built_wheels_install_and_run_without_the_checkout(tmp_path):
-    """`nox -s dist`, then `pip install puffer-plugin-nethack` from dist/ (third-party packages
-    from the index, within the common set) in a fresh DEFAULT_PYTHON venv run from an empty folder."""
-    uv = shutil.which("uv")
-    assert uv, "uv is part of the dev extra"
+def test_the_built_wheels_install_and_run_without_the_checkout(built, tmp_path):
+    """As a stranger installs: puffer-core from dist/ (the local index), then `pip install -c
+    <(puffer constraints) puffer-plugin-nethack`, third-party packages from the package index."""
+    venv = FreshVenv(tmp_path, shutil.which("uv") or pytest.fail("uv is part of the dev extra"))
     started = time.monotonic()
-    proc = nox_dist(tmp_path / "dist")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    built = time.monotonic()
-    # The set's own plugin pins are dropped: the plugins come from dist/, at the versions built.
-    lines = (ROOT / "compat_matrix" / "constraints-common.txt").read_text().splitlines()
+    venv.pip_install("--find-links", str(built), "puffer-core")
+    printed = venv.run("puffer", "constraints")
+    assert printed.returncode == 0, printed.stderr
+    # The set the wheel carries is the checkout's for this Python: what the matrix verified.
+    assert printed.stdout == (ROOT / "puffer_core/matrix/verified" / f"constraints-py{DEFAULT_PYTHON}.txt").read_text()
     constraints = tmp_path / "constraints.txt"
-    constraints.write_text("".join(f"{line}\n" for line in lines if not line.startswith("puffer-")))
-    venv, cwd, env = tmp_path / "venv", tmp_path / "empty", fresh_env()
-    cwd.mkdir()
-    make_venv = [uv, "venv", "-q", "--seed", "--python", DEFAULT_PYTHON, str(venv)]  # --seed: pip, as a user has
-    subprocess.run(make_venv, check=True, env=env, timeout=300)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    install = [*pip, "--find-links", str(tmp_path / "dist"), "-c", str(constraints), "puffer-plugin-nethack"]
-    subprocess.run(install, check=True, env=env, cwd=cwd, timeout=900)
+    constraints.write_text(printed.stdout)
+    venv.pip_install("--find-links", str(built), "-c", str(constraints), "puffer-plugin-nethack")
     installed = time.monotonic()
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
-
-    where = run(str(venv / "bin" / "python"), "-c", "import puffer_core, puffer_plugin_nethack as p; print(p.__file__)")
-    site = venv / "lib" / f"python{DEFAULT_PYTHON}" / "site-packages"
-    assert where.stdout.strip() == str(site / "puffer_plugin_nethack" / "__init__.py"), where.stderr
+    where = venv.run("python", "-c", "import puffer_core, puffer_plugin_nethack as p; print(p.__file__)")
+    assert where.stdout.strip() == str(venv.site / "puffer_plugin_nethack" / "__init__.py"), where.stderr
     # puffer-core is the one built here, not a namesake from the index.
-    assert (site / "puffer_core" / "__init__.py").read_bytes() == (ROOT / "puffer_core" / "__init__.py").read_bytes()
-    version = run(str(venv / "bin" / "puffer"), "--version")
+    core = "puffer_core/__init__.py"
+    assert (venv.site / core).read_bytes() == (ROOT / core).read_bytes()
+    pinned = dict(line.split("==") for line in printed.stdout.splitlines() if "==" in line and line[0] != "#")
+    freeze = venv.run("python", "-m", "pip", "freeze", "--all").stdout.splitlines()
+    for name, version in (line.split("==") for line in freeze if "==" in line):
+        if name.lower() in pinned:
+            assert version == pinned[name.lower()], name  # within the verified set
+    version = venv.run("puffer", "--version")
     assert version.returncode == 0, version.stderr
     assert version.stdout.splitlines()[0].startswith(f"puffer-core {puffer_core.__version__} (Python {DEFAULT_PYTHON}.")
     assert f"puffer-plugin-nethack {NETHACK.version()} (plugin nethack)" in version.stdout.splitlines()
-    result = run(str(venv / "bin" / "puffer"), "run", "nethack/score", "--steps", "200", "--json")
+    result = venv.run("puffer", "run", "nethack/score", "--steps", "200", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["steps"] >= 200
-    ran = time.monotonic() - installed
-    print(f"nox -s dist {built - started:.1f} s, pip install {installed - built:.1f} s, the commands {ran:.1f} s")
+    print(f"pip install {installed - started:.1f} s, the commands {time.monotonic() - installed:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.dist
+def test_the_train_extra_installs_and_trains_without_the_checkout(built, tmp_path):
+    """`pip install 'puffer-core[train]'` from dist/, then `puffer train classic/probe_1`. torch
+    is pinned to the machine's local CPU wheel: unpinned, it is a multi-GB CUDA build."""
+    venv = FreshVenv(tmp_path, shutil.which("uv") or pytest.fail("uv is part of the dev extra"))
+    venv.pip_install("--find-links", str(built), "puffer-core[train]", TORCH_PIN)
+    out = tmp_path / "run"
+    result = venv.run("puffer", "train", "classic/probe_1", "--steps", "2048", "--out", str(out), "--json", timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["steps"] >= 2048, summary
+    assert (out / "policy.pt").is_file() and (out / "curve.csv").is_file()

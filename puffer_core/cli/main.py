@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli.bench import autotune_cmd, bench_cmd
+from puffer_core.cli.constraints import constraints_cmd
 from puffer_core.cli.errors import MessageGroup, err_console, fail
 from puffer_core.cli.matrix import matrix
 from puffer_core.cli.options import (
@@ -367,6 +368,7 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
 cli.add_command(bench_cmd)
 cli.add_command(autotune_cmd)
 cli.add_command(matrix)
+cli.add_command(constraints_cmd)
 cli.add_command(tank)
 cli.add_command(train_cmd)
 cli.add_command(eval_cmd)

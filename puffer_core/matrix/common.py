@@ -176,7 +176,7 @@ def constraints_text(common: Mapping[str, Any]) -> str:
         lines.append("\n# companions and extras as resolved in the joint cell\n")
         lines += [line + "\n" for _, line in sorted(companions.items())]
     if dists:
-        lines.append("\n# plugin distributions (installed from plugins/<name>/)\n")
+        lines.append("\n# plugin distributions (from the package index, or plugins/<name>/ in a checkout)\n")
         lines += [line + "\n" for _, line in sorted(dists.items())]
     dropped = common.get("dropped") or {}
     if dropped:
