@@ -255,7 +255,11 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
     found = dict(name=plugin, version=version, nearest=nearest, fix=fix, pins=pins)
     package = info.get("package")
     if package and canonicalize_name(package) not in installed:
-        return Finding(verdict=NOT_VERIFIED, reason=f"its package {package} is not installed", **found)
+        reason = f"its package {package} is not installed"
+        reason += (
+            f"; nearest verified: {which}" if which else f"; the matrix verified no set of {plugin} on Python {python}"
+        )
+        return Finding(verdict=NOT_VERIFIED, reason=reason, **found)
     for rule in info.get("known_bad") or []:
         if _rule_matches(rule.get("when") or {}, python, installed):
             return Finding(verdict=KNOWN_BAD, reason=rule.get("reason") or "a known-bad rule matches", **found)
