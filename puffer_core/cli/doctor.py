@@ -24,11 +24,12 @@ from puffer_core.cli.tables import print_table
 from puffer_core.matrix import doctor
 from puffer_core.matrix.shipped import SHIPPED_DIR, load_verified
 from puffer_core.matrix.store import MatrixError
-from puffer_core.plugins import get_plugins
+from puffer_core.plugins import FAILED, LOADED, get_plugins
 
 __all__ = ["VERIFIED_DIR_ENV", "doctor_cmd", "warn_if_known_bad"]
 
 VERIFIED_DIR_ENV = "PUFFER_VERIFIED_DIR"
+INSTALLED = (LOADED, FAILED)
 MARKS = {
     doctor.VERIFIED: "[green]✓[/]",
     doctor.NOT_VERIFIED: "[yellow]![/]",
@@ -73,7 +74,9 @@ def _python() -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_cmd(as_json: bool) -> None:
     data = load_verified(_folder())  # a MatrixError is the group's one-line message
-    loaded = [name for name, info in get_plugins().plugins.items() if info.source != "builtin"]
+    # Plugins installed from entry points (loaded or failed; not those disabled or not selected):
+    # the matrix's are found by their distributions anyway, the others are not verified.
+    loaded = [n for n, info in get_plugins().plugins.items() if info.source != "builtin" and info.status in INSTALLED]
     report = doctor.diagnose(_python(), doctor.installed_versions(), data, puffer_core.__version__, loaded)
     if as_json:
         print_json(report.to_json())
