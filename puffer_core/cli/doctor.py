@@ -89,12 +89,12 @@ def doctor_cmd(as_json: bool) -> None:
 def _what(finding: doctor.Finding, kind: str) -> str:
     if kind == "python":
         return f"Python {platform.python_version()}"
-    if kind == "plugin" and finding.pins:
-        versions = ", ".join(f"{name} {version or '-'}" for name, version in finding.pins.items())
-        return f"plugin {finding.name} {finding.version or '-'} ({versions})"
-    if kind == "plugin":
-        return f"plugin {finding.name} {finding.version or '-'}"
-    return f"{finding.name} {finding.version or '-'}"
+    if kind != "plugin":
+        return f"{finding.name} {finding.version or '-'}"
+    what = f"plugin {finding.name} {finding.version or '(built in)'}"
+    if finding.pins:
+        what += " (" + ", ".join(f"{name} {version or '-'}" for name, version in finding.pins.items()) + ")"
+    return what
 
 
 def _print_report(report: doctor.Report) -> None:

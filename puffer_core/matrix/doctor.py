@@ -248,8 +248,9 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
     info = (data.get("plugins") or {}).get(plugin)
     if info is None:
         return Finding(plugin, None, NOT_VERIFIED, f"the matrix has no cells for plugin {plugin}")
-    marker = info.get("distribution") or info.get("package")
-    version = installed.get(canonicalize_name(marker)) if marker else None
+    # A built-in plugin (no distribution) is puffer-core's: its version is puffer-core's line.
+    dist = info.get("distribution")
+    version = installed.get(canonicalize_name(dist)) if dist else None
     pins = {name: installed.get(name) for name in _axes(data, plugin, python, installed)}
     nearest, fix, which = _nearest(data, plugin, python)
     found = dict(name=plugin, version=version, nearest=nearest, fix=fix, pins=pins)

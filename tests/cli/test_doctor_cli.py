@@ -61,7 +61,7 @@ def known_bad(tmp_path):
 def test_doctor_exits_0_when_everything_is_verified(verified):
     proc = puffer(verified, "doctor")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"✓  plugin classic {GYMNASIUM} (gymnasium {GYMNASIUM})" in proc.stdout
+    assert f"✓  plugin classic (built in) (gymnasium {GYMNASIUM})" in proc.stdout
     assert f"✓  Python {platform.python_version()}" in proc.stdout
     assert proc.stdout.splitlines()[-1] == "everything installed is verified"
     data = json.loads(puffer(verified, "doctor", "--json").stdout)
