@@ -57,7 +57,6 @@ AXIS_PACKAGES = ("numpy", "gymnasium", "shimmy", "pettingzoo", "gym")
 CORE_DEPENDENCIES = ("numpy", "gymnasium")
 CORE = "puffer-core"
 CONSTRAINED_INSTALL = "pip install -c <(puffer constraints) {}"
-_FAILING = (VERIFIED, NOT_VERIFIED, KNOWN_BAD)
 
 
 @dataclass(frozen=True)
