@@ -11,6 +11,7 @@ from rich.table import Table
 
 from puffer_core.cli.bench import autotune_cmd, bench_cmd
 from puffer_core.cli.constraints import constraints_cmd
+from puffer_core.cli.doctor import doctor_cmd, warn_if_known_bad
 from puffer_core.cli.errors import MessageGroup, err_console, fail
 from puffer_core.cli.matrix import matrix
 from puffer_core.cli.options import (
@@ -203,6 +204,7 @@ def run_cmd(
     """
     vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
     env_kwargs = parse_pairs(kwargs, "--kwarg")
+    warn_if_known_bad(env_id)
     recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
     options = dict(
         steps=steps,
@@ -373,6 +375,7 @@ cli.add_command(tank)
 cli.add_command(train_cmd)
 cli.add_command(eval_cmd)
 cli.add_command(sweep_cmd)
+cli.add_command(doctor_cmd)
 
 
 def main() -> None:

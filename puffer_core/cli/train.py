@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from puffer_core.cli.doctor import warn_if_known_bad
 from puffer_core.cli.errors import err_console
 from puffer_core.cli.options import (
     EPISODES,
@@ -167,6 +168,8 @@ def train_cmd(
     plan = _plan(env_id, resume, out, given)
     for line in plan.describe():
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if isinstance(plan.env, str):
+        warn_if_known_bad(plan.env)
     recording = None
     if record_path is not None:  # a bad path fails now, not after training
         recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
@@ -310,6 +313,8 @@ def eval_cmd(
     plan = plan_eval(path, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=train.load)
     for line in plan.describe():
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if isinstance(plan.env, str):
+        warn_if_known_bad(plan.env)
     options = {"record": record_path, "overwrite": overwrite}
     result = train.evaluate_plan(plan, episodes, seed=seed, greedy=not sample, **options)
     if as_json:

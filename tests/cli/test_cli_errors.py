@@ -52,6 +52,9 @@ CASES = [
     case("plugins --bogus", "No such option '--bogus' (see `puffer plugins --help`)"),
     case("envs --plugin nope", "no plugin named 'nope'"),
     case("envs extra", "Got unexpected extra argument (extra)"),
+    # doctor (its verdicts: tests/cli/test_doctor_cli.py)
+    case("doctor --bogus", "No such option '--bogus' (see `puffer doctor --help`)"),
+    case("doctor extra", "Got unexpected extra argument (extra)"),
     # run: env ids, kwargs, numbers, a plugin that raised at import
     case("run", "Missing argument 'ENV_ID' (see `puffer run --help`)"),
     case("run classic/cartpol", "unknown environment 'classic/cartpol'. Did you mean: classic/cartpole?"),
