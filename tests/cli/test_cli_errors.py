@@ -52,6 +52,11 @@ CASES = [
     case("plugins --bogus", "No such option '--bogus' (see `puffer plugins --help`)"),
     case("envs --plugin nope", "no plugin named 'nope'"),
     case("envs extra", "Got unexpected extra argument (extra)"),
+    # constraints (the sets themselves: tests/matrix/test_matrix_shipped.py)
+    case("constraints --python 2.7", "--python '2.7' is not a Python 3 version: write versions like 3.12"),
+    case("constraints --python 3.9", "no constraint set for Python 3.9: the matrix verified one for"),
+    case("constraints --plugins nope", "no plugin named 'nope' in the matrix"),
+    case("constraints --bogus", "No such option '--bogus' (see `puffer constraints --help`)"),
     # doctor (its verdicts: tests/cli/test_doctor_cli.py)
     case("doctor --bogus", "No such option '--bogus' (see `puffer doctor --help`)"),
     case("doctor extra", "Got unexpected extra argument (extra)"),

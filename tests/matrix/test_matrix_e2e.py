@@ -143,6 +143,11 @@ def test_cold_run_writes_the_views_and_the_common_set(cold):
     data = results(layout)
     assert data["common"]["joint"]["outcome"] == "pass"
     assert [m["plugin"] for m in data["common"]["members"]] == ["fixture"]
+    # Every other Python the axes list gets its own set; 3.99 has no passing cell, so none.
+    assert list(data["commons"]) == ["3.99"]
+    assert data["commons"]["3.99"]["members"] == [] and data["commons"]["3.99"]["joint"] is None
+    assert data["commons"]["3.99"]["dropped"]["fixture"].startswith("no passing cell on Python 3.99")
+    assert "## The common set on Python 3.99" in readme
     constraints = (out / "constraints-common.txt").read_text()
     lines = [line for line in constraints.splitlines() if line and not line.startswith("#")]
     assert "gymnasium==1.2.0" in lines and "six==1.17.0" in lines and "puffer-plugin-fixture==0.0.1" in lines
