@@ -14,7 +14,8 @@ __all__ = ["DEFAULT_TIMEOUT", "REPO_ROOT", "Reporter", "RunOptions"]
 DEFAULT_TIMEOUT = 1800.0
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-#: ``report(event, record, info)``: ``start``, ``would-run``, ``building``, ``cell-start``, ``cell``
+#: ``report(event, record, info)``: ``discovered`` (``info["report"]``: a DiscoveryReport), ``start``,
+#: ``would-run``, ``building``, ``cell-start``, ``cell``
 #: (with the record), ``common-start`` and ``common``; see :func:`puffer_core.matrix.runner.run_matrix`.
 Reporter = Callable[[str, CellRecord | None, dict[str, Any]], None]
 
@@ -37,6 +38,9 @@ class RunOptions:
     dry_run: bool = False  # list what would run, change nothing
     #: Variables (names or ``*``/``?`` globs) cells get besides the allowlist (see environment.py).
     pass_env: list[str] = field(default_factory=list)
+    #: Ask the package index for new releases first (``--discover``), at ``index`` if given.
+    discover: bool = False
+    index: str | None = None
 
     def __post_init__(self) -> None:
         self.root = pathlib.Path(self.root).resolve()
