@@ -52,6 +52,7 @@ class DiscoveryReport:
     indexes: list[str]
     path: pathlib.Path
     written: bool  # False for a dry run, or when nothing but the date would change
+    dry_run: bool = False
     packages: dict[str, PackageNews] = field(default_factory=dict)
     #: what discovered.json now holds (or would, for a dry run): the plan's input
     releases: dict[str, dict[str, Release]] = field(default_factory=dict)
@@ -70,6 +71,7 @@ class DiscoveryReport:
             "indexes": self.indexes,
             "file": str(self.path),
             "written": self.written,
+            "dry_run": self.dry_run,
             "packages": {name: news.to_json() for name, news in self.packages.items()},
             "added_cells": {plugin: sorted(ids) for plugin, ids in sorted(self.added.items())},
         }
@@ -139,7 +141,7 @@ def discover_releases(
         wanted = {v: r for v, r in releases.items() if v in chosen}
         if wanted:
             kept[key] = wanted
-    report = DiscoveryReport([shown_url(url) for url in urls], path, written=False, releases=kept)
+    report = DiscoveryReport([shown_url(url) for url in urls], path, written=False, dry_run=dry_run, releases=kept)
     added = _added_cells(sources, old, kept)
     for key, by_plugin in follows.items():
         releases = sorted(kept.get(key, {}), key=version_key, reverse=True)

@@ -33,8 +33,15 @@ DEFAULT_TIMEOUT = 30.0
 MAX_PAGE_BYTES = 64 * 1024 * 1024  # numpy's JSON page is a few MB
 
 
+#: The fix every IndexUnreachable message ends with.
+FIX = "check the network and the URL, or name a reachable index with --index URL"
+
+
 class IndexUnreachable(MatrixError):
     """The package index could not be read (connection, HTTP error, unreadable folder)."""
+
+    def __init__(self, message: str):
+        super().__init__(f"{message}; {FIX}")
 
 
 @dataclass(frozen=True)
