@@ -107,7 +107,7 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
             print_discovery(info["report"], out)
         elif event == "start":
             verb = "would run" if info.get("dry_run") else "to run"
-            why = ", ".join(f"{count} {reason}" for reason, count in info.get("reasons", {}).items())
+            why = ", ".join(f"{reason}: {count}" for reason, count in info.get("reasons", {}).items())
             out.print(
                 f"[bold]matrix:[/] {info['todo']} cell(s) {verb} with {info['jobs']} job(s)"
                 + (f" ({escape(why)})" if why else "")

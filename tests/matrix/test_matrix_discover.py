@@ -151,3 +151,10 @@ def test_cli_run_discover_dry_run_and_errors(layout):
 
     result = _invoke("run", "--index", layout["index"], "--dry-run", *common)
     assert result.exit_code != 0 and "--index only tells --discover where to look" in result.output
+
+
+def test_dry_run_counts_the_reasons(layout):
+    common = ["--plugins-dir", str(layout["plugins"]), "--no-builtins", "--out", str(layout["out"]), "--no-common"]
+    result = _invoke("run", "--discover", "--index", layout["index"], "--dry-run", *common)
+    assert result.exit_code == 0, result.output
+    assert "2 cell(s) would run with 1 job(s) (new cell: 2); 0 unchanged" in " ".join(result.output.split())

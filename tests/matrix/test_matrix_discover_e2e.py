@@ -74,7 +74,7 @@ def test_discover_adds_exactly_the_new_cell_runs_only_it_then_nothing(tmp_path):
         took = time.monotonic() - start
         assert _ran(proc) == 1, proc.stdout
         assert "puffer-test-follow (followed by follow): 1.1 (new) → cells added: follow 1" in proc.stdout
-        assert "1 cell(s) to run with 1 job(s) (1 new cell); 1 unchanged" in " ".join(proc.stdout.split())
+        assert "1 cell(s) to run with 1 job(s) (new cell: 1); 1 unchanged" in " ".join(proc.stdout.split())
         cells = json.loads((layout["out"] / "results.json").read_text())["cells"]
         assert set(cells) == {DECLARED_CELL, NEW_CELL}
         new = cells[NEW_CELL]
