@@ -154,5 +154,5 @@ def discover_releases(
         )
     if not dry_run:
         followers = {key: list(by_plugin) for key, by_plugin in follows.items()}
-        report.written = write_document(path, kept, followers, report.indexes, linux_platform(), now())
+        report.written = write_document(path, kept, followers, len(urls), linux_platform(), now())
     return report

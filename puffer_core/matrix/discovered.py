@@ -6,7 +6,7 @@ Layout::
       "generated_by": "...",  # the command that writes it: never edited by hand
       "schema": 1,
       "discovered_at": "...",
-      "indexes": ["https://…/simple"],  # without credentials
+      "indexes_asked": 3,  # how many; their URLs are printed, never committed (they may name a private host)
       "platform": "linux x86_64",  # the wheels counted
       "packages": {name: {"followed_by": [plugin, …],
                           "releases": {version: {"files": [{"python", "requires_python"}]}}}}
@@ -83,7 +83,7 @@ def write_document(
     path: pathlib.Path,
     packages: Mapping[str, Mapping[str, Release]],
     followers: Mapping[str, list[str]],
-    indexes: list[str],
+    indexes: int,
     platform: str,
     discovered_at: str,
 ) -> bool:
@@ -92,7 +92,7 @@ def write_document(
         "generated_by": GENERATED_BY,
         "schema": SCHEMA,
         "discovered_at": discovered_at,
-        "indexes": indexes,
+        "indexes_asked": indexes,
         "platform": platform,
         "packages": {
             name: {

@@ -101,8 +101,9 @@ def test_discovery_keeps_the_new_release_and_says_what_it_adds(layout):
     assert news.cells == {"follow": [NEW_CELL]} and report.added == {"follow": {NEW_CELL}}
     path = layout["out"] / "discovered.json"
     document = json.loads(path.read_text())
-    assert document["generated_by"] == GENERATED_BY and document["indexes"] == [layout["index"]]
+    assert document["generated_by"] == GENERATED_BY and document["indexes_asked"] == 1
     assert document["packages"][PACKAGE]["followed_by"] == ["follow"]
+    assert str(layout["index"]) not in path.read_text()  # index URLs are printed, never kept
     assert load_discovered(path)[PACKAGE]["1.1"].install_problem(PACKAGE, "3.11") is None
 
     before = path.read_bytes()
