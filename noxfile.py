@@ -415,7 +415,10 @@ def compat(session: nox.Session) -> None:
     """The compatibility matrix (compat_matrix/): `nox -s compat -- --plugin nethack --python 3.12 --jobs 2`.
 
     Options after `--`: --plugin NAME, --python X.Y, --quick, --force, --jobs N, --timeout S,
-    --pass-env NAME (`puffer matrix run --help` lists all). The runner itself needs
+    --pass-env NAME, --dry-run (each cell to run, with why: new, or which input changed),
+    --discover (first ask the package index for new releases of what the plugins follow,
+    kept in compat_matrix/discovered.json, then run only the new and stale cells; --index URL
+    to ask another index) (`puffer matrix run --help` lists all). The runner itself needs
     only the core; each cell gets its own fresh uv venv, so this small venv is reused between runs.
     Each cell command runs in an empty temporary directory with a temporary HOME and sees only an
     allowlist of this environment's variables (PATH, locale, proxies, CA bundles, pyenv's, uv's

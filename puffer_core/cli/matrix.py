@@ -1,4 +1,4 @@
-"""``puffer matrix show`` and ``puffer matrix run`` (what ``nox -s compat -- …`` runs): the terminal side.
+"""``puffer matrix show``, ``run`` (what ``nox -s compat -- …`` runs) and ``discover``: the terminal side.
 
 The matrix itself is :mod:`puffer_core.matrix`; this module turns options into
 :class:`~puffer_core.matrix.options.RunOptions`, the run's events into progress lines,
@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -22,10 +23,13 @@ from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.matrix import views
+from puffer_core.matrix.discover import DiscoveryReport, discover_releases
 from puffer_core.matrix.environment import allowlist_help
 from puffer_core.matrix.options import REPO_ROOT, RunOptions
 from puffer_core.matrix.plan import split_values
 from puffer_core.matrix.runner import RunSummary, run_matrix
+from puffer_core.matrix.simple_index import DEFAULT_TIMEOUT
+from puffer_core.matrix.sources import discover as discover_plugins
 from puffer_core.matrix.store import MatrixError, ResultStore
 from puffer_core.matrix.views import COLOURS, SYMBOLS, cell_text, plugin_tables, run_line, seconds_text
 
@@ -49,7 +53,8 @@ def matrix() -> None:
     """The compatibility matrix: which plugin versions work with which Python and companions.
 
     `puffer matrix run` builds it (as `nox -s compat` does); `puffer matrix show` prints it
-    and re-renders compat_matrix/README.md and index.html from results.json.
+    and re-renders compat_matrix/README.md and index.html from results.json; `puffer matrix
+    discover` asks the package index for new releases of what the plugins follow.
     """
 
 
@@ -92,13 +97,23 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
     def report(event: str, record: Any, info: dict[str, Any]) -> None:
         out = progress.console
         if event == "would-run":
-            out.print(f"would run {info['id']}: {' '.join(info['requirements'])}", highlight=False, soft_wrap=True)
+            out.print(
+                f"would run {info['id']}: {' '.join(info['requirements'])} ({info['reason']})",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
+        elif event == "discovered":
+            print_discovery(info["report"], out)
         elif event == "start":
             verb = "would run" if info.get("dry_run") else "to run"
+            why = ", ".join(f"{reason}: {count}" for reason, count in info.get("reasons", {}).items())
             out.print(
-                f"[bold]matrix:[/] {info['todo']} cell(s) {verb} with {info['jobs']} job(s); "
-                f"{info['skipped']} unchanged (skipped), {info['excluded']} excluded",
+                f"[bold]matrix:[/] {info['todo']} cell(s) {verb} with {info['jobs']} job(s)"
+                + (f" ({escape(why)})" if why else "")
+                + f"; {info['skipped']} unchanged (skipped), {info['excluded']} excluded",
                 highlight=False,
+                soft_wrap=True,
             )
             task_holder["task"] = progress.add_task("cells", total=info["todo"])
         elif event == "cell":
@@ -131,10 +146,20 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
     return report
 
 
-RUN_HELP = f"""Build the matrix: a fresh uv venv per changed cell, install, smoke run; results.json and views.
+INDEX_HELP = (
+    "The package index to ask (a simple-API URL, http(s):// or file://). Default: the indexes pip and uv "
+    "would use (UV_DEFAULT_INDEX, UV_INDEX_URL, PIP_INDEX_URL, pip's index-url, else the public index) "
+    "and their extra indexes (UV_INDEX, UV_EXTRA_INDEX_URL, PIP_EXTRA_INDEX_URL, pip's extra-index-url)."
+)
 
-Failing cells are recorded, never fatal: the command fails only when the matrix
-machinery itself breaks.
+RUN_HELP = f"""Build the matrix: a fresh uv venv per new or stale cell, install, smoke run; results.json and views.
+
+A cell runs when it is new or one of its inputs changed (its definition, the plugin's
+source, the core's source, the runner); `--dry-run` lists each with that reason and
+results.json keeps it. The cells are the plugins' declared ones and those the releases in
+discovered.json add (`--discover` updates it first). Failing cells are recorded, never
+fatal: the command fails only when the matrix machinery itself breaks, or when
+`--discover` cannot read the package index (then nothing is changed).
 
 {allowlist_help()}
 """
@@ -175,6 +200,13 @@ machinery itself breaks.
     "as in tox's pass_env): a private index's settings need it ('PIP_*', 'UV_INDEX*'). Results of "
     "cells already run stay: add --force to re-run them.",
 )
+@click.option(
+    "--discover",
+    is_flag=True,
+    help="First ask the package index for new releases of what the plugins follow (as `puffer matrix "
+    "discover` does, updating discovered.json); then run the new and stale cells.",
+)
+@click.option("--index", metavar="URL", help=INDEX_HELP)
 def run_cmd(
     plugins: tuple[str, ...],
     pythons: tuple[str, ...],
@@ -190,7 +222,11 @@ def run_cmd(
     no_builtins: bool,
     dry_run: bool,
     pass_env: tuple[str, ...],
+    discover: bool,
+    index: str | None,
 ) -> None:
+    if index and not discover:
+        raise MatrixError("--index only tells --discover where to look: add --discover, or leave --index out")
     options = RunOptions(
         root=REPO_ROOT,
         out=_out_dir(out),
@@ -207,6 +243,8 @@ def run_cmd(
         builtins=not no_builtins,
         dry_run=dry_run,
         pass_env=list(pass_env),
+        discover=discover,
+        index=index,
     )
     summary = _run_with_progress(options)
     for warning in summary.warnings:
@@ -260,6 +298,80 @@ def _print_summary(summary: RunSummary, options: RunOptions) -> None:
         console.print(f"common set: {members}", highlight=False, soft_wrap=True)
     console.print(
         f"results: {options.out / 'results.json'}; table: {options.out / 'README.md'}", highlight=False, soft_wrap=True
+    )
+
+
+@matrix.command("discover")
+@click.option("--index", metavar="URL", help=INDEX_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print what was found (releases, new ones, cells) as JSON.")
+@click.option("--dry-run", is_flag=True, help="Ask the index and print what is new; write nothing.")
+@click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
+@click.option(
+    "--plugins-dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Where plugin source folders live (default: plugins/).",
+)
+@click.option("--no-builtins", is_flag=True, help="Leave out the built-in plugins (classic).")
+@click.option(
+    "--timeout",
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(1, 600),
+    help="Seconds to wait for the index at each request.",
+)
+def discover_cmd(
+    index: str | None,
+    as_json: bool,
+    dry_run: bool,
+    out: str | None,
+    plugins_dir: str | None,
+    no_builtins: bool,
+    timeout: float,
+) -> None:
+    """Ask the package index which releases of the followed packages exist; keep them in discovered.json.
+
+    A plugin follows its environment package, its axes, the companions its newest version
+    pins and what its CompatAxes.follow names. Of each minor series the newest release
+    counts, when newer than what the plugin declares (and inside its follow bound); it
+    becomes cells of `puffer matrix run` (excluded, with the reason, on a Python it cannot
+    install on). Yanked releases and pre-releases are left out. If an index cannot be read,
+    nothing is written and the command fails.
+    """
+    folder = _out_dir(out)
+    sources = discover_plugins(
+        pathlib.Path(plugins_dir).resolve() if plugins_dir else REPO_ROOT / "plugins", not no_builtins
+    )
+    report = discover_releases(sources, folder, index, timeout=timeout, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+        return
+    print_discovery(report, console)
+
+
+def print_discovery(report: DiscoveryReport, out: Console) -> None:
+    """What discovery found, one line per followed package, then where it was kept."""
+    out.print(f"package index: {', '.join(report.indexes)}", highlight=False, soft_wrap=True, markup=False)
+    for name, news in report.packages.items():
+        line = f"{name} (followed by {', '.join(news.followed_by)}): "
+        if not news.releases:
+            line += "nothing newer than the plugins declare"
+        else:
+            shown = [f"{v} (new)" if v in news.new else v for v in news.releases]
+            line += ", ".join(shown)
+            if news.cells:
+                line += " → cells added: " + ", ".join(f"{plugin} {len(ids)}" for plugin, ids in news.cells.items())
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+    releases = sum(len(news.releases) for news in report.packages.values())
+    added = sum(len(ids) for ids in report.added.values())
+    if report.dry_run:
+        what = f"dry run, {report.path} not written"
+    else:
+        what = f"wrote {report.path}" if report.written else f"{report.path} unchanged"
+    out.print(
+        f"{what}: {releases} release(s) followed, {added} new cell(s)",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
     )
 
 

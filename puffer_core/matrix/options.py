@@ -14,7 +14,8 @@ __all__ = ["DEFAULT_TIMEOUT", "REPO_ROOT", "Reporter", "RunOptions"]
 DEFAULT_TIMEOUT = 1800.0
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
-#: ``report(event, record, info)``: ``start``, ``would-run``, ``building``, ``cell-start``, ``cell``
+#: ``report(event, record, info)``: ``discovered`` (``info["report"]``: a DiscoveryReport), ``start``,
+#: ``would-run``, ``building``, ``cell-start``, ``cell``
 #: (with the record), ``common-start`` and ``common``; see :func:`puffer_core.matrix.runner.run_matrix`.
 Reporter = Callable[[str, CellRecord | None, dict[str, Any]], None]
 
@@ -40,6 +41,9 @@ class RunOptions:
     #: Where the shipped verdicts go (:mod:`~puffer_core.matrix.shipped`); default: the package's
     #: own ``matrix/verified/`` when ``out`` is the checkout's compat_matrix/, else nowhere.
     shipped: pathlib.Path | None = None
+    #: Ask the package index for new releases first (``--discover``), at ``index`` if given.
+    discover: bool = False
+    index: str | None = None
 
     def __post_init__(self) -> None:
         self.root = pathlib.Path(self.root).resolve()

@@ -1,8 +1,11 @@
-"""Which cells a run must run: the selection checked, each cell's input hash against its record.
+"""Which cells a run must run, and why: the selection checked, each cell's input hash against its record.
 
 A cell whose input hash (cell, plugin source, core source, runner schema) matches its
 record is skipped unless ``--force``; an excluded (known-bad) cell is recorded, not run;
-rows of cells and plugins that are gone are pruned from results.json.
+rows of cells and plugins that are gone are pruned from results.json. The cells are the
+declared ones and those the discovered releases add (:mod:`~puffer_core.matrix.follow`).
+Each record keeps the parts of its input hash, so the next plan says which changed
+(:func:`stale_reason`); the record of a run keeps that reason.
 """
 
 from __future__ import annotations
@@ -17,15 +20,27 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from puffer_core.matrix.environment import cell_environment, check_pass_env
+from puffer_core.matrix.follow import Discovered, plugin_cells
 from puffer_core.matrix.job import JobResult
-from puffer_core.matrix.model import Cell, cells_for, select_cells, version_key
+from puffer_core.matrix.model import Cell, select_cells, version_key
 from puffer_core.matrix.options import RunOptions
 from puffer_core.matrix.processes import scratch_dirs
 from puffer_core.matrix.sources import PluginSource, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
 from puffer_core.specs.declarations import PYTHON_VERSION_RE
 
-__all__ = ["RUNNER_SCHEMA", "Plan", "cell_input_hash", "cell_record", "plan_cells", "select_plugins", "split_values"]
+__all__ = [
+    "RUNNER_SCHEMA",
+    "STALE_REASONS",
+    "Plan",
+    "cell_input_hash",
+    "cell_inputs",
+    "cell_record",
+    "plan_cells",
+    "select_plugins",
+    "split_values",
+    "stale_reason",
+]
 
 #: Bump when what a cell does changes in a way that invalidates old results.
 RUNNER_SCHEMA = 2  # 2: cells see an allowlisted environment
@@ -36,7 +51,45 @@ def split_values(values: Iterable[str]) -> list[str]:
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
+#: Each part of a cell's input hash, and what the plan says when it changed.
+STALE_REASONS = {
+    "cell": "cell definition changed",
+    "runner": "runner changed",
+    "plugin_src": "plugin source changed",
+    "core_src": "core source changed",
+}
+
+
+def _short_hash(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cell_inputs(cell: Cell, plugin_hash: str, core_hash: str) -> dict[str, object]:
+    """The parts of ``cell``'s input hash, as its record keeps them (the cell as its own hash)."""
+    return {
+        "runner": RUNNER_SCHEMA,
+        "cell": _short_hash(cell.to_json()),
+        "plugin_src": plugin_hash,
+        "core_src": core_hash,
+    }
+
+
+def stale_reason(old: CellRecord | None, inputs: dict[str, object], input_hash: str, force: bool = False) -> str | None:
+    """Why a (not excluded) cell must run, or None when its record is still valid."""
+    if old is None:
+        return "new cell"
+    if force:
+        return "--force"
+    if old.input_hash == input_hash:
+        return "no longer excluded" if old.outcome == "excluded" else None
+    if not old.inputs:
+        return "inputs changed (its record predates input tracking)"
+    changed = [label for part, label in STALE_REASONS.items() if old.inputs.get(part) != inputs.get(part)]
+    return ", ".join(changed) or "inputs changed"
+
+
 def cell_input_hash(cell: Cell, plugin_hash: str, core_hash: str) -> str:
+    """One hash of every input of ``cell`` (unchanged since results.json schema 1: old records stay valid)."""
     data = {
         "runner": RUNNER_SCHEMA,
         "cell": cell.to_json(),
@@ -87,6 +140,8 @@ class Plan:
     excluded: int = 0
     outcomes: Counter = field(default_factory=Counter)  # of the cells not run: excluded and unchanged
     warnings: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)  # cell id → why it runs
+    inputs: dict[str, dict[str, object]] = field(default_factory=dict)  # cell id → the parts of its input hash
 
 
 def plan_cells(
@@ -96,8 +151,12 @@ def plan_cells(
     selected: dict[str, PluginSource],
     core_hash: str,
     uv: str,
+    discovered: Discovered | None = None,
 ) -> Plan:
-    """The run's plan; records excluded cells and prunes rows of cells and plugins that are gone."""
+    """The run's plan; records excluded cells and prunes rows of cells and plugins that are gone.
+
+    ``discovered``: the releases discovered.json keeps, which add cells to the declared ones.
+    """
     plan = Plan()
     if options.builtins and not options.plugins:
         # A plugin folder that is gone takes its rows with it (a filtered run cannot tell).
@@ -110,7 +169,7 @@ def plan_cells(
             if name in selected:
                 plan.warnings.append(f"plugin {name} could not be loaded, so it has no cells: {source.error}")
             continue
-        all_cells = cells_for(name, source.axes)
+        all_cells = plugin_cells(name, source.axes, discovered)
         plan.current[name] = {c.id for c in all_cells}
         store.prune(name, plan.current[name])
         if name not in selected:
@@ -118,32 +177,39 @@ def plan_cells(
         plugin_hash = source.tree_hash()
         for cell in select_cells(all_cells, options.pythons, options.quick):
             input_hash = cell_input_hash(cell, plugin_hash, core_hash)
-            if _needs_run(cell, input_hash, store, options, uv, plan):
+            inputs = cell_inputs(cell, plugin_hash, core_hash)
+            reason = _needs_run(cell, input_hash, inputs, store, options, uv, plan)
+            if reason is not None:
                 plan.todo.append((cell, input_hash, source))
+                plan.reasons[cell.id] = reason
+                plan.inputs[cell.id] = inputs
     return plan
 
 
-def _needs_run(cell: Cell, input_hash: str, store: ResultStore, options: RunOptions, uv: str, plan: Plan) -> bool:
-    """Whether ``cell`` must run; an excluded cell is recorded, an unchanged one counted."""
+def _needs_run(
+    cell: Cell, input_hash: str, inputs: dict[str, object], store: ResultStore, options: RunOptions, uv: str, plan: Plan
+) -> str | None:
+    """Why ``cell`` must run, or None; an excluded cell is recorded, an unchanged one counted."""
     old = store.get(cell.id)
     if cell.excluded is not None:
         plan.excluded += 1
         plan.outcomes["excluded"] += 1
         if old is None or old.input_hash != input_hash or old.outcome != "excluded" or options.force:
-            store.put(cell_record(cell, input_hash, None, excluded=True))
-        return False
-    unchanged = old is not None and old.input_hash == input_hash and old.outcome != "excluded"
+            same = old is not None and old.input_hash == input_hash and not options.force
+            reason = "newly excluded" if same else (stale_reason(old, inputs, input_hash, options.force) or "")
+            store.put(cell_record(cell, input_hash, None, excluded=True, reason=reason, inputs=inputs))
+        return None
+    reason = stale_reason(old, inputs, input_hash, options.force)
     if (
-        unchanged
+        reason is None
         and old.outcome == "interpreter-missing"
         and _interpreter_found(uv, cell.python, tuple(options.pass_env))
     ):
-        unchanged = False  # the interpreter has appeared since: worth a real try
-    if unchanged and not options.force:
+        reason = f"Python {cell.python} found now"  # the interpreter has appeared since: worth a real try
+    if reason is None:
         plan.skipped += 1
         plan.outcomes[old.outcome] += 1
-        return False
-    return True
+    return reason
 
 
 @functools.cache
@@ -179,8 +245,15 @@ def _plugin_meta(source: PluginSource, options: RunOptions) -> dict[str, Any]:
     return meta
 
 
-def cell_record(cell: Cell, input_hash: str, result: JobResult | None, excluded: bool = False) -> CellRecord:
-    """The record results.json keeps of ``cell``: its job's result, or its exclusion reason."""
+def cell_record(
+    cell: Cell,
+    input_hash: str,
+    result: JobResult | None,
+    excluded: bool = False,
+    reason: str = "",
+    inputs: dict[str, object] | None = None,
+) -> CellRecord:
+    """The record results.json keeps of ``cell``: its job's result, or its exclusion reason; why it ran."""
     data = cell.to_json()
     record = CellRecord(
         id=cell.id,
@@ -196,6 +269,8 @@ def cell_record(cell: Cell, input_hash: str, result: JobResult | None, excluded:
         outcome="excluded" if excluded else result.outcome,
         input_hash=input_hash,
         finished_at=now(),
+        inputs=dict(inputs or {}),
+        reason=reason,
     )
     if excluded:
         record.error = cell.excluded

@@ -9,9 +9,10 @@ For each cell the runner (through :mod:`~puffer_core.matrix.job`)
 3. runs ``python -m puffer_core.testing.smoke --plugin NAME --json`` inside it
    (``import-failed`` / ``smoke-failed``), all within ``--timeout`` seconds (``timeout``),
 
-and writes the record to results.json at once. Everything a cell printed goes to
-``compat_matrix/logs/<cell-id>.log``. Unchanged cells are skipped (:mod:`~puffer_core.matrix.plan`);
-failing cells never stop the run.
+and writes the record to results.json at once, with why it ran (``--dry-run`` prints it).
+Everything a cell printed goes to ``compat_matrix/logs/<cell-id>.log``. With ``--discover`` the
+package index is asked first for new releases (:mod:`~puffer_core.matrix.discover`). Unchanged
+cells are skipped (:mod:`~puffer_core.matrix.plan`); failing cells never stop the run.
 
 What reaches a command line from plugin data was checked when the plugin loaded
 (``CompatAxes.validate``: package names, versions, PEP 508 requirements from the index) and
@@ -33,12 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from puffer_core.matrix import views
+from puffer_core.matrix.discover import discover_releases
+from puffer_core.matrix.discovered import discovered_path, load_discovered
 from puffer_core.matrix.environment import unmatched_pass_env
 from puffer_core.matrix.job import REPORTED, Job, requirement_names, run_job
 from puffer_core.matrix.joint import run_common
 from puffer_core.matrix.model import Cell
 from puffer_core.matrix.options import Reporter, RunOptions
-from puffer_core.matrix.plan import cell_record, plan_cells, select_plugins
+from puffer_core.matrix.plan import Plan, cell_record, plan_cells, select_plugins
 from puffer_core.matrix.processes import Interrupted, Processes
 from puffer_core.matrix.shipped import write_shipped
 from puffer_core.matrix.sources import PluginSource
@@ -89,15 +92,22 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
         for pattern in unmatched_pass_env(options.pass_env)
     ]
     wheels = Wheels(options, uv, procs)
-    plan = plan_cells(options, store, sources, selected, core_hash, uv)
+    discovered = load_discovered(discovered_path(options.out))
+    if options.discover:  # an index that cannot be read stops the run here, before anything is written
+        discovery = discover_releases(sources, options.out, options.index, dry_run=options.dry_run)
+        report("discovered", None, {"report": discovery})
+        discovered = discovery.releases
+    plan = plan_cells(options, store, sources, selected, core_hash, uv, discovered)
     summary.skipped, summary.excluded = plan.skipped, plan.excluded
     summary.outcomes.update(plan.outcomes)
     summary.warnings += plan.warnings
     info = {"todo": len(plan.todo), "skipped": plan.skipped, "excluded": plan.excluded}
-    report("start", None, {**info, "jobs": options.jobs, "dry_run": options.dry_run})
+    reasons = dict(Counter(plan.reasons.values()).most_common())
+    report("start", None, {**info, "jobs": options.jobs, "dry_run": options.dry_run, "reasons": reasons})
     if options.dry_run:
         for cell, _, _ in plan.todo:
-            report("would-run", None, {"id": cell.id, "requirements": cell.requirements()})
+            why = plan.reasons[cell.id]
+            report("would-run", None, {"id": cell.id, "requirements": cell.requirements(), "reason": why})
         summary.seconds = round(time.monotonic() - started, 2)
         return summary
     store.save()
@@ -106,7 +116,7 @@ def run_matrix(options: RunOptions, report: Reporter | None = None) -> RunSummar
     except BaseException:
         procs.kill_all()  # an interrupt during a wheel build ends the build too
         raise
-    _run_cells(plan.todo, options, store, uv, wheels, core_hash, procs, report, summary)
+    _run_cells(plan, options, store, uv, wheels, core_hash, procs, report, summary)
     if options.common:
         summary.common = run_common(options, store, sources, plan.current, uv, wheels, core_hash, procs, report)
     summary.seconds = round(time.monotonic() - started, 2)
@@ -133,7 +143,7 @@ def _cell_job(cell: Cell, source: PluginSource) -> Job:
 
 
 def _run_cells(
-    todo: list[tuple[Cell, str, PluginSource]],
+    plan: Plan,
     options: RunOptions,
     store: ResultStore,
     uv: str,
@@ -143,19 +153,22 @@ def _run_cells(
     report: Reporter,
     summary: RunSummary,
 ) -> None:
-    """Run the cells ``options.jobs`` at a time, each recorded as it ends; an interrupt kills the rest."""
+    """Run the plan's cells ``options.jobs`` at a time, each recorded (with why it ran) as it ends; an
+    interrupt kills the rest."""
 
     def work(item: tuple[Cell, str, PluginSource]) -> CellRecord:
         cell, input_hash, source = item
-        report("cell-start", None, {"id": cell.id})
+        report("cell-start", None, {"id": cell.id, "reason": plan.reasons.get(cell.id, "")})
         result = run_job(_cell_job(cell, source), options, uv, wheels, core_hash, procs)
-        record = cell_record(cell, input_hash, result)
+        record = cell_record(
+            cell, input_hash, result, reason=plan.reasons.get(cell.id, ""), inputs=plan.inputs.get(cell.id)
+        )
         store.put(record)
         return record
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, options.jobs))
     try:
-        futures = [pool.submit(work, item) for item in todo]
+        futures = [pool.submit(work, item) for item in plan.todo]
         for future in concurrent.futures.as_completed(futures):
             try:
                 record = future.result()

@@ -71,6 +71,9 @@ class CellRecord:
     input_hash: str = ""
     finished_at: str = ""
     envs: list[str] = field(default_factory=list)  # the envs the smoke run used
+    #: the parts of ``input_hash`` (runner, cell, plugin_src, core_src), so a later plan can say which changed
+    inputs: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""  # why its last run ran: "new cell", "core source changed", "--force", …
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

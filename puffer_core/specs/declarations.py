@@ -407,6 +407,11 @@ class CompatAxes:
         axes: Further packages whose versions multiply the cells.
         known_bad: Combinations recorded as excluded, with their reason.
         extras: Requirements installed in every cell (``pettingzoo[butterfly]``).
+        follow: Further packages ``puffer matrix discover`` follows on the package index, each
+            with a version specifier bounding which releases become cells (``{"numpy": ">=2.4"}``;
+            ``""`` for no bound). Its environment package, its axes and the companions its newest
+            version pins are followed anyway; an entry for one of them bounds it too. A followed
+            release becomes a cell only when newer than every version of it declared here.
     """
 
     package: str
@@ -417,6 +422,8 @@ class CompatAxes:
     known_bad: tuple[KnownBad, ...] = ()
     #: Extra requirements installed in every cell (e.g. ``pettingzoo[butterfly]``).
     extras: tuple[str, ...] = ()
+    #: Packages followed on the package index → the specifier bounding their new releases.
+    follow: Mapping[str, str] = field(default_factory=dict)
 
     def validate(self, plugin: str) -> None:
         """Every name, version and requirement here ends up on a ``uv pip install`` command line
@@ -453,6 +460,21 @@ class CompatAxes:
             problem = requirement_problem(requirement)
             if problem:
                 raise _fail(plugin, what, "extras", f"holds {requirement!r}, which {problem}")
+        _check_follow(plugin, what, self.follow)
+
+
+def _check_follow(plugin: str, what: str, follow: Any) -> None:
+    if not isinstance(follow, Mapping):
+        raise _fail(plugin, what, "follow", "must map a package to a version specifier ('' for no bound)")
+    for name, spec in follow.items():
+        _check_package(plugin, what, "follow", name)
+        try:
+            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
+                raise InvalidSpecifier(spec)
+            SpecifierSet(spec)
+        except InvalidSpecifier:
+            problem = f"has {name}: {spec!r}, not a version specifier ('>=2.4', or '' for none)"
+            raise _fail(plugin, what, "follow", problem) from None
 
 
 def _check_known_bad(plugin: str, what: str, bad: Any) -> None:

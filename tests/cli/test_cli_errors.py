@@ -178,6 +178,10 @@ CASES = [
     case("matrix run --plugins-dir {missing} --out {empty}", "does not exist"),
     case("matrix run --plugin nope --dry-run --out {empty}", "no plugin named 'nope'"),
     case("matrix run --python abc --dry-run --out {empty}", "--python 'abc'"),
+    case("matrix run --index file:///nowhere --dry-run --out {empty}", "--index only tells --discover"),
+    case("matrix discover --timeout 0 --out {empty}", "'--timeout': 0.0 is not in the range"),
+    case("matrix discover --index ftp://127.0.0.1/simple --dry-run --out {empty}", "is not an http(s):// or file://"),
+    case("matrix discover --index file:///nowhere --dry-run --out {empty}", "/nowhere is not a folder"),
     # tank (each fails before writing a file or reaching a Docker engine)
     case("tank bogus", "No such command 'bogus' (see `puffer tank --help`)"),
     case("tank render --constraints {empty} --output -", "is a directory"),

@@ -132,4 +132,7 @@ def puffer_compat_axes() -> CompatAxes:
         python=("3.10", "3.11", "3.12", "3.13"),
         # gymnasium 0.29 predates numpy 2 (its Acrobot uses np.float_).
         pins={"0.29.1": {"numpy": "1.26.4"}},
+        # numpy's newest releases as rows of their own (`puffer matrix discover`): every other
+        # plugin installs gymnasium, so this row says first whether a numpy release breaks it.
+        follow={"numpy": ">=2.5"},
     )
