@@ -426,7 +426,8 @@ def compat(session: nox.Session) -> None:
     UV_DEFAULT_INDEX, UV_EXTRA_INDEX_URL, UV_FIND_LINKS), whose URLs often hold credentials, reach
     a cell only with `-- --pass-env NAME` (repeatable, globs too: `-- --pass-env 'UV_INDEX*'`).
     """
-    session.install("-e", ".", env=uv_env())
+    # pip: `--discover` asks it which index is the default when none is configured.
+    session.install("-e", ".", "pip", env=uv_env())
     session.run("puffer", "matrix", "run", *session.posargs)
 
 

@@ -150,7 +150,7 @@ def test_guess_env_episode_ends():
 README = """\
 # puffer-plugin-{name}
 
-A [Puffer Core](https://pypi.org/project/puffer-core/) plugin providing:
+A Puffer Core (`puffer-core`) plugin providing:
 
 | id | description |
 | --- | --- |

@@ -2,7 +2,8 @@
 
 Without ``--index`` the main index is the first set of UV_DEFAULT_INDEX, UV_INDEX_URL,
 PIP_INDEX_URL and pip's configuration (``index-url`` of its ``[global]`` or ``[install]``
-section), else the public default; the extra indexes (UV_INDEX, UV_EXTRA_INDEX_URL,
+section), else pip's own default index (read from the pip installed beside this Python,
+so the project names no index itself); the extra indexes (UV_INDEX, UV_EXTRA_INDEX_URL,
 PIP_EXTRA_INDEX_URL, pip's ``extra-index-url``) are asked too, and their releases joined.
 uv's own configuration files are not read. URLs are shown only through :func:`shown_url`,
 which drops any ``user:password@``.
@@ -16,10 +17,21 @@ import pathlib
 import urllib.parse
 from collections.abc import Mapping
 
-__all__ = ["PUBLIC_INDEX", "index_urls", "pip_config_files", "shown_url"]
+from puffer_core.matrix.store import MatrixError
 
-#: What pip and uv use when nothing else is configured.
-PUBLIC_INDEX = "https://pypi.org/simple"
+__all__ = ["default_index", "index_urls", "pip_config_files", "shown_url"]
+
+
+def default_index() -> str:
+    """The index pip (and uv) use when nothing is configured, as pip itself names it."""
+    try:
+        from pip._internal.models.index import PyPI  # pip's own constant; pip has no public API
+    except ImportError:
+        raise MatrixError(
+            "no package index is configured and pip, which names the default one, is not installed here: "
+            "pass --index URL, set UV_DEFAULT_INDEX or PIP_INDEX_URL, or pip install pip"
+        ) from None
+    return PyPI.simple_url
 
 
 def shown_url(url: str) -> str:
@@ -75,18 +87,21 @@ def index_urls(explicit: str | None = None, environ: Mapping[str, str] | None = 
         return [explicit.rstrip("/")]
     environ = os.environ if environ is None else environ
     config = _pip_config(environ)
-    main = next(
-        (
-            value
-            for value in (
-                environ.get("UV_DEFAULT_INDEX"),
-                environ.get("UV_INDEX_URL"),
-                environ.get("PIP_INDEX_URL"),
-                config.get("index-url"),
-            )
-            if value and value.strip()
-        ),
-        PUBLIC_INDEX,
+    main = (
+        next(
+            (
+                value
+                for value in (
+                    environ.get("UV_DEFAULT_INDEX"),
+                    environ.get("UV_INDEX_URL"),
+                    environ.get("PIP_INDEX_URL"),
+                    config.get("index-url"),
+                )
+                if value and value.strip()
+            ),
+            None,
+        )
+        or default_index()
     )
     extras = [
         *_split(environ.get("UV_INDEX")),

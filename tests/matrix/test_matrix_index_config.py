@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from puffer_core.matrix.index_config import PUBLIC_INDEX, index_urls, pip_config_files, shown_url
+import pytest
+
+from puffer_core.matrix.index_config import default_index, index_urls, pip_config_files, shown_url
+from puffer_core.matrix.store import MatrixError
 
 
 def _environ(tmp_path, **values: str) -> dict[str, str]:
@@ -16,9 +19,16 @@ def _pip_conf(tmp_path, text: str) -> None:
     conf.write_text(text)
 
 
-def test_public_default_when_nothing_is_configured(tmp_path):
+def test_pips_default_when_nothing_is_configured(tmp_path, monkeypatch):
     env = _environ(tmp_path, PIP_CONFIG_FILE="/dev/null")
-    assert index_urls(environ=env) == [PUBLIC_INDEX]
+    monkeypatch.setattr("puffer_core.matrix.index_config.default_index", lambda: "https://index.invalid/simple")
+    assert index_urls(environ=env) == ["https://index.invalid/simple"]
+
+
+def test_without_pip_to_name_the_default_the_error_says_what_to_pass(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "pip._internal.models.index", None)  # import fails
+    with pytest.raises(MatrixError, match="pass --index URL, set UV_DEFAULT_INDEX or PIP_INDEX_URL"):
+        default_index()
 
 
 def test_explicit_index_wins_over_everything(tmp_path):
