@@ -29,7 +29,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from puffer_core.matrix.model import Cell, cells_for, known_bad_reason, version_key
+from puffer_core.matrix.model import Cell, cells_for, row_cells, version_key
 from puffer_core.matrix.releases import Release
 from puffer_core.specs.declarations import CompatAxes
 
@@ -118,21 +118,7 @@ def _pinned_rows(plugin: str, axes: CompatAxes, follow: Follow, versions: list[s
     )
     cells = []
     for version in versions:
-        axis_values = ((follow.package, version), *others)
-        for python in axes.python:
-            pins = {axes.package: newest, **companions, **dict(axis_values)}
-            cells.append(
-                Cell(
-                    plugin=plugin,
-                    python=python,
-                    package=axes.package,
-                    version=newest,
-                    companions=tuple(sorted(companions.items())),
-                    axes=axis_values,
-                    extras=tuple(axes.extras),
-                    excluded=known_bad_reason(axes, python, pins),
-                )
-            )
+        cells += row_cells(plugin, axes, newest, companions, ((follow.package, version), *others))
     return cells
 
 

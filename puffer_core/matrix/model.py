@@ -28,6 +28,7 @@ __all__ = [
     "cells_for",
     "known_bad_reason",
     "newest_cell",
+    "row_cells",
     "select_cells",
     "version_key",
 ]
@@ -155,20 +156,29 @@ def cells_for(plugin: str, axes: CompatAxes) -> list[Cell]:
         combos = itertools.product(*(values for _, values in free_axes)) if free_axes else [()]
         for combo in combos:
             axis_values = tuple((name, value) for (name, _), value in zip(free_axes, combo))
-            for python in axes.python:
-                pins = {axes.package: version, **companions, **dict(axis_values)}
-                cells.append(
-                    Cell(
-                        plugin=plugin,
-                        python=python,
-                        package=axes.package,
-                        version=version,
-                        companions=tuple(sorted(companions.items())),
-                        axes=axis_values,
-                        extras=tuple(axes.extras),
-                        excluded=known_bad_reason(axes, python, pins),
-                    )
-                )
+            cells += row_cells(plugin, axes, version, companions, axis_values)
+    return cells
+
+
+def row_cells(
+    plugin: str, axes: CompatAxes, version: str, companions: Mapping[str, str], axis_values: tuple[tuple[str, str], ...]
+) -> list[Cell]:
+    """One row's cells: ``version`` with these companions and axis values, on each Python of ``axes``."""
+    cells = []
+    for python in axes.python:
+        pins = {axes.package: version, **companions, **dict(axis_values)}
+        cells.append(
+            Cell(
+                plugin=plugin,
+                python=python,
+                package=axes.package,
+                version=version,
+                companions=tuple(sorted(companions.items())),
+                axes=axis_values,
+                extras=tuple(axes.extras),
+                excluded=known_bad_reason(axes, python, pins),
+            )
+        )
     return cells
 
 

@@ -18,6 +18,7 @@ import time
 import pytest
 from local_index import closed_port, serve
 from test_matrix_discover import NEW_CELL, write_follow_index, write_follow_plugin
+from test_matrix_e2e import matrix_cmd, ran
 
 pytestmark = pytest.mark.slow
 
@@ -29,31 +30,13 @@ if shutil.which("uv") is None and not (pathlib.Path(sys.executable).parent / "uv
 
 
 def _matrix(layout: dict, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    cmd = [
-        sys.executable,
-        "-m",
-        "puffer_core.cli.main",
-        "matrix",
-        "run",
-        "--out",
-        str(layout["out"]),
-        "--plugins-dir",
-        str(layout["plugins"]),
-        "--work",
-        str(layout["work"]),
-        "--no-builtins",
-        "--no-common",
-        "--pass-env",
-        "UV_EXTRA_INDEX_URL",
-        *args,
-    ]
+    cmd = matrix_cmd(layout, "--no-common", "--pass-env", "UV_EXTRA_INDEX_URL", *args)
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
 
 
 def _ran(proc: subprocess.CompletedProcess) -> int:
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("ran "))
-    return int(line.split()[1])
+    return ran(proc)
 
 
 def test_discover_adds_exactly_the_new_cell_runs_only_it_then_nothing(tmp_path):
