@@ -1,16 +1,19 @@
 """The ``common`` set: the newest plugin versions that work together in one environment.
 
-From the results on the default Python, each plugin's passing cells are tried newest
-first, in priority order (plugin distributions alphabetically, then the built-ins, which
-pin least), and the first whose pins agree with what is already in the set is taken. A
-plugin with no passing cell, or whose passing cells all pin a package to another version
-than the set already has, is dropped with the reason. The runner then verifies the set
-with a joint cell (everything installed together, each plugin smoke-run) and drops
-plugins that break it.
+From the results on one Python, one passing cell per plugin whose pins all agree: as many
+plugins as can agree, then the newest environment package of each plugin in priority order
+(plugin distributions alphabetically, then the built-ins, which pin least), then the newest
+companions. So a plugin keeps its newest release even where another plugin could take a
+newer companion without it (atari on gymnasium 1.4 would push nethack back to nle 0.9.1).
+A plugin with no passing cell, or whose passing cells all clash with the set, is dropped
+with the reason. The runner then verifies the set with a joint cell (everything installed
+together, each plugin smoke-run) and drops plugins that break it.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +79,35 @@ def _newest_first(records: Iterable[CellRecord]) -> list[CellRecord]:
     )
 
 
+#: Beyond this many combinations the set is chosen greedily, in priority order (each plugin's
+#: newest cell that agrees with those chosen before it).
+MAX_COMBINATIONS = 200_000
+
+
+def _best_assignment(candidates: Mapping[str, list[CellRecord]]) -> dict[str, CellRecord | None]:
+    """The plugins' cells (None: left out) whose pins agree, ranked as the module docstring says.
+
+    ``candidates`` lists each plugin's passing cells newest first, in priority order.
+    """
+    options = [[*cells, None] for cells in candidates.values()]
+    if math.prod(len(o) for o in options) > MAX_COMBINATIONS:
+        return {}
+    best: tuple[Any, ...] | None = None
+    chosen: tuple[CellRecord | None, ...] = ()
+    for combo in itertools.product(*options):
+        pins: dict[str, str] = {}
+        if any(pins.setdefault(canonicalize_name(n), v) != v for r in combo if r for n, v in r.pins.items()):
+            continue
+        rank = (
+            sum(r is not None for r in combo),
+            [version_key(r.version) if r else (-1,) for r in combo],
+            [[version_key(v) for v in (*r.axes.values(), *r.companions.values())] if r else [] for r in combo],
+        )
+        if best is None or rank > best:
+            best, chosen = rank, combo
+    return dict(zip(candidates, chosen))
+
+
 def choose_common(
     records: Iterable[CellRecord],
     plugins: Iterable[str],
@@ -92,9 +124,8 @@ def choose_common(
     builtins = set(builtins)
     order = sorted(p for p in plugins if p not in builtins) + sorted(p for p in plugins if p in builtins)
     plan = CommonPlan(python=python)
-    held: dict[str, tuple[str, str]] = {}  # canonical package -> (version, plugin that pinned it)
-    for plugin in order:
-        passing = [
+    passing_of = {
+        plugin: [
             r
             for r in records
             if r.plugin == plugin
@@ -102,13 +133,20 @@ def choose_common(
             and r.outcome == "pass"
             and (current is None or r.id in current.get(plugin, set()))
         ]
+        for plugin in order
+    }
+    best = _best_assignment({plugin: _newest_first(cells) for plugin, cells in passing_of.items() if cells})
+    held: dict[str, tuple[str, str]] = {}  # canonical package -> (version, plugin that pinned it)
+    for plugin in order:
+        passing = passing_of[plugin]
         if not passing:
             tried = sorted({r.outcome for r in records if r.plugin == plugin and r.python == python})
             plan.dropped[plugin] = f"no passing cell on Python {python}" + (
                 f" (outcomes there: {', '.join(tried)})" if tried else " (none run)"
             )
             continue
-        candidates = _newest_first(passing)
+        newest_first = _newest_first(passing)
+        candidates = sorted(newest_first, key=lambda r: r is not best.get(plugin))  # the best set's cell first
         chosen = None
         clashes: list[str] = []
         for record in candidates:
@@ -128,7 +166,7 @@ def choose_common(
         for name, version in chosen.pins.items():
             held.setdefault(canonicalize_name(name), (version, plugin))
         plan.members.append(
-            Choice(plugin, chosen.id, dict(chosen.pins), list(chosen.extras), newest=chosen is candidates[0])
+            Choice(plugin, chosen.id, dict(chosen.pins), list(chosen.extras), newest=chosen is newest_first[0])
         )
     return plan
 
