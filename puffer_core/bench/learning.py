@@ -231,7 +231,8 @@ def render_markdown(row: dict[str, Any]) -> str:
         f"| random | {row['random']['episodes']:,} | {row['random']['mean_return']:.1f} | {row['random']['steps']:,} "
         f"| {row['random']['steps_per_second']:,.0f} |",
         "",
-        f"Trained over random: {ratio} (target {row['target_ratio']:g}×: {verdict}).",
+        f"Trained over random: {ratio} (target {row['target_ratio']:g}×: {verdict}). One training run, seed "
+        f"{settings.get('seed', 0)}, on the run's commit: one sample of a ratio that differs from seed to seed.",
     ]
     curve, recording = (_page_link(row.get("files", {}).get(key)) for key in ("curve", "recording"))
     if curve:

@@ -434,7 +434,7 @@ def container_options(command: click.Command) -> click.Command:
             "--shm-size",
             default=container.DEFAULT_SHM,
             show_default=True,
-            help="Size of /dev/shm, where the vector backends share buffers.",
+            help="Size of /dev/shm, where Ray's object store keeps what it moves (Multiprocessing uses none).",
         ),
         click.option("--env", "-e", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable inside."),
         click.option(
