@@ -61,8 +61,8 @@ __all__ = [
 
 DEFAULT_IMAGE = "puffertank:latest"
 WORKSPACE = "/workspace"
-#: The vector backends share observation buffers through /dev/shm; Docker's default 64 MB
-#: is too small for a few hundred Atari frames.
+#: Ray's object store keeps the observations it moves in /dev/shm (Multiprocessing uses a memfd
+#: instead); Docker's default 64 MB is too small for a few hundred Atari frames.
 DEFAULT_SHM = "1g"
 GPU_MODES = ("auto", "all", "none")
 FINAL_LABEL = "org.opencontainers.image.title"
