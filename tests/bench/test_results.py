@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 
 from puffer_core.bench import results, runs, vectorization
-from puffer_core.bench.results import BOX_END, BOX_START, CLUSTER_END, CLUSTER_START, README_END, README_START
+from puffer_core.bench.results import (
+    BOX_END,
+    BOX_START,
+    CLUSTER_END,
+    CLUSTER_START,
+    HEADLINE_END,
+    HEADLINE_START,
+    README_END,
+    README_START,
+)
 from puffer_core.errors import APIUsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +234,8 @@ def test_the_box_section_shows_each_step_and_the_total_against_the_aim_without_a
 
 def test_the_command_writes_then_checks(tmp_path, capsys):
     shutil.copytree(ROOT / "bench-results", tmp_path / "runs")
-    (tmp_path / "README.md").write_text(f"# X\n{README_START}\nstale\n{README_END}\n")
+    readme = f"# X\n{HEADLINE_START}\nstale\n{HEADLINE_END}\n{README_START}\nstale\n{README_END}\n"
+    (tmp_path / "README.md").write_text(readme)
     (tmp_path / "cluster.md").write_text(f"# Guide\n{CLUSTER_START}\nstale\n{CLUSTER_END}\n")
     runs.write_run(
         tmp_path / "cluster-runs",
@@ -244,6 +254,7 @@ def test_the_command_writes_then_checks(tmp_path, capsys):
     assert "perf.md is out of date" in capsys.readouterr().err
     assert results.main(paths) == 0
     assert "stale" not in (tmp_path / "README.md").read_text()
+    assert "`nethack/score` with 8 envs runs at" in (tmp_path / "README.md").read_text()  # the headline
     guide = (tmp_path / "cluster.md").read_text()
     assert "stale" not in guide and "| Ray, 3 simulated nodes, spread | 5,000 |" in guide
     assert "No box run is stored yet" in (tmp_path / "box.md").read_text()
