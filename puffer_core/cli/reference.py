@@ -9,6 +9,7 @@ commands only: no terminal width, no date, no installed plugin.
 
 from __future__ import annotations
 
+import html
 import inspect
 import pathlib
 import re
@@ -94,6 +95,11 @@ def _help_extra(param: click.Option, ctx: click.Context) -> dict[str, Any]:
     return extra
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is a default worth showing: a number or a non-empty string."""
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool) and value != ""
+
+
 def _metavar(param: click.Parameter, ctx: click.Context) -> str:
     try:
         return param.make_metavar(ctx)  # click >= 8.2
@@ -116,6 +122,8 @@ def option_rows(ctx: click.Context) -> list[OptionRow]:
         stated = found is not None and default is None
         if stated:
             default = found.group(1)
+        elif default is None and _plain(param.default) and not param.is_flag:
+            default = str(param.default)  # a default click holds but --help does not show
         names = ", ".join(f"`{name}`" for name in param.opts)
         if param.secondary_opts:
             names += " / " + ", ".join(f"`{name}`" for name in param.secondary_opts)
@@ -145,9 +153,9 @@ def _escape(text: str) -> str:
 
 def markdown_text(text: str, table: bool = False) -> str:
     """One paragraph of help text as Markdown: code spans kept, the rest escaped; in a table
-    cell, a pipe inside a code span is escaped too (both renderers split cells on it)."""
+    cell, a code span holding a pipe becomes HTML (see :func:`_code`)."""
     parts = _CODE_SPAN.split(" ".join(text.split()))
-    code = (lambda part: part.replace("|", "\\|")) if table else (lambda part: part)
+    code = (lambda part: _code(part[1:-1]) if "|" in part else part) if table else (lambda part: part)
     out = "".join(code(part) if i % 2 else _escape(part) for i, part in enumerate(parts))
     if re.match(r"[#>=]|[+-] ", out):  # no heading, quote or list at the start of a line
         out = "\\" + out
@@ -155,10 +163,11 @@ def markdown_text(text: str, table: bool = False) -> str:
 
 
 def _code(text: str) -> str:
-    """``text`` as a code span that is safe in a table cell."""
-    fence = "``" if "`" in text else "`"
-    pad = " " if "`" in text else ""
-    return f"{fence}{pad}{text.replace('|', chr(92) + '|')}{pad}{fence}"
+    """``text`` as code that is safe in a table cell: a pipe would split the cell, and an
+    escaped one stays escaped inside a code span, so such code is HTML with the pipe as an entity."""
+    if "|" in text or "`" in text:
+        return "<code>" + html.escape(text, quote=False).replace("|", "&#124;") + "</code>"
+    return f"`{text}`"
 
 
 def help_markdown(help_text: str) -> list[str]:
@@ -187,7 +196,7 @@ def _arguments(ctx: click.Context) -> str | None:
             continue
         default = param.get_default(ctx, call=False)
         what = "required" if param.required else "optional"
-        if default not in (None, (), "") and not callable(default) and repr(default) != "Sentinel.UNSET":
+        if _plain(default):
             what += f", default {_code(str(default))}"
         if param.nargs == -1:
             what += ", any number"
