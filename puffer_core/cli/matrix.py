@@ -91,7 +91,8 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
     stale = [name for name, text in _views(store.data).items() if _text_or_none(folder / name) != text]
     if stale:
         console.print(
-            f"note: {', '.join(stale)} in {folder} do not match results.json: `puffer matrix render` rewrites them",
+            f"note: {', '.join(stale)} in {folder} missing or out of date with results.json: "
+            "`puffer matrix render` rewrites them",
             highlight=False,
             soft_wrap=True,
             markup=False,

@@ -29,6 +29,7 @@ __all__ = [
     "commands",
     "markdown_text",
     "option_rows",
+    "parameters",
     "reference",
     "render_page",
 ]
@@ -78,6 +79,15 @@ def _subcommands(ctx: click.Context) -> list[tuple[str, click.Command]]:
     return [(name, command) for name, command in found if command is not None and not command.hidden]
 
 
+def parameters(ctx: click.Context) -> list[click.Parameter]:
+    """The command's parameters as ``ctx`` gives them, its help option last. Not
+    ``get_params``: click caches a command's help option with the names of the first context
+    that asked (``CliRunner`` on a subgroup has no ``-h``), so a fresh one is made here."""
+    command = ctx.command
+    fresh = click.Command(command.name, add_help_option=command.add_help_option).get_help_option(ctx)
+    return [*command.params, *([fresh] if fresh is not None else [])]
+
+
 def _help_extra(param: click.Option, ctx: click.Context) -> dict[str, Any]:
     """What click appends to an option's help in ``--help`` (default, range, required)."""
     if hasattr(param, "get_help_extra"):  # click >= 8.2
@@ -110,7 +120,7 @@ def _metavar(param: click.Parameter, ctx: click.Context) -> str:
 def option_rows(ctx: click.Context) -> list[OptionRow]:
     """Every option of ``ctx``'s command (``--help`` included) as its reference row shows it."""
     rows = []
-    for param in ctx.command.get_params(ctx):
+    for param in parameters(ctx):
         if not isinstance(param, click.Option) or param.hidden:
             continue
         extra = _help_extra(param, ctx)
@@ -191,7 +201,7 @@ def help_markdown(help_text: str) -> list[str]:
 def _arguments(ctx: click.Context) -> str | None:
     """The line naming a command's arguments: required or not, and a default."""
     shown = []
-    for param in ctx.command.get_params(ctx):
+    for param in ctx.command.params:
         if not isinstance(param, click.Argument):
             continue
         default = param.get_default(ctx, call=False)
