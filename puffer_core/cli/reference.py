@@ -88,33 +88,9 @@ def parameters(ctx: click.Context) -> list[click.Parameter]:
     return [*command.params, *([fresh] if fresh is not None else [])]
 
 
-def _help_extra(param: click.Option, ctx: click.Context) -> dict[str, Any]:
-    """What click appends to an option's help in ``--help`` (default, range, required)."""
-    if hasattr(param, "get_help_extra"):  # click >= 8.2
-        return dict(param.get_help_extra(ctx))
-    record = param.get_help_record(ctx)  # click 8.1: "help  [default: X; 1<=x<=3; required]"
-    found = re.search(r"\s\s\[([^\]]*)\]\Z", record[1]) if record else None
-    extra: dict[str, Any] = {}
-    for item in found.group(1).split("; ") if found else ():
-        if item.startswith("default: "):
-            extra["default"] = item.removeprefix("default: ")
-        elif item == "required":
-            extra["required"] = item
-        elif "x" in item:
-            extra["range"] = item
-    return extra
-
-
 def _plain(value: Any) -> bool:
     """Whether ``value`` is a default worth showing: a number or a non-empty string."""
     return isinstance(value, (int, float, str)) and not isinstance(value, bool) and value != ""
-
-
-def _metavar(param: click.Parameter, ctx: click.Context) -> str:
-    try:
-        return param.make_metavar(ctx)  # click >= 8.2
-    except TypeError:
-        return param.make_metavar()  # type: ignore[call-arg]
 
 
 def option_rows(ctx: click.Context) -> list[OptionRow]:
@@ -123,7 +99,7 @@ def option_rows(ctx: click.Context) -> list[OptionRow]:
     for param in parameters(ctx):
         if not isinstance(param, click.Option) or param.hidden:
             continue
-        extra = _help_extra(param, ctx)
+        extra = param.get_help_extra(ctx)  # what --help appends: default, range, required
         help_text = inspect.cleandoc(param.help or "")
         default = extra.get("default")
         found = _MANUAL_DEFAULT.search(help_text)
@@ -140,7 +116,7 @@ def option_rows(ctx: click.Context) -> list[OptionRow]:
         rows.append(
             OptionRow(
                 names=names,
-                value="flag" if param.is_flag and not param.count else _metavar(param, ctx),
+                value="flag" if param.is_flag and not param.count else param.make_metavar(ctx),
                 repeatable=param.multiple or param.count,
                 range=extra.get("range"),
                 required=bool(extra.get("required")),
@@ -210,7 +186,7 @@ def _arguments(ctx: click.Context) -> str | None:
             what += f", default {_code(str(default))}"
         if param.nargs == -1:
             what += ", any number"
-        shown.append(f"{_code(_metavar(param, ctx))} ({what})")
+        shown.append(f"{_code(param.make_metavar(ctx))} ({what})")
     return "Arguments: " + "; ".join(shown) + "." if shown else None
 
 
@@ -286,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: usage: python -m puffer_core.cli.reference [--check] [PAGE]", file=sys.stderr)
         return 2
     page = pathlib.Path(paths[0]) if paths else CLI_PAGE
+    if not hasattr(click.Option, "get_help_extra"):  # what --help shows, as data: click 8.2 on
+        print("error: the reference is made with click 8.2 or newer: pip install -U click", file=sys.stderr)
+        return 1
     try:
         current = page.read_text(encoding="utf-8")
         wanted = render_page(current)

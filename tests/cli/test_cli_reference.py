@@ -164,3 +164,9 @@ def test_help_text_becomes_literal_markdown():
         "```text\n  kept  as\n  is\n```",
         "split lines",
     ]
+
+
+def test_an_older_click_is_refused_on_one_line(monkeypatch, capsys):
+    monkeypatch.delattr(click.Option, "get_help_extra")  # click 8.1 has no such method
+    assert reference.main(["--check"]) == 1
+    assert capsys.readouterr().err == "error: the reference is made with click 8.2 or newer: pip install -U click\n"
