@@ -1,4 +1,4 @@
-"""``puffer matrix show``, ``run`` (what ``nox -s compat -- …`` runs) and ``discover``: the terminal side.
+"""``puffer matrix show``, ``render``, ``run`` (what ``nox -s compat -- …`` runs) and ``discover``: the terminal side.
 
 The matrix itself is :mod:`puffer_core.matrix`; this module turns options into
 :class:`~puffer_core.matrix.options.RunOptions`, the run's events into progress lines,
@@ -23,14 +23,16 @@ from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.matrix import views
+from puffer_core.matrix.common import constraints_text
 from puffer_core.matrix.discover import DiscoveryReport, discover_releases
 from puffer_core.matrix.environment import allowlist_help
 from puffer_core.matrix.options import REPO_ROOT, RunOptions
 from puffer_core.matrix.plan import split_values
 from puffer_core.matrix.runner import RunSummary, run_matrix
+from puffer_core.matrix.shipped import SHIPPED_DIR, write_shipped
 from puffer_core.matrix.simple_index import DEFAULT_TIMEOUT
 from puffer_core.matrix.sources import discover as discover_plugins
-from puffer_core.matrix.store import MatrixError, ResultStore
+from puffer_core.matrix.store import MatrixError, ResultStore, atomic_write_text
 from puffer_core.matrix.views import COLOURS, SYMBOLS, cell_text, plugin_tables, run_line, seconds_text
 
 __all__ = ["matrix", "print_matrix"]
@@ -53,8 +55,9 @@ def matrix() -> None:
     """The compatibility matrix: which plugin versions work with which Python and companions.
 
     `puffer matrix run` builds it (as `nox -s compat` does); `puffer matrix show` prints it
-    and re-renders compat_matrix/README.md and index.html from results.json; `puffer matrix
-    discover` asks the package index for new releases of what the plugins follow.
+    and writes nothing; `puffer matrix render` rewrites compat_matrix/README.md and index.html
+    from results.json; `puffer matrix discover` asks the package index for new releases of
+    what the plugins follow.
     """
 
 
@@ -63,11 +66,9 @@ def matrix() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results (cells, common set) as JSON.")
 @click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
 def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
-    """Print the matrix from results.json (and rewrite README.md and index.html from it)."""
+    """Print the matrix from results.json; write nothing (`puffer matrix render` rewrites its views)."""
     folder = _out_dir(out)
-    store = ResultStore(folder / "results.json")
-    if not store.exists:
-        raise MatrixError(f"no results in {folder}: run `nox -s compat` (or `puffer matrix run`) first")
+    store = _results(folder)
     names = split_values(plugins)
     known = {cell["plugin"] for cell in store.data["cells"].values()} | set(store.data.get("plugins", {}))
     unknown = [n for n in names if n not in known]
@@ -86,8 +87,61 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
             }
         click.echo(json.dumps(data, indent=2))
         return
-    views.write_views(store.data, folder)
     print_matrix(data, console, names or None)
+    stale = [name for name, text in _views(store.data).items() if _text_or_none(folder / name) != text]
+    if stale:
+        console.print(
+            f"note: {', '.join(stale)} in {folder} missing or out of date with results.json: "
+            "`puffer matrix render` rewrites them",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )
+
+
+@matrix.command("render")
+@click.option("--out", type=click.Path(file_okay=False), help="The results folder (default: compat_matrix/).")
+def render_cmd(out: str | None) -> None:
+    """Rewrite README.md and index.html from results.json, and what else is made from it.
+
+    Also constraints-common.txt (when results.json has a common set) and, when the folder is
+    the checkout's compat_matrix/, the constraint sets and verified.json shipped in
+    puffer_core/matrix/verified/ (what `puffer constraints` and `puffer doctor` read).
+    Nothing is run; every file is written atomically.
+    """
+    folder = _out_dir(out)
+    store = _results(folder)
+    written = []
+    for name, text in _views(store.data).items():
+        atomic_write_text(folder / name, text)
+        written.append(folder / name)
+    if folder == REPO_ROOT / "compat_matrix":
+        written += write_shipped(store.data, SHIPPED_DIR)
+    for path in written:
+        console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _results(folder: pathlib.Path) -> ResultStore:
+    """The folder's results.json, or the one-line error that says how to make it."""
+    store = ResultStore(folder / "results.json")
+    if not store.exists:
+        raise MatrixError(f"no results in {folder}: run `nox -s compat` (or `puffer matrix run`) first")
+    return store
+
+
+def _views(data: Mapping[str, Any]) -> dict[str, str]:
+    """Every file of the results folder made from results.json alone: name -> text."""
+    texts = {"README.md": views.render_markdown(data), "index.html": views.render_html(data)}
+    if data.get("common"):
+        texts["constraints-common.txt"] = constraints_text(data["common"])
+    return texts
+
+
+def _text_or_none(path: pathlib.Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:

@@ -1,9 +1,10 @@
 """The compatibility matrix: which plugin versions work with which Python and companions.
 
 ``nox -s compat`` (``puffer matrix run``) builds it; ``puffer matrix show`` prints it;
-``puffer matrix discover`` (``run --discover``) follows the package index. The
-command group is :mod:`puffer_core.cli.matrix`; this package is the library below it, and
-imports only the contract, the atomic writer and the plugin manager of ``puffer_core``.
+``puffer matrix render`` rewrites its views; ``puffer matrix discover`` (``run --discover``)
+follows the package index. The command group is :mod:`puffer_core.cli.matrix`; this package
+is the library below it, and imports only the contract, the atomic writer and the plugin
+manager of ``puffer_core``.
 
 - :mod:`~puffer_core.matrix.model`: cells from each plugin's ``CompatAxes``
 - :mod:`~puffer_core.matrix.follow`: what each plugin follows on the index, the cells its new releases add
