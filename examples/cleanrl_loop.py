@@ -46,7 +46,8 @@ def main() -> None:
     seconds = time.perf_counter() - start
     envs.close()
     print(f"{args.steps * envs.num_envs / seconds:,.0f} steps/s; {len(returns)} episodes")
-    print(f"mean return of the last 10 episodes {np.mean(returns[-10:]):.1f}, best {best_return:.0f}")
+    if returns:
+        print(f"mean return of the last 10 episodes {np.mean(returns[-10:]):.1f}, best {best_return:.0f}")
 
 
 if __name__ == "__main__":

@@ -20,12 +20,9 @@ class Corridor(gymnasium.Env):
 
     def __init__(self, length: int = 10):
         self.length = length
-        self.observation_space = gymnasium.spaces.Dict(
-            {
-                "position": gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32),
-                "steps_left": gymnasium.spaces.Discrete(4 * length + 1),
-            }
-        )
+        position = gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
+        steps_left = gymnasium.spaces.Discrete(4 * length + 1)
+        self.observation_space = gymnasium.spaces.Dict({"position": position, "steps_left": steps_left})
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: left, 1: right
 
     def _obs(self):
@@ -75,7 +72,8 @@ def main() -> None:
                     lengths.append(info["episode_length"])
         seconds = time.perf_counter() - start
     print(f"{args.steps * envs.num_envs / seconds:,.0f} steps/s on {args.backend}")
-    print(f"{len(returns)} episodes: mean return {np.mean(returns):.2f}, mean length {np.mean(lengths):.1f}")
+    if returns:
+        print(f"{len(returns)} episodes: mean return {np.mean(returns):.2f}, mean length {np.mean(lengths):.1f}")
 
 
 if __name__ == "__main__":

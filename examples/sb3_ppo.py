@@ -33,7 +33,8 @@ def main() -> None:
     seconds = time.perf_counter() - start
     returns = [episode["r"] for episode in model.ep_info_buffer]  # SB3's last 100 episodes
     print(f"trained {model.num_timesteps} steps in {seconds:.1f} s ({model.num_timesteps / seconds:,.0f} steps/s)")
-    print(f"{len(returns)} recent episodes: mean return {np.mean(returns):.1f}")
+    if returns:
+        print(f"{len(returns)} recent episodes: mean return {np.mean(returns):.1f}")
     venv.close()
 
 

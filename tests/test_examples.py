@@ -100,7 +100,7 @@ def test_your_env_recipe_runs_as_its_page_says(tmp_path):
     """docs/your-env.md: its script, then its scaffold, edits and commands (pip's part aside:
     the plugin goes on PYTHONPATH with its dist-info; tests/cli/test_scaffold.py installs one)."""
     page = (ROOT / "docs" / "your-env.md").read_text()
-    script, creator, spec_line = re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    script, hooks = re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
     (tmp_path / "corridor.py").write_text(script)
     proc = subprocess.run([sys.executable, "corridor.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -115,11 +115,13 @@ def test_your_env_recipe_runs_as_its_page_says(tmp_path):
     corridor_class = re.search(r"^class Corridor.*?(?=^\S)", script, re.MULTILINE | re.DOTALL)[0]
     with open(package / "envs.py", "a") as envs_py:
         envs_py.write("\n\n" + corridor_class.rstrip() + "\n")
-    init = (package / "__init__.py").read_text()
-    init = init.replace(
-        "@puffer_core.hookimpl\ndef puffer_envs():\n    return [\n",
-        f"{creator}\n\n@puffer_core.hookimpl\ndef puffer_envs():\n    return [\n{spec_line}",
+    init, replaced = re.subn(
+        r"^@puffer_core.hookimpl\ndef puffer_envs\(\):\n.*?^    \]\n",
+        hooks,
+        (package / "__init__.py").read_text(),
+        flags=re.M | re.S,
     )
+    assert replaced == 1, "the scaffold's puffer_envs is not where the page says"
     (package / "__init__.py").write_text(init)
     # What `pip install -e` gives the page's commands: the package and its entry point on the path.
     info = plugin / "puffer_plugin_corridor-0.1.0.dist-info"
