@@ -240,8 +240,15 @@ def tests_gym026(session: nox.Session) -> None:
 
 
 #: The tests that need torch (the trainer, SB3, the torch helper, the bench's training and
-#: PufferLib rows); `tests` runs them too wherever a local torch wheel fits its Python.
-TORCH_TESTS = ["tests/train", "tests/vector/test_vector_sb3.py", "tests/test_torch_helpers.py", "tests/bench"]
+#: PufferLib rows, the examples: SB3's among them); `tests` runs them too wherever a local torch
+#: wheel fits its Python.
+TORCH_TESTS = [
+    "tests/train",
+    "tests/vector/test_vector_sb3.py",
+    "tests/test_torch_helpers.py",
+    "tests/bench",
+    "tests/test_examples.py",
+]
 
 
 @nox.session(python=DEFAULT_PYTHON)
