@@ -285,7 +285,7 @@ def test_the_built_wheels_install_and_run_without_the_checkout(built, tmp_path):
     <(puffer constraints) puffer-plugin-nethack`, third-party packages from the package index."""
     venv = FreshVenv(tmp_path, shutil.which("uv") or pytest.fail("uv is part of the dev extra"))
     started = time.monotonic()
-    venv.pip_install("--find-links", str(built), "puffer-core")
+    venv.pip_install("--find-links", str(built), f"puffer-core=={puffer_core.__version__}")  # never a namesake
     printed = venv.run("puffer", "constraints")
     assert printed.returncode == 0, printed.stderr
     # The set the wheel carries is the checkout's for this Python: what the matrix verified.
@@ -321,7 +321,7 @@ def test_the_train_extra_installs_and_trains_without_the_checkout(built, tmp_pat
     """`pip install 'puffer-core[train]'` from dist/, then `puffer train classic/probe_1`. torch
     is pinned to the machine's local CPU wheel: unpinned, it is a multi-GB CUDA build."""
     venv = FreshVenv(tmp_path, shutil.which("uv") or pytest.fail("uv is part of the dev extra"))
-    venv.pip_install("--find-links", str(built), "puffer-core[train]", TORCH_PIN)
+    venv.pip_install("--find-links", str(built), f"puffer-core[train]=={puffer_core.__version__}", TORCH_PIN)
     out = tmp_path / "run"
     result = venv.run("puffer", "train", "classic/probe_1", "--steps", "2048", "--out", str(out), "--json", timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
