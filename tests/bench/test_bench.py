@@ -115,7 +115,7 @@ def test_pufferlib_rows_run_in_the_same_run():
     for row in peers:
         assert row["name"].startswith(f"PufferLib {version} "), row
         assert row["error"] is None and row["sps"] > 0, row
-    best = max(r["sps"] for r in peers if r["backend"] == "pufferlib-multiprocessing")
+    best = max(r["sps"] for r in peers)  # PufferLib's fastest setting, Serial or Multiprocessing: the one rule
     ours = next(r for r in result if r["name"] == "Multiprocessing w=1 b=2")
     assert ours["ratio_vs_pufferlib"] == pytest.approx(ours["sps"] / best, rel=1e-2)
 
