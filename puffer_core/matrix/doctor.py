@@ -24,9 +24,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from puffer_core.matrix.model import version_key, when_matches
 
 __all__ = [
     "KNOWN_BAD",
@@ -151,30 +152,9 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
-def _key(version: str | None) -> tuple:
-    try:
-        return (1, Version(version or ""))
-    except InvalidVersion:
-        return (0, version or "")
-
-
 def _pins_match(pins: Mapping[str, str], installed: Mapping[str, str]) -> bool:
     """Every pin equals the installed version (a pinned companion not installed does not match)."""
     return bool(pins) and all(_same(installed.get(canonicalize_name(n)), v) for n, v in pins.items())
-
-
-def _rule_matches(when: Mapping[str, str], python: str, installed: Mapping[str, str]) -> bool:
-    """A known-bad rule's ``when``: every package installed within its specifier, and Python too."""
-    for name, spec in when.items():
-        version = python if name == "python" else installed.get(canonicalize_name(name))
-        if version is None:
-            return False
-        try:
-            if not SpecifierSet(spec).contains(version, prereleases=True):
-                return False
-        except (InvalidSpecifier, InvalidVersion):
-            return False
-    return True
 
 
 def _cells(data: Mapping[str, Any], plugin: str, python: str, outcome: str | None = None) -> list[dict]:
@@ -232,7 +212,10 @@ def _nearest(data: Mapping[str, Any], plugin: str, python: str) -> tuple[dict | 
     if not passing:
         return None, None, ""
     package = info.get("package") or ""
-    newest = max(passing, key=lambda c: (_key(c["pins"].get(package)), sorted(_key(v) for v in c["pins"].values())))
+    newest = max(
+        passing,
+        key=lambda c: (version_key(c["pins"].get(package)), sorted(version_key(v) for v in c["pins"].values())),
+    )
     pins = " ".join(f"'{name}=={version}'" for name, version in newest["pins"].items())
     return dict(newest["pins"]), f"pip install {target} {pins}", f"cell {newest['id']}"
 
@@ -261,7 +244,7 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
         )
         return Finding(verdict=NOT_VERIFIED, reason=reason, **found)
     for rule in info.get("known_bad") or []:
-        if _rule_matches(rule.get("when") or {}, python, installed):
+        if when_matches(rule.get("when") or {}, {**installed, "python": python}):
             return Finding(verdict=KNOWN_BAD, reason=rule.get("reason") or "a known-bad rule matches", **found)
     matching = [cell for cell in _cells(data, plugin, python) if _pins_match(cell.get("pins") or {}, installed)]
     for cell in matching:
@@ -344,7 +327,7 @@ def core_finding(version: str, python: str, data: Mapping[str, Any]) -> Finding:
     if version in ran or any(_same(version, v) for v in ran):
         cell = ran.get(version) or next(c for v, c in ran.items() if _same(version, v))
         return Finding(CORE, version, VERIFIED, f"cell {cell} passed with it", cell=cell)
-    others = ", ".join(sorted(ran, key=_key)) or "none"
+    others = ", ".join(sorted(ran, key=version_key)) or "none"
     reason = f"no passing cell on Python {python} ran puffer-core {version} (the matrix ran: {others})"
     return Finding(CORE, version, NOT_VERIFIED, reason, fix="re-run the matrix for this puffer-core: nox -s compat")
 
@@ -387,14 +370,14 @@ def package_findings(
         elif name not in used:
             findings.append(Finding(name, version, NOT_USED, "no cell of the installed plugins' versions uses it"))
         else:
-            newest = max(seen, key=_key, default=None)
+            newest = max(seen, key=version_key, default=None)
             nearest = {name: newest} if newest else None
             fix = (
                 CONSTRAINED_INSTALL.format(name)
                 if constrained
                 else (f"pip install '{name}=={newest}'" if newest else None)
             )
-            ran = ", ".join(sorted(seen, key=_key)) or "none"
+            ran = ", ".join(sorted(seen, key=version_key)) or "none"
             reason = f"no passing cell on Python {python} resolved {name} {version} (verified: {ran})"
             findings.append(Finding(name, version, NOT_VERIFIED, reason, fix=fix, nearest=nearest))
     return findings

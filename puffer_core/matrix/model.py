@@ -19,7 +19,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from puffer_core.specs.declarations import CompatAxes, KnownBad
+from puffer_core.specs.declarations import CompatAxes
 
 __all__ = [
     "DEFAULT_PYTHON",
@@ -31,6 +31,7 @@ __all__ = [
     "row_cells",
     "select_cells",
     "version_key",
+    "when_matches",
 ]
 
 #: The Python of ``--quick`` cells and of the joint ``common`` cell.
@@ -115,9 +116,11 @@ class Cell:
         }
 
 
-def _matches(bad: KnownBad, values: Mapping[str, str]) -> bool:
-    """Like ``KnownBad.matches`` with package names compared canonically (``Gymnasium`` = ``gymnasium``)."""
-    for name, spec in bad.when.items():
+def when_matches(when: Mapping[str, str], values: Mapping[str, str]) -> bool:
+    """Whether a ``KnownBad.when`` holds for ``values`` (canonical package name, and ``"python"``,
+    → version): every name present and within its specifier. Like ``KnownBad.matches`` with
+    package names compared canonically (``Gymnasium`` = ``gymnasium``)."""
+    for name, spec in when.items():
         key = "python" if name.lower() == "python" else canonicalize_name(name)
         version = values.get(key)
         if version is None:
@@ -135,7 +138,7 @@ def known_bad_reason(axes: CompatAxes, python: str, pins: Mapping[str, str]) -> 
     values = {canonicalize_name(name): version for name, version in pins.items()}
     values["python"] = python
     for bad in axes.known_bad:
-        if _matches(bad, values):
+        if when_matches(bad.when, values):
             return bad.reason
     return None
 
