@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from puffer_core.matrix.plan import split_values
-from puffer_core.matrix.shipped import constraints_for
-from puffer_core.matrix.store import MatrixError
-from puffer_core.specs.declarations import PYTHON_VERSION_RE
+from puffer_core.matrix.plan import check_python_option, split_values
+from puffer_core.matrix.shipped import constraints_for, running_python
 
 __all__ = ["constraints_cmd"]
-
-RUNNING_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @click.command("constraints")
 @click.option(
     "--python",
     "python",
-    default=RUNNING_PYTHON,
+    default=running_python(),
     show_default="this Python",
     metavar="X.Y",
     help="The Python the set was verified on.",
@@ -43,6 +37,4 @@ def constraints_cmd(python: str, plugins: tuple[str, ...]) -> None:
 
     `puffer doctor` says whether what is installed now is such a set.
     """
-    if not PYTHON_VERSION_RE.match(python):
-        raise MatrixError(f"--python {python!r} is not a Python 3 version: write versions like 3.12")
-    click.echo(constraints_for(python, split_values(plugins)), nl=False)
+    click.echo(constraints_for(check_python_option(python), split_values(plugins)), nl=False)

@@ -22,7 +22,7 @@ from puffer_core.cli.errors import err_console
 from puffer_core.cli.output import console, print_json
 from puffer_core.cli.tables import print_table
 from puffer_core.matrix import doctor
-from puffer_core.matrix.shipped import SHIPPED_DIR, load_verified
+from puffer_core.matrix.shipped import SHIPPED_DIR, load_verified, running_python
 from puffer_core.matrix.store import MatrixError
 from puffer_core.plugins import FAILED, LOADED, get_plugins
 
@@ -66,10 +66,6 @@ def _folder() -> pathlib.Path:
     return pathlib.Path(os.environ.get(VERIFIED_DIR_ENV) or SHIPPED_DIR)
 
 
-def _python() -> str:
-    return f"{sys.version_info.major}.{sys.version_info.minor}"
-
-
 @click.command("doctor", help=DOCTOR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def doctor_cmd(as_json: bool) -> None:
@@ -77,7 +73,7 @@ def doctor_cmd(as_json: bool) -> None:
     # Plugins installed from entry points (loaded or failed; not those disabled or not selected):
     # the matrix's are found by their distributions anyway, the others are not verified.
     loaded = [n for n, info in get_plugins().plugins.items() if info.source != "builtin" and info.status in INSTALLED]
-    report = doctor.diagnose(_python(), doctor.installed_versions(), data, puffer_core.__version__, loaded)
+    report = doctor.diagnose(running_python(), doctor.installed_versions(), data, puffer_core.__version__, loaded)
     if as_json:
         print_json(report.to_json())
     else:
@@ -133,6 +129,6 @@ def warn_if_known_bad(env_id: str) -> None:
     except MatrixError:
         return
     installed = doctor.installed_versions(doctor.needed_names(owner, data))
-    line = doctor.known_bad_warning(owner, _python(), installed, data)
+    line = doctor.known_bad_warning(owner, running_python(), installed, data)
     if line:
         err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)

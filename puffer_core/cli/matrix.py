@@ -23,16 +23,15 @@ from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.options import Bounded
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.matrix import views
-from puffer_core.matrix.common import constraints_text
 from puffer_core.matrix.discover import DiscoveryReport, discover_releases
 from puffer_core.matrix.environment import allowlist_help
 from puffer_core.matrix.options import REPO_ROOT, RunOptions
 from puffer_core.matrix.plan import split_values
 from puffer_core.matrix.runner import RunSummary, run_matrix
-from puffer_core.matrix.shipped import SHIPPED_DIR, write_shipped
+from puffer_core.matrix.shipped import shipped_folder, write_shipped
 from puffer_core.matrix.simple_index import DEFAULT_TIMEOUT
 from puffer_core.matrix.sources import discover as discover_plugins
-from puffer_core.matrix.store import MatrixError, ResultStore, atomic_write_text
+from puffer_core.matrix.store import MatrixError, ResultStore, common_sections
 from puffer_core.matrix.views import COLOURS, SYMBOLS, cell_text, plugin_tables, run_line, seconds_text
 
 __all__ = ["matrix", "print_matrix"]
@@ -88,7 +87,7 @@ def show_cmd(plugins: tuple[str, ...], as_json: bool, out: str | None) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     print_matrix(data, console, names or None)
-    stale = [name for name, text in _views(store.data).items() if _text_or_none(folder / name) != text]
+    stale = [name for name, text in views.view_texts(store.data).items() if _text_or_none(folder / name) != text]
     if stale:
         console.print(
             f"note: {', '.join(stale)} in {folder} missing or out of date with results.json: "
@@ -111,12 +110,10 @@ def render_cmd(out: str | None) -> None:
     """
     folder = _out_dir(out)
     store = _results(folder)
-    written = []
-    for name, text in _views(store.data).items():
-        atomic_write_text(folder / name, text)
-        written.append(folder / name)
-    if folder == REPO_ROOT / "compat_matrix":
-        written += write_shipped(store.data, SHIPPED_DIR)
+    written = views.write_views(store.data, folder)
+    shipped = shipped_folder(REPO_ROOT, folder)
+    if shipped is not None:
+        written += write_shipped(store.data, shipped)
     for path in written:
         console.print(f"wrote {path}", highlight=False, soft_wrap=True, markup=False)
 
@@ -127,14 +124,6 @@ def _results(folder: pathlib.Path) -> ResultStore:
     if not store.exists:
         raise MatrixError(f"no results in {folder}: run `nox -s compat` (or `puffer matrix run`) first")
     return store
-
-
-def _views(data: Mapping[str, Any]) -> dict[str, str]:
-    """Every file of the results folder made from results.json alone: name -> text."""
-    texts = {"README.md": views.render_markdown(data), "index.html": views.render_html(data)}
-    if data.get("common"):
-        texts["constraints-common.txt"] = constraints_text(data["common"])
-    return texts
 
 
 def _text_or_none(path: pathlib.Path) -> str | None:
@@ -462,8 +451,7 @@ def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] |
         for text, number in numbers.items():
             out.print(f"  [{number}] {text}", highlight=False, markup=False, soft_wrap=True)
     if not plugins:
-        commons = [data.get("common"), *(data.get("commons") or {}).values()]
-        for common in filter(None, commons):
+        for common in common_sections(data):
             _print_common(common, out)
     runs = data.get("runs") or {}
     if runs.get("cold"):

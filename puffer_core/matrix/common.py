@@ -32,7 +32,7 @@ CONSTRAINTS_HEADER = """\
 # The `common` set: the newest versions of the plugins that work together in ONE
 # environment on Python {python}, verified by the joint cell `{cell}` ({outcome}).
 """
-#: The header's last line: how to use the file (the shipped sets say it their way).
+#: The header's last line of constraints-common.txt: how to use the file.
 USAGE_LINE = "# Use as a pip/uv constraints file: uv pip install -c constraints-common.txt ...\n"
 
 
@@ -171,8 +171,9 @@ def choose_common(
     return plan
 
 
-def constraints_text(common: Mapping[str, Any]) -> str:
-    """constraints-common.txt from the ``common`` section of results.json (deterministic)."""
+def constraints_text(common: Mapping[str, Any], usage: str = USAGE_LINE) -> str:
+    """A constraints file from one common section of results.json (deterministic); ``usage``
+    ends the header (constraints-common.txt's by default; the shipped sets say theirs)."""
     joint = common.get("joint") or {}
     lines = [
         CONSTRAINTS_HEADER.format(
@@ -180,7 +181,7 @@ def constraints_text(common: Mapping[str, Any]) -> str:
             cell=joint.get("id", "common"),
             outcome=joint.get("outcome", "not run"),
         )
-        + USAGE_LINE
+        + usage
     ]
     members = common.get("members", [])
     if not members:

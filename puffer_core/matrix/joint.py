@@ -22,7 +22,7 @@ from puffer_core.matrix.options import Reporter, RunOptions
 from puffer_core.matrix.plan import RUNNER_SCHEMA
 from puffer_core.matrix.processes import Processes
 from puffer_core.matrix.sources import PluginSource
-from puffer_core.matrix.store import ResultStore, atomic_write_text, now
+from puffer_core.matrix.store import ResultStore, now
 from puffer_core.matrix.wheels import Wheels
 
 __all__ = ["common_pythons", "run_common"]
@@ -128,19 +128,17 @@ def run_common(
     report: Reporter,
 ) -> dict[str, Any]:
     """The common set of every Python, each proved in its joint cell: the default Python's as
-    ``common`` (and constraints-common.txt), the others' as ``commons``. Returns the default's."""
-    pythons = common_pythons(sources)
+    ``common``, the others' as ``commons``. Returns the default's."""
+    others = store.data.get("commons") or {}
     sections = {}
-    for python in pythons:
-        others = store.data.get("commons") or {}
+    for python in common_pythons(sources):
         previous = store.data.get("common") if python == DEFAULT_PYTHON else others.get(python)
         sections[python] = _common_on(
             python, previous or {}, options, store, sources, current, (uv, wheels, core_hash, procs, report)
         )
     default = sections.pop(DEFAULT_PYTHON)
     store.update(common=default, commons=dict(sorted(sections.items(), key=lambda kv: version_key(kv[0]))))
-    atomic_write_text(options.out / "constraints-common.txt", common_mod.constraints_text(default))
-    return default
+    return default  # constraints-common.txt is one of the views (views.view_texts), written after
 
 
 def _common_on(

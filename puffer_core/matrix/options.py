@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from puffer_core.matrix.shipped import shipped_folder
 from puffer_core.matrix.store import CellRecord
 
 __all__ = ["DEFAULT_TIMEOUT", "REPO_ROOT", "Reporter", "RunOptions"]
@@ -52,8 +53,8 @@ class RunOptions:
         self.work = pathlib.Path(self.work).resolve() if self.work else self.out / ".venvs"
         if self.shipped is not None:
             self.shipped = pathlib.Path(self.shipped).resolve()
-        elif self.out == self.root / "compat_matrix":
-            self.shipped = self.root / "puffer_core" / "matrix" / "verified"
+        else:
+            self.shipped = shipped_folder(self.root, self.out)
 
     @property
     def full(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "cell_input_hash",
     "cell_inputs",
     "cell_record",
+    "check_python_option",
     "plan_cells",
     "select_plugins",
     "split_values",
@@ -49,6 +50,13 @@ RUNNER_SCHEMA = 2  # 2: cells see an allowlisted environment
 def split_values(values: Iterable[str]) -> list[str]:
     """Repeated options and comma lists as one list: ``("a,b", "c")`` → ``["a", "b", "c"]``."""
     return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def check_python_option(python: str) -> str:
+    """``--python``'s value when it is a Python 3 version (``3.12``), else the one-line MatrixError."""
+    if not PYTHON_VERSION_RE.match(python):
+        raise MatrixError(f"--python {python!r} is not a Python 3 version: write versions like 3.12")
+    return python
 
 
 #: Each part of a cell's input hash, and what the plan says when it changed.
@@ -105,8 +113,7 @@ def select_plugins(options: RunOptions) -> tuple[dict[str, PluginSource], dict[s
     options.pythons = split_values(options.pythons)
     options.pass_env = check_pass_env(split_values(options.pass_env))
     for py in options.pythons:
-        if not PYTHON_VERSION_RE.match(py):
-            raise MatrixError(f"--python {py!r} is not a Python 3 version: write versions like 3.12")
+        check_python_option(py)
     sources = discover(options.plugins_dir, include_builtins=options.builtins)
     unknown = [name for name in options.plugins if name not in sources]
     if unknown:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,13 +24,15 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.matrix import common as common_mod
 from puffer_core.matrix.model import DEFAULT_PYTHON, version_key
-from puffer_core.matrix.store import MatrixError, atomic_write_text
+from puffer_core.matrix.store import MatrixError, atomic_write_text, common_sections
 
 __all__ = [
     "SHIPPED_DIR",
     "VERIFIED_SCHEMA",
     "constraints_for",
     "load_verified",
+    "running_python",
+    "shipped_folder",
     "shipped_pythons",
     "verified_data",
     "write_shipped",
@@ -40,6 +43,11 @@ SHIPPED_DIR = pathlib.Path(__file__).resolve().parent / "verified"
 VERIFIED_SCHEMA = 1
 _CONSTRAINTS_RE = re.compile(r"constraints-py(3\.\d+)\.txt\Z")
 _USAGE = "# Use as a pip constraints file: pip install -c <(puffer constraints) puffer-plugin-nethack\n"
+
+
+def running_python() -> str:
+    """This interpreter's X.Y: the Python whose set `puffer constraints` and `puffer doctor` take."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def _constraints_name(python: str) -> str:
@@ -88,8 +96,15 @@ def verified_data(results: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _commons(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """Every Python's common section of results.json, the default Python's first."""
-    return [s for s in [results.get("common"), *(results.get("commons") or {}).values()] if s and s.get("python")]
+    """Every Python's common section of results.json that names its Python, the default's first."""
+    return [section for section in common_sections(results) if section.get("python")]
+
+
+def shipped_folder(root: pathlib.Path, out: pathlib.Path) -> pathlib.Path | None:
+    """Where a matrix run or render whose results folder is ``out`` writes the shipped data: the
+    package's own ``matrix/verified/`` when ``out`` is the checkout's compat_matrix/, else nowhere
+    (a scratch folder's results never ship)."""
+    return root / "puffer_core" / "matrix" / "verified" if out == root / "compat_matrix" else None
 
 
 def write_shipped(results: Mapping[str, Any], folder: pathlib.Path) -> list[pathlib.Path]:
@@ -99,8 +114,7 @@ def write_shipped(results: Mapping[str, Any], folder: pathlib.Path) -> list[path
     passing = {}
     for section in _commons(results):
         if (section.get("joint") or {}).get("outcome") == "pass" and section.get("members"):
-            text = common_mod.constraints_text(section)
-            passing[_constraints_name(section["python"])] = text.replace(common_mod.USAGE_LINE, _USAGE)
+            passing[_constraints_name(section["python"])] = common_mod.constraints_text(section, usage=_USAGE)
     for name, text in passing.items():
         atomic_write_text(folder / name, text)
         written.append(folder / name)

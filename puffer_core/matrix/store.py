@@ -23,13 +23,14 @@ import datetime as _dt
 import json
 import pathlib
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from puffer_core.atomic import private_directory, write_atomically
 from puffer_core.errors import PufferError
 
-__all__ = ["SCHEMA", "CellRecord", "MatrixError", "ResultStore", "atomic_write_text", "now"]
+__all__ = ["SCHEMA", "CellRecord", "MatrixError", "ResultStore", "atomic_write_text", "common_sections", "now"]
 
 SCHEMA = 1
 
@@ -40,6 +41,11 @@ class MatrixError(PufferError):
 
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def common_sections(data: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """results.json's common sets: the default Python's (``common``) first, then the others' (``commons``)."""
+    return [s for s in [data.get("common"), *(data.get("commons") or {}).values()] if s]
 
 
 def atomic_write_text(path: pathlib.Path, text: str) -> None:

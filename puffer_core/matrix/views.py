@@ -14,8 +14,9 @@ import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from puffer_core.matrix.common import constraints_text
 from puffer_core.matrix.model import OUTCOMES, version_key
-from puffer_core.matrix.store import atomic_write_text
+from puffer_core.matrix.store import atomic_write_text, common_sections
 
 __all__ = [
     "COLOURS",
@@ -26,6 +27,7 @@ __all__ = [
     "render_markdown",
     "run_line",
     "seconds_text",
+    "view_texts",
     "write_views",
 ]
 
@@ -377,7 +379,7 @@ def render_html(data: Mapping[str, Any]) -> str:
             f"<td><code>{outcome}</code></td><td>{esc(MEANINGS[outcome])}</td></tr>\n"
         )
     out.append("</table>\n")
-    for common in filter(None, [data.get("common"), *(data.get("commons") or {}).values()]):
+    for common in common_sections(data):
         joint = common.get("joint") or {}
         out.append(
             f"<h2>The common set on Python {esc(str(common.get('python')))}</h2>\n<p>Joint cell "
@@ -420,7 +422,19 @@ def render_html(data: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def write_views(data: Mapping[str, Any], out: pathlib.Path) -> None:
-    """README.md and index.html next to results.json, written atomically."""
-    atomic_write_text(out / "README.md", render_markdown(data))
-    atomic_write_text(out / "index.html", render_html(data))
+def view_texts(data: Mapping[str, Any]) -> dict[str, str]:
+    """Every file of the results folder made from results.json alone: name -> text (README.md,
+    index.html, and constraints-common.txt when there is a common set)."""
+    texts = {"README.md": render_markdown(data), "index.html": render_html(data)}
+    if data.get("common"):
+        texts["constraints-common.txt"] = constraints_text(data["common"])
+    return texts
+
+
+def write_views(data: Mapping[str, Any], out: pathlib.Path) -> list[pathlib.Path]:
+    """:func:`view_texts` next to results.json, each written atomically; the paths written."""
+    written = []
+    for name, text in view_texts(data).items():
+        atomic_write_text(out / name, text)
+        written.append(out / name)
+    return written

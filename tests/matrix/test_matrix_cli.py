@@ -63,15 +63,16 @@ def test_render_writes_the_views_and_show_then_finds_them_current(tmp_path):
 
 
 def test_render_of_the_checkouts_matrix_regenerates_the_shipped_data(tmp_path, monkeypatch):
-    # A stand-in checkout: render compares the folder with REPO_ROOT / "compat_matrix".
-    root, shipped = tmp_path / "checkout", tmp_path / "verified"
+    # A stand-in checkout: render compares the folder with REPO_ROOT / "compat_matrix" and
+    # writes the shipped data into its puffer_core/matrix/verified/ (shipped.shipped_folder).
+    root = tmp_path / "checkout"
+    shipped = root / "puffer_core" / "matrix" / "verified"
     (root / "compat_matrix").mkdir(parents=True)
-    shipped.mkdir()
+    shipped.mkdir(parents=True)
     (shipped / "constraints-py3.9.txt").write_text("old==1\n")  # a set that no longer holds
     data = results_data()
     (root / "compat_matrix" / "results.json").write_text(json.dumps(data))
     monkeypatch.setattr(cli_matrix, "REPO_ROOT", root)
-    monkeypatch.setattr(cli_matrix, "SHIPPED_DIR", shipped)
     result = CliRunner().invoke(matrix, ["render"])
     assert result.exit_code == 0, result.output
     assert (root / "compat_matrix" / "README.md").exists() and f"wrote {shipped / 'verified.json'}" in result.output
