@@ -227,8 +227,10 @@ def test_release_problems_name_the_file_and_the_fix(tmp_path, path, pattern, new
 
 
 def fresh_env() -> dict[str, str]:
-    """This environment without what would put the checkout or a venv on a child's path."""
+    """This environment without what would put the checkout, a venv or a test's own matrix data on a
+    child's path."""
     drop = {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PUFFER_LOAD_PLUGINS", "PUFFER_DISABLE_PLUGINS"}
+    drop.add("PUFFER_VERIFIED_DIR")  # puffer doctor's data: the installed puffer-core's own
     return {key: value for key, value in os.environ.items() if key not in drop}
 
 

@@ -4,13 +4,13 @@ the common set exits 0, gymnasium 1.4.0 gets what the matrix knows of it, a know
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 from packaging.specifiers import SpecifierSet
+from test_dist import fresh_env
 
 from puffer_core.matrix import doctor
 from puffer_core.matrix.model import DEFAULT_PYTHON
@@ -19,12 +19,6 @@ from puffer_core.matrix.shipped import SHIPPED_DIR, load_verified, shipped_pytho
 ROOT = Path(__file__).resolve().parents[2]
 #: A known-bad pair of the atari plugin's rules that installs (ale-py declares gymnasium >= 1.0).
 ATARI_BAD = {"ale-py": "0.11.2", "gymnasium": "1.0.0"}
-
-
-def clean_env() -> dict[str, str]:
-    """This environment without what would put the checkout, a venv or other matrix data on a child's path."""
-    drop = {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PUFFER_LOAD_PLUGINS", "PUFFER_DISABLE_PLUGINS"}
-    return {k: v for k, v in os.environ.items() if k not in drop and k != "PUFFER_VERIFIED_DIR"}
 
 
 def atari_rule(data: dict) -> dict:
@@ -44,7 +38,7 @@ def test_doctor_in_a_fresh_venv_on_the_common_set_gymnasium_1_4_and_a_known_bad_
     data = load_verified()
     python = DEFAULT_PYTHON if DEFAULT_PYTHON in shipped_pythons() else shipped_pythons()[0]
     rule = atari_rule(data)
-    venv, env = tmp_path / "venv", clean_env()
+    venv, env = tmp_path / "venv", fresh_env()
     subprocess.run([uv, "venv", "-q", "--python", python, str(venv)], check=True, env=env, timeout=300)
 
     def install(*args: str) -> None:
