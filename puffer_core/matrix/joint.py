@@ -8,8 +8,6 @@ core) keeps the last joint cell's verdict.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +17,7 @@ from puffer_core.matrix import common as common_mod
 from puffer_core.matrix.job import REPORTED, Job, requirement_names, run_job
 from puffer_core.matrix.model import DEFAULT_PYTHON, version_key
 from puffer_core.matrix.options import Reporter, RunOptions
-from puffer_core.matrix.plan import RUNNER_SCHEMA
+from puffer_core.matrix.plan import RUNNER_SCHEMA, short_hash
 from puffer_core.matrix.processes import Processes
 from puffer_core.matrix.sources import PluginSource
 from puffer_core.matrix.store import ResultStore, now
@@ -49,7 +47,7 @@ class _JointCells:
             "core_src": self.core_hash,
             "members": [(m.plugin, m.cell, self.store.get(m.cell).input_hash, m.pins) for m in members],
         }
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return short_hash(data)
 
     def job(self, members: list[common_mod.Choice]) -> Job:
         reqs: dict[str, str] = {}

@@ -39,6 +39,7 @@ __all__ = [
     "check_python_option",
     "plan_cells",
     "select_plugins",
+    "short_hash",
     "split_values",
     "stale_reason",
 ]
@@ -68,7 +69,8 @@ STALE_REASONS = {
 }
 
 
-def _short_hash(data: object) -> str:
+def short_hash(data: object) -> str:
+    """The first 16 hex digits of the SHA-256 of ``data`` as sorted JSON: every input hash of the matrix."""
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -76,7 +78,7 @@ def cell_inputs(cell: Cell, plugin_hash: str, core_hash: str) -> dict[str, objec
     """The parts of ``cell``'s input hash, as its record keeps them (the cell as its own hash)."""
     return {
         "runner": RUNNER_SCHEMA,
-        "cell": _short_hash(cell.to_json()),
+        "cell": short_hash(cell.to_json()),
         "plugin_src": plugin_hash,
         "core_src": core_hash,
     }
@@ -104,7 +106,7 @@ def cell_input_hash(cell: Cell, plugin_hash: str, core_hash: str) -> str:
         "plugin_src": plugin_hash,
         "core_src": core_hash,
     }
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return short_hash(data)
 
 
 def select_plugins(options: RunOptions) -> tuple[dict[str, PluginSource], dict[str, PluginSource]]:
