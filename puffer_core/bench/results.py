@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import write_atomically
-from puffer_core.bench.runs import load_runs
+from puffer_core.bench.runs import fastest_pufferlib, load_runs
 
 __all__ = [
     "CLUSTER_END",
@@ -74,7 +74,7 @@ def standard_summary(document: dict[str, Any]) -> dict[str, dict[str, dict | Non
             "serial": _fastest(rows, ("puffer",), ("serial",)),
             "raw": _fastest(rows, ("raw",)),
             "async": _fastest(rows, ("peer",), ("gymnasium-async",)),
-            "pufferlib": _fastest(rows, ("peer",), ("pufferlib-serial", "pufferlib-multiprocessing")),
+            "pufferlib": fastest_pufferlib(rows),
             "ceiling": _fastest(rows, ("ceiling",), ("independent",)),
             "lockstep": _fastest(rows, ("ceiling",), ("independent-lockstep",)),
         }

@@ -19,7 +19,15 @@ from typing import Any
 from puffer_core.atomic import private_directory, write_atomically
 from puffer_core.env.environments import installed_versions
 
-__all__ = ["SCHEMA", "describe_machine", "load_runs", "package_versions", "source_commit", "write_run"]
+__all__ = [
+    "SCHEMA",
+    "describe_machine",
+    "fastest_pufferlib",
+    "load_runs",
+    "package_versions",
+    "source_commit",
+    "write_run",
+]
 
 #: Version of the file layout below; a reader refuses files of a newer one.
 SCHEMA = 1
@@ -36,6 +44,15 @@ RECORDED_PACKAGES = (
     "torch",
     "stable-baselines3",
 )
+
+
+def fastest_pufferlib(rows: list[dict]) -> dict | None:
+    """PufferLib's fastest setting (Serial or Multiprocessing) in one env's rows: what every "vs
+    PufferLib" of a run is over (the bench's own ratios, every table and the README's)."""
+    peers = [r for r in rows if r.get("backend", "").startswith("pufferlib") and r.get("sps")]
+    return max(peers, key=lambda r: r["sps"], default=None)
+
+
 # --------------------------------------------------------------------------- writing
 
 

@@ -45,7 +45,7 @@ from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.peers import PUFFERLIB_INSTALL, peer_cases, pufferlib_version
-from puffer_core.bench.runs import write_run
+from puffer_core.bench.runs import fastest_pufferlib, write_run
 from puffer_core.env.environments import make_raw, unavailable_reason
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
@@ -230,13 +230,6 @@ def annotation(row: dict, start: str = "", end: str = "") -> str:
             f"{row['check_us']:.1f} µs per send = {row['check_share']:.2%} of the time){end}"
         )
     return ""
-
-
-def fastest_pufferlib(rows: list[dict]) -> dict | None:
-    """PufferLib's fastest setting in one env's rows: what every "vs PufferLib" is over (one rule
-    for these tables, docs/performance.md's history and the README's)."""
-    peers = [r for r in rows if r.get("backend", "").startswith("pufferlib") and r.get("sps")]
-    return max(peers, key=lambda r: r["sps"], default=None)
 
 
 def _over_sps(row: dict, base: dict | None) -> float | None:
