@@ -1,17 +1,27 @@
-"""Learning benchmark: PPO on a hard env for a fixed time, against a random policy in the same run.
+"""Learning benchmark: PPO on a hard env for a fixed time, against a random policy, over seeds.
 
-``learning_run(minutes=30)`` trains ``puffer_core.train.ppo`` on ``LEARNING_ENV`` with the env
-family's training defaults (its plugin's ``EnvSpec.train_defaults`` and ``train_kwargs``) and
-``LEARNING_SETTINGS`` on top, for ``minutes`` of training, then plays uniformly random actions
-on the same env with the same kwargs for at least ``RANDOM_EPISODES`` episodes. The row holds
-both means, their ratio against ``TARGET_RATIO`` (the trained agent's last ``WINDOW`` episodes
-against the random policy's), the training's steps/second and its curve. With ``keep`` it also
-keeps the curve plot (``curve.png``) and a recording of the trained policy (``<env>.cast``).
+``learning_run(minutes=30, seed=s)`` trains ``puffer_core.train.ppo`` on ``LEARNING_ENV`` with the
+env family's training defaults (its plugin's ``EnvSpec.train_defaults`` and ``train_kwargs``),
+``LEARNING_SETTINGS`` on top and seed ``s``, for ``minutes`` of training, then plays uniformly
+random actions on the same env with the same kwargs and seed for at least ``RANDOM_EPISODES``
+episodes. Its row holds both means, their ratio (the trained agent's last ``WINDOW`` episodes
+against the random policy's), the training's steps/second and its curve.
+
+``learning_runs`` makes that row for each of ``DEFAULT_SEEDS`` and sums them up as the mean and
+standard deviation of the ratio against ``TARGET_RATIO``: one seed's ratio is one sample of a
+figure that moves from seed to seed. With ``keep`` it keeps the first seed's curve plot
+(``curve.png``) and a recording of its trained policy (``<env>.cast``).
+
+``python -m puffer_core.bench.learning`` (what ``nox -s bench`` runs) stores the runs as one
+dated JSON file in ``bench-results/learning/``; ``puffer_core.bench.results`` renders the
+newest into ``docs/performance.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +39,7 @@ __all__ = [
     "TARGET_RATIO",
     "WINDOW",
     "learning_run",
+    "learning_runs",
     "random_baseline",
     "render_markdown",
 ]
@@ -42,6 +53,8 @@ LEARNING_SETTINGS: dict[str, Any] = {}
 #: The standard run's training time, and the most a run may take.
 DEFAULT_MINUTES = 30.0
 MAX_MINUTES = 30.0
+#: The standard run's seeds: the fewest that give a spread, at half an hour each.
+DEFAULT_SEEDS = (0, 1, 2)
 #: The trained agent's mean over its last WINDOW episodes must reach TARGET_RATIO x the random policy's.
 TARGET_RATIO = 3.0
 WINDOW = 100
@@ -105,6 +118,7 @@ def learning_run(
     env_id: str = LEARNING_ENV,
     minutes: float = DEFAULT_MINUTES,
     *,
+    seed: int = 0,
     settings: dict[str, Any] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     random_episodes: int = RANDOM_EPISODES,
@@ -117,6 +131,7 @@ def learning_run(
     Args:
         env_id: The env to learn.
         minutes: Training time (the trainer's ``max_seconds``), at most ``MAX_MINUTES``.
+        seed: The training's seed (over ``settings``'), and the random policy's.
         settings: PPO settings on top of the env's training defaults (default ``LEARNING_SETTINGS``).
         env_kwargs: Creator kwargs on top of the env's ``train_kwargs`` (the random policy's too).
         random_episodes: Episodes of the random policy to average.
@@ -135,12 +150,12 @@ def learning_run(
     if keep is not None:
         private_directory(keep)  # refused now, not after the training
     say = progress or (lambda name, done, total: None)
-    chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60}
+    chosen = {**LEARNING_SETTINGS, **(settings or {}), "max_seconds": minutes * 60, "seed": seed}
     chosen.setdefault("steps", 10**12)  # the clock ends the run
-    say(f"learning {env_id}: training for {minutes:g} min", 0, 2)
+    say(f"learning {env_id}, seed {seed}: training for {minutes:g} min", 0, 2)
     plan, curve, files = _train(env_id, chosen, env_kwargs, keep, record_steps, say)
-    say(f"learning {env_id}: random policy, {random_episodes} episodes", 1, 2)
-    row = _row(plan, minutes, curve, random_baseline(env_id, random_episodes, plan.env_kwargs))
+    say(f"learning {env_id}, seed {seed}: random policy, {random_episodes} episodes", 1, 2)
+    row = _row(plan, minutes, curve, random_baseline(env_id, random_episodes, plan.env_kwargs, seed=seed))
     if files is not None:
         row["files"] = files
     return row
@@ -196,9 +211,73 @@ def _row(plan: Any, minutes: float, curve: Any, baseline: dict[str, Any]) -> dic
     }
 
 
-def render_markdown(row: dict[str, Any]) -> str:
-    """The learning row as a short section of bench.md."""
-    settings = row["settings"]
+def learning_runs(
+    env_id: str = LEARNING_ENV,
+    minutes: float = DEFAULT_MINUTES,
+    seeds: tuple[int, ...] = DEFAULT_SEEDS,
+    *,
+    keep: str | Path | None = None,
+    progress: Progress | None = None,
+    **run_kwargs: Any,
+) -> dict[str, Any]:
+    """``learning_run`` once per seed, and their spread: the benchmark's learning section.
+
+    Args:
+        env_id, minutes: As ``learning_run``'s.
+        seeds: One training run (and random baseline) each, in this order.
+        keep: A folder for the first seed's curve plot and recording.
+        progress: ``progress(name, done, total)``, called as the runs go.
+        run_kwargs: ``learning_run``'s other keywords, for every seed.
+
+    Returns:
+        ``env``, ``minutes``, ``runs`` (one ``learning_run`` row per seed), ``ratio_mean``,
+        ``ratio_std`` (population), ``trained_mean_return`` and ``random_mean_return`` (means over
+        the seeds), ``target_ratio``, ``reached`` (the mean ratio against the target) and, with
+        ``keep``, ``files`` (the first seed's).
+    """
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)!r}")
+    if keep is not None:
+        private_directory(keep)  # refused now, not after the first training
+    say = progress or (lambda name, done, total: None)
+    runs = []
+    for i, seed in enumerate(seeds):
+
+        def report(name: str, done: int, total: int, i: int = i) -> None:
+            say(f"[{i + 1}/{len(seeds)}] {name}", 2 * i + done, 2 * len(seeds))
+
+        runs.append(
+            learning_run(env_id, minutes, seed=seed, keep=keep if i == 0 else None, progress=report, **run_kwargs)
+        )
+    return _summary(env_id, minutes, runs)
+
+
+def _summary(env_id: str, minutes: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The learning section: the rows of each seed and the mean and spread of their ratios."""
+    ratios = [run["ratio"] for run in runs if run["ratio"] is not None]
+    trained = [run["trained_mean_return"] for run in runs if run["trained_mean_return"] is not None]
+    ratio_mean = round(float(np.mean(ratios)), 3) if ratios else None
+    section = {
+        "env": env_id,
+        "minutes": minutes,
+        "runs": [{key: value for key, value in run.items() if key != "files"} for run in runs],
+        "ratio_mean": ratio_mean,
+        "ratio_std": round(float(np.std(ratios)), 3) if ratios else None,
+        "trained_mean_return": round(float(np.mean(trained)), 3) if trained else None,
+        "random_mean_return": round(float(np.mean([run["random"]["mean_return"] for run in runs])), 3),
+        "target_ratio": TARGET_RATIO,
+        # Every seed must have a ratio: a seed without one (no episode ended) is not a pass.
+        "reached": len(ratios) == len(runs) and ratio_mean is not None and ratio_mean >= TARGET_RATIO,
+    }
+    if "files" in runs[0]:
+        section["files"] = runs[0]["files"]
+    return section
+
+
+def render_markdown(section: dict[str, Any]) -> str:
+    """The learning section (``learning_runs``) as Markdown: one row per seed, then the mean ± std."""
+    runs = section["runs"]
+    settings = runs[0]["settings"]
     shown = ", ".join(
         f"{key}={settings[key]}"
         for key in (
@@ -214,31 +293,42 @@ def render_markdown(row: dict[str, Any]) -> str:
         )
         if key in settings
     )
-    trained = "–" if row["trained_mean_return"] is None else f"{row['trained_mean_return']:.1f}"
-    ratio = "–" if row["ratio"] is None else f"{row['ratio']:.2f}×"
-    verdict = "reached" if row["reached"] else "not reached"
+    window = runs[0]["window"]
     lines = [
-        f"### Learning: `{row['env']}` in {row['minutes']:g} minutes",
+        f"### Learning: `{section['env']}` in {section['minutes']:g} minutes, {len(runs)} "
+        f"seed{'' if len(runs) == 1 else 's'}",
         "",
         f"PPO with the env family's training defaults ({shown}; observation keys "
-        f"{row['env_kwargs'].get('observation_keys', 'default')}) against uniformly random actions on the "
-        "same env, in the same run.",
+        f"{runs[0]['env_kwargs'].get('observation_keys', 'default')}) against uniformly random actions on the "
+        f"same env with the same seed. PPO's return is the mean of its last {window} training episodes; the "
+        f"random policy's, of its first {runs[0]['random']['episodes']:,}.",
         "",
-        "| policy | episodes | mean return | steps | steps/s |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        f"| PPO, last {row['window']} episodes of training | {row['episodes']:,} | {trained} | {row['steps']:,} "
-        f"| {row['steps_per_second'] or 0:,.0f} |",
-        f"| random | {row['random']['episodes']:,} | {row['random']['mean_return']:.1f} | {row['random']['steps']:,} "
-        f"| {row['random']['steps_per_second']:,.0f} |",
-        "",
-        f"Trained over random: {ratio} (target {row['target_ratio']:g}×: {verdict}). One training run, seed "
-        f"{settings.get('seed', 0)}, on the run's commit: one sample of a ratio that differs from seed to seed.",
+        "| seed | PPO return | random return | PPO over random | PPO steps | PPO steps/s | PPO episodes |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    curve, recording = (_page_link(row.get("files", {}).get(key)) for key in ("curve", "recording"))
+    for run in runs:
+        trained = "–" if run["trained_mean_return"] is None else f"{run['trained_mean_return']:.1f}"
+        ratio = "–" if run["ratio"] is None else f"{run['ratio']:.2f}×"
+        lines.append(
+            f"| {run['settings'].get('seed', 0)} | {trained} | {run['random']['mean_return']:.1f} | {ratio} "
+            f"| {run['steps']:,} | {run['steps_per_second'] or 0:,.0f} | {run['episodes']:,} |"
+        )
+    if section["ratio_mean"] is None:
+        summary = "no seed ended an episode, so there is no ratio"
+    else:
+        summary = f"**{section['ratio_mean']:.2f}× ± {section['ratio_std']:.2f}** (mean ± standard deviation)"
+    verdict = "reached" if section["reached"] else "not reached"
+    lines += ["", f"Trained over random: {summary} (target {section['target_ratio']:g}×: {verdict})."]
+    files = section.get("files", {})
+    curve, recording = (_page_link(files.get(key)) for key in ("curve", "recording"))
+    first = runs[0]["settings"].get("seed", 0)
     if curve:
-        lines += ["", f"![The learning curve of this run]({curve})"]
+        lines += ["", f"![The learning curve of seed {first}]({curve})"]
     if recording:
-        lines += ["", f"The trained agent playing one game: [{Path(recording).name}]({recording}) (asciinema)."]
+        lines += [
+            "",
+            f"Seed {first}'s trained agent playing one game: [{Path(recording).name}]({recording}) (asciinema).",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -248,3 +338,35 @@ def _page_link(path: str | None) -> str | None:
         return None
     parts = Path(path).parts
     return "/".join(parts[1:]) if len(parts) > 1 and parts[0] == "docs" else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m puffer_core.bench.learning", description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default=LEARNING_ENV, help=f"the env to learn [{LEARNING_ENV}]")
+    parser.add_argument(
+        "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time per seed [{DEFAULT_MINUTES:g}]"
+    )
+    parser.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help=f"seeds 0..N-1 [{len(DEFAULT_SEEDS)}]")
+    parser.add_argument("--keep", help="a folder for the first seed's curve plot and recording")
+    parser.add_argument("--out", default="bench-results/learning", help="folder of runs [bench-results/learning]")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds must be at least 1, got {args.seeds}")
+    from puffer_core.bench.runs import write_run  # deferred: git and the machine's description
+
+    def progress(name: str, done: int, total: int) -> None:
+        print(name, file=sys.stderr, flush=True)
+
+    try:
+        section = learning_runs(args.env, args.minutes, tuple(range(args.seeds)), keep=args.keep, progress=progress)
+    except ValueError as exc:
+        print(f"learning bench: {exc}", file=sys.stderr)
+        return 2
+    document = write_run(args.out, {"learning": section})
+    print(render_markdown(section), end="")
+    print(f"stored as {Path(args.out) / (document['run'] + '.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
