@@ -12,16 +12,14 @@ standard deviation of the ratio against ``TARGET_RATIO``: one seed's ratio is on
 figure that moves from seed to seed. With ``keep`` it keeps the first seed's curve plot
 (``curve.png``) and a recording of its trained policy (``<env>.cast``).
 
-``python -m puffer_core.bench.learning`` (what ``nox -s bench`` runs) stores the runs as one
-dated JSON file in ``bench-results/learning/``; ``puffer_core.bench.results`` renders the
-newest into ``docs/performance.md``.
+``puffer bench --learning DIR`` (what ``nox -s bench`` runs) stores the section as one dated JSON
+file in ``bench-results/learning/``; ``puffer_core.bench.results`` renders the newest into
+``docs/performance.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -338,35 +336,3 @@ def _page_link(path: str | None) -> str | None:
         return None
     parts = Path(path).parts
     return "/".join(parts[1:]) if len(parts) > 1 and parts[0] == "docs" else None
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m puffer_core.bench.learning", description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default=LEARNING_ENV, help=f"the env to learn [{LEARNING_ENV}]")
-    parser.add_argument(
-        "--minutes", type=float, default=DEFAULT_MINUTES, help=f"training time per seed [{DEFAULT_MINUTES:g}]"
-    )
-    parser.add_argument("--seeds", type=int, default=len(DEFAULT_SEEDS), help=f"seeds 0..N-1 [{len(DEFAULT_SEEDS)}]")
-    parser.add_argument("--keep", help="a folder for the first seed's curve plot and recording")
-    parser.add_argument("--out", default="bench-results/learning", help="folder of runs [bench-results/learning]")
-    args = parser.parse_args(argv)
-    if args.seeds < 1:
-        parser.error(f"--seeds must be at least 1, got {args.seeds}")
-    from puffer_core.bench.runs import write_run  # deferred: git and the machine's description
-
-    def progress(name: str, done: int, total: int) -> None:
-        print(name, file=sys.stderr, flush=True)
-
-    try:
-        section = learning_runs(args.env, args.minutes, tuple(range(args.seeds)), keep=args.keep, progress=progress)
-    except ValueError as exc:
-        print(f"learning bench: {exc}", file=sys.stderr)
-        return 2
-    document = write_run(args.out, {"learning": section})
-    print(render_markdown(section), end="")
-    print(f"stored as {Path(args.out) / (document['run'] + '.json')}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,8 +5,10 @@ file per run).
 ``docs/performance.md`` (the newest run in full and every run's best settings as history) and
 the performance table of ``README.md`` (the newest run only); from the newest cluster run in
 ``bench-results/cluster/`` (``puffer bench --cluster DIR``: Ray across nodes, bytes per step),
-a section of ``docs/performance.md`` and the table of ``docs/cluster.md``. ``--check`` exits 1
-when any of them is not what the runs give.
+a section of ``docs/performance.md`` and the table of ``docs/cluster.md``; from the newest
+learning run in ``bench-results/learning/`` (``puffer bench --learning DIR``: NetHack over
+seeds), another section of ``docs/performance.md``. ``--check`` exits 1 when any of them is not
+what the runs give.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ __all__ = [
     "README_START",
     "render_box_section",
     "render_cluster_section",
+    "render_learning_section",
     "render_page",
     "render_readme_headline",
     "render_readme_table",
@@ -218,6 +221,23 @@ def render_box_section(document: dict[str, Any] | None) -> str:
     )
 
 
+def render_learning_section(document: dict[str, Any] | None) -> str:
+    """A learning run (``puffer_core.bench.learning``) as Markdown, with its commit and machine."""
+    if document is None:
+        return "No learning run is stored yet: `nox -s bench` makes one.\n"
+    from puffer_core.bench.learning import render_markdown
+
+    machine = document["machine"]
+    cpu = f", {machine['cpu_model']}" if machine.get("cpu_model") else ""
+    return (
+        f"From the newest run in `bench-results/learning/` (`puffer bench --learning DIR`; commit "
+        f"{(document.get('commit') or 'unknown')[:12]}; {machine['cpus']} CPUs{cpu}; Python {machine['python']}). "
+        "Each seed trains for the same wall-clock time, so a slower machine trains fewer steps.\n\n"
+        + "\n".join(_demoted(render_markdown(document["learning"]), -1))
+        + "\n"
+    )
+
+
 def _history(runs: list[dict[str, Any]]) -> list[str]:
     """One table per standard env: each run's fastest setting against its own run's baselines."""
     env_ids = list(dict.fromkeys(env_id for document in runs for env_id in document["results"]))
@@ -247,7 +267,9 @@ def _history(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def _demoted(markdown: str, levels: int = 1) -> list[str]:
-    """``markdown``'s lines with every heading ``levels`` deeper."""
+    """``markdown``'s lines with every heading ``levels`` deeper (shallower when negative)."""
+    if levels < 0:
+        return [line[-levels:] if line.startswith("#" * (1 - levels)) else line for line in markdown.splitlines()]
     return [("#" * levels + line) if line.startswith("#") else line for line in markdown.splitlines()]
 
 
@@ -277,9 +299,14 @@ def _newest_in_full(document: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_page(runs: list[dict[str, Any]], cluster_runs: list[dict[str, Any]] | None = None) -> str:
+def render_page(
+    runs: list[dict[str, Any]],
+    cluster_runs: list[dict[str, Any]] | None = None,
+    learning_runs: list[dict[str, Any]] | None = None,
+) -> str:
     """``docs/performance.md``: how to read the figures, every run's history, the newest run in
-    full, and the newest cluster run (Ray across nodes) when there is one."""
+    full, the newest learning run (NetHack over seeds) and the newest cluster run (Ray across
+    nodes)."""
     lines = [
         PAGE_HEADER,
         "# Performance",
@@ -323,6 +350,7 @@ def render_page(runs: list[dict[str, Any]], cluster_runs: list[dict[str, Any]] |
         lines += _newest_in_full(runs[-1])
     else:
         lines.append("No run is stored yet: `nox -s bench` makes one.")
+    lines += ["", render_learning_section(learning_runs[-1] if learning_runs else None)]
     if cluster_runs:
         lines += ["", "## Across nodes: Ray", "", render_cluster_section(cluster_runs[-1])]
     return "\n".join(lines).rstrip() + "\n"
@@ -345,16 +373,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guide", default="docs/cluster.md", help="the guide whose table to replace [docs/cluster.md]")
     parser.add_argument("--box-results", default="bench-results/box", help="the folder of box runs [bench-results/box]")
     parser.add_argument("--box-guide", default="docs/puffer-box.md", help="the box guide [docs/puffer-box.md]")
+    parser.add_argument(
+        "--learning-results",
+        default="bench-results/learning",
+        help="the folder of learning runs [bench-results/learning]",
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
     args = parser.parse_args(argv)
     runs = load_runs(args.results)
     if not runs:
         parser.error(f"{args.results} holds no run: `nox -s bench` (or `puffer bench --standard DIR`) makes one")
     cluster_runs = load_runs(args.cluster_results) if Path(args.cluster_results).is_dir() else []
+    learning_runs = load_runs(args.learning_results) if Path(args.learning_results).is_dir() else []
     page, readme, guide = Path(args.page), Path(args.readme), Path(args.guide)
     cluster_table = render_cluster_section(cluster_runs[-1] if cluster_runs else None)
     wanted = {
-        page: render_page(runs, cluster_runs),
+        page: render_page(runs, cluster_runs, learning_runs),
         readme: replace_between(
             replace_readme_table(readme.read_text(), render_readme_table(runs[-1])),
             HEADLINE_START,

@@ -9,8 +9,9 @@
   trainer's own choice for Puffer.
 * **Training steps/second** on envs with 2 workers, against the same vector env stepped
   with random actions (env-only steps/second, ``puffer_core.vector.timing.time_async``).
-* **Learning** (``puffer_core.bench.learning``): PPO on NetHack for a fixed time against a
-  random policy in the same run.
+
+The learning section (PPO on NetHack over seeds against a random policy) is a run of its own:
+``puffer_core.bench.learning``.
 
 ``python -m puffer_core.bench.training solve --trainer puffer|sb3 --seed S`` runs one trial
 and prints its JSON (what the benchmark spawns).
@@ -29,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from puffer_core import vector
-from puffer_core.bench import learning
 from puffer_core.env.environments import unavailable_reason
 from puffer_core.vector.timing import time_async
 
@@ -156,12 +156,8 @@ def run_training(
     envs: tuple[str, ...] = ("nethack/score", "atari/breakout"),
     seeds: tuple[int, ...] = (0, 1, 2),
     progress: Progress | None = None,
-    learning_minutes: float | None = None,
-    keep: str | None = None,
 ) -> dict:
-    """The training section of ``nox -s bench``: time to solve CartPole, training throughput and,
-    with ``learning_minutes``, the learning row (``puffer_core.bench.learning``; ``keep``: where
-    its curve plot and recording go)."""
+    """The training section of ``nox -s bench``: time to solve CartPole and training throughput."""
     document: dict[str, Any] = {"cartpole": time_to_solve(seeds, progress), "throughput": [], "skipped": []}
     for env_id in envs:
         reason = unavailable_reason(env_id)
@@ -171,12 +167,6 @@ def run_training(
         if progress is not None:
             progress(f"training throughput: {env_id}", 0, 1)
         document["throughput"].append(training_throughput(env_id))
-    if learning_minutes is not None:
-        reason = unavailable_reason(learning.LEARNING_ENV)
-        if reason:
-            document["skipped"].append(reason)
-        else:
-            document["learning"] = learning.learning_run(minutes=learning_minutes, keep=keep, progress=progress)
     return document
 
 
@@ -220,8 +210,6 @@ def render_markdown(document: dict) -> str:
                 f"{row['env_only_sps']:,.0f} | {row['ratio']:.2f}× |"
             )
     lines += [f"- {reason}" for reason in document.get("skipped", [])]
-    if document.get("learning"):
-        lines += ["", learning.render_markdown(document["learning"])]
     return "\n".join(lines).rstrip() + "\n"
 
 

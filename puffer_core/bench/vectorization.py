@@ -294,8 +294,6 @@ def run_standard(
     include_peers: bool = True,
     include_training: bool = True,
     include_uneven: bool = True,
-    learning_minutes: float | None = None,
-    keep: str | None = None,
 ) -> dict:
     """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.runs.write_run``).
 
@@ -304,8 +302,8 @@ def run_standard(
     (``puffer_core.bench.training``) when torch, matplotlib and Stable-Baselines3 import;
     ``include_uneven`` the uneven-cores section (``puffer_core.bench.uneven``: synchronous
     against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
-    and at least two rounds. ``learning_minutes`` adds the training section's learning row
-    (NetHack, ``puffer_core.bench.learning``), its curve plot and recording kept in ``keep``.
+    and at least two rounds. The learning section (``puffer_core.bench.learning``) is a run of
+    its own.
     """
     private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
@@ -329,6 +327,6 @@ def run_standard(
         if missing:
             notes.append(f"training section skipped: needs {', '.join(missing)} (pip install 'puffer-core[train,sb3]')")
         else:
-            training = bench_training.run_training(progress=progress, learning_minutes=learning_minutes, keep=keep)
+            training = bench_training.run_training(progress=progress)
     sections = {"seconds": seconds, "rounds": rounds, "results": results, "uneven": uneven, "training": training}
     return write_run(out_dir, {**sections, "skipped": notes})

@@ -7,6 +7,7 @@ The measuring modules load only when a command runs (puffer's start-up stays lig
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,9 +35,12 @@ and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` rend
 docs' tables from such files), with a training section: seconds to solve CartPole
 with `puffer train` against Stable-Baselines3's PPO (default hyperparameters), and PPO's
 steps/second on NetHack and Breakout against env-only stepping (needs the train and sb3
-extras). --training runs that section alone. --minutes M adds to it the learning row: PPO
-on nethack/score for M minutes (at most 30) against a random policy in the same run
-(--keep DIR keeps its curve plot and a recording of the trained agent).
+extras). --training runs that section alone.
+--learning DIR runs the learning section: PPO on nethack/score with its family's training
+defaults for --minutes (at most 30) per seed, seeds 0 to --seeds minus 1, each against a random
+policy on the same env and seed, stored as DIR/<UTC time>.json with the mean and standard
+deviation of the trained-over-random ratio (--keep DIR keeps the first seed's curve plot and a
+recording of its trained agent; needs the train extra and NetHack's plugin).
 --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
 step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
 full batches) and asynchronously (recv/send, half the envs per batch), one worker per
@@ -66,14 +70,21 @@ puffer_core.bench.results` renders the docs' table from the newest in bench-resu
 @click.option("--no-uneven", is_flag=True, help="--standard without the uneven-cores section.")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option(
+    "--learning",
+    "learning_dir",
+    type=click.Path(file_okay=False),
+    help="Run the learning section (NetHack trained over seeds against a random policy) into DIR.",
+)
+@click.option(
     "--minutes",
     type=click.FloatRange(0, 30, min_open=True),
-    help="With --training or --standard: add the learning row (NetHack) with this training time.",
+    help="With --learning: training time per seed.  [default: 30]",
 )
+@click.option("--seeds", type=Bounded(1, 20), help="With --learning: train seeds 0 to N-1.  [default: 3]")
 @click.option(
     "--keep",
     type=click.Path(file_okay=False),
-    help="With --minutes: keep the learning row's curve plot and recording in DIR.",
+    help="With --learning: keep the first seed's curve plot and recording in DIR.",
 )
 @click.option(
     "--backend",
@@ -101,7 +112,9 @@ def bench_cmd(
     uneven_only: bool,
     no_uneven: bool,
     out_dir: str | None,
+    learning_dir: str | None,
     minutes: float | None,
+    seeds: int | None,
     keep: str | None,
     backend: str | None,
     ray_address: str | None,
@@ -116,10 +129,22 @@ def bench_cmd(
     if cluster_dir is not None or backend == "ray":
         _bench_cluster(env_id, cluster_dir, seconds, rounds, ray_kwargs, as_json)
         return
-    if keep is not None and minutes is None:
-        raise click.UsageError("--keep keeps the learning row's files: give --minutes too")
+    if learning_dir is not None:
+        if env_id is not None or out_dir is not None or training_only or uneven_only:
+            raise click.UsageError(
+                "--learning is a run of its own: give it without ENV_ID, --standard, --training or --uneven"
+            )
+        _bench_learning(learning_dir, minutes, seeds, keep, as_json)
+        return
+    given = [
+        name for name, value in (("--minutes", minutes), ("--seeds", seeds), ("--keep", keep)) if value is not None
+    ]
+    if given:
+        raise click.UsageError(
+            f"{', '.join(given)} set{'s' if len(given) == 1 else ''} the learning section: give --learning DIR too"
+        )
     if training_only:
-        _bench_training(as_json, minutes, keep)
+        _bench_training(as_json)
         return
     if uneven_only:
         if env_id is not None or out_dir is not None:
@@ -130,7 +155,7 @@ def bench_cmd(
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
     if out_dir is not None:
         sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
-        _bench_standard(out_dir, seconds, rounds, as_json, learning_minutes=minutes, keep=keep, **sections)
+        _bench_standard(out_dir, seconds, rounds, as_json, **sections)
         return
     require_known_env(env_id)  # every row would fail alike, each with the same error
     with _progress_callback("bench", hidden=as_json) as progress:
@@ -252,6 +277,35 @@ def _bench_standard(out_dir: str, seconds: float, rounds: int, as_json: bool, **
         console.print(f"wrote {out_dir.rstrip('/')}/{results['run']}.json", highlight=False)
 
 
+def _bench_learning(out_dir: str, minutes: float | None, seeds: int | None, keep: str | None, as_json: bool) -> None:
+    """The learning section (``puffer_core.bench.learning.learning_runs``) into ``out_dir``."""
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.atomic import private_directory
+    from puffer_core.bench import learning
+    from puffer_core.bench.runs import write_run
+    from puffer_core.env.environments import unavailable_reason
+
+    missing = [name for name in ("torch", "matplotlib") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"--learning trains: it needs {', '.join(missing)} (pip install 'puffer-core[train]')"
+        )
+    reason = unavailable_reason(learning.LEARNING_ENV)
+    if reason:
+        raise click.ClickException(f"--learning trains {learning.LEARNING_ENV}: {reason}")
+    private_directory(out_dir)  # refused now, not after an hour and a half of training
+    minutes = learning.DEFAULT_MINUTES if minutes is None else minutes
+    chosen = tuple(range(seeds)) if seeds is not None else learning.DEFAULT_SEEDS
+    with _progress_callback("learning", hidden=as_json) as progress:
+        section = learning.learning_runs(minutes=minutes, seeds=chosen, keep=keep, progress=progress)
+    document = write_run(out_dir, {"learning": section})
+    if as_json:
+        print_json(document)
+    else:
+        print_markdown(console, learning.render_markdown(section))
+        console.print(f"wrote {out_dir.rstrip('/')}/{document['run']}.json", highlight=False)
+
+
 def _bench_cluster(
     env_id: str | None, out_dir: str | None, seconds: float, rounds: int, ray_kwargs: dict, as_json: bool
 ) -> None:
@@ -292,7 +346,7 @@ def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
         print_table(console, uneven_table(result))
 
 
-def _bench_training(as_json: bool, minutes: float | None, keep: str | None) -> None:
+def _bench_training(as_json: bool) -> None:
     from rich.progress import Progress
 
     # deferred: loads only for this command (puffer's start-up stays light)
@@ -301,9 +355,7 @@ def _bench_training(as_json: bool, minutes: float | None, keep: str | None) -> N
     with Progress(console=err_console, transient=True, disable=as_json or not err_console.is_terminal) as bar:
         task = bar.add_task("training", total=None)
         document = bench_training.run_training(
-            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total),
-            learning_minutes=minutes,
-            keep=keep,
+            progress=lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
         )
     if as_json:
         print_json(document)

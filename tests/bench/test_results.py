@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from puffer_core.bench import results, runs, vectorization
+from puffer_core.bench import learning, results, runs, vectorization
 from puffer_core.bench.results import (
     BOX_END,
     BOX_START,
@@ -160,7 +160,9 @@ def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
     cluster = (
         runs.load_runs(ROOT / "bench-results" / "cluster") if (ROOT / "bench-results" / "cluster").is_dir() else []
     )
-    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored, cluster)
+    learning = runs.load_runs(ROOT / "bench-results" / "learning")
+    assert learning, "bench-results/learning/ holds no run: nox -s bench"
+    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored, cluster, learning)
     guide = (ROOT / "docs" / "cluster.md").read_text()
     table = results.render_cluster_section(cluster[-1] if cluster else None)
     assert guide == results.replace_between(guide, CLUSTER_START, CLUSTER_END, table, "docs/cluster.md")
@@ -215,6 +217,37 @@ def test_the_page_shows_the_newest_cluster_run_only_when_there_is_one():
     assert "## Across nodes: Ray" in page and "| 7,000 | 0.07× |" in page and "| 5,000 |" not in page
 
 
+def learning_document(ratios: tuple[float, ...] = (4.0, 5.0, 6.0)) -> dict:
+    """A learning run (``puffer_core.bench.learning``): NetHack over seeds."""
+    rows = [
+        {
+            "settings": {"seed": seed, "policy": "lstm"},
+            "env_kwargs": {"observation_keys": ["glyphs_crop", "blstats"]},
+            "window": 100,
+            "trained_mean_return": 20.0 * ratio,
+            "random": {"episodes": 200, "mean_return": 20.0},
+            "ratio": ratio,
+            "steps": 7_000_000,
+            "steps_per_second": 3_900.0,
+            "episodes": 12_000,
+        }
+        for seed, ratio in enumerate(ratios)
+    ]
+    document = {key: value for key, value in run_document().items() if key not in ("results", "uneven", "training")}
+    return {**document, "learning": learning._summary("nethack/score", 30.0, rows)}
+
+
+def test_the_page_shows_the_newest_learning_run_over_its_seeds():
+    stored = [run_document()]
+    assert "No learning run is stored yet: `nox -s bench` makes one." in results.render_page(stored)
+    page = results.render_page(stored, None, [learning_document((1.0, 1.0, 1.0)), learning_document()])
+    assert "## Learning: `nethack/score` in 30 minutes, 3 seeds" in page
+    assert "| 2 | 120.0 | 20.0 | 6.00× | 7,000,000 | 3,900 | 12,000 |" in page
+    assert "**5.00× ± 0.82** (mean ± standard deviation) (target 3×: reached)" in page
+    assert "1.00×" not in page.split("## Learning")[1]  # the older run is not shown
+    assert not DATE_OR_TIME.search(results.render_learning_section(learning_document()))
+
+
 def box_document() -> dict:
     """A box run (``puffer_core.bench.box``)."""
     steps = {"setup": 50.0, "pull": 30.0, "first login": 5.0, "later login": 0.25}
@@ -250,6 +283,7 @@ def test_the_command_writes_then_checks(tmp_path, capsys):
     paths += ["--cluster-results", str(tmp_path / "cluster-runs")]
     (tmp_path / "box.md").write_text(f"# Box\n{BOX_START}\nstale\n{BOX_END}\n")
     paths += ["--box-guide", str(tmp_path / "box.md"), "--box-results", str(tmp_path / "no-box-runs")]
+    paths += ["--learning-results", str(tmp_path / "runs" / "learning")]
     assert results.main([*paths, "--check"]) == 1
     assert "perf.md is out of date" in capsys.readouterr().err
     assert results.main(paths) == 0
