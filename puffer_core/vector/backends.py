@@ -102,9 +102,14 @@ def make(
     return cls.from_settings(settings)
 
 
-def backend_kwargs_of(cls: type[VectorEnv]) -> list[str]:
-    """The ``vector_kwargs`` keys backend ``cls`` takes: the fields of its ``Options``."""
-    return cls.Options.keys()
+def backend_kwargs_of(backend: str | type[VectorEnv]) -> list[str]:
+    """The ``vector_kwargs`` keys ``backend`` takes (a name as ``make`` takes it, or a class):
+    the fields of its ``Options``.
+
+    Raises:
+        APIUsageError: ``backend`` names no backend.
+    """
+    return _backend_class(backend).Options.keys()
 
 
 def _vector_kwargs(vector_kwargs: Any) -> dict[str, Any]:

@@ -119,6 +119,15 @@ def test_the_keys_each_backend_takes_are_listed():
     assert serial == []
     assert {"timeout", "startup_timeout", "start_method", "spin_us", "info_buffer_bytes", "main_share"} <= set(mp)
     assert not {"env", "num_envs", "seed", "self", "check_actions", "record"} & set(mp)
+    # A name, as make takes it, lists the same keys as the class.
+    assert vector.backend_kwargs_of("multiprocessing") == vector.backend_kwargs_of("mp") == mp
+    assert vector.backend_kwargs_of("serial") == serial
+
+
+@pytest.mark.parametrize("backend", ["multiproc", 3, dict])
+def test_backend_kwargs_of_refuses_what_names_no_backend(backend):
+    with pytest.raises(APIUsageError, match=r"^backend must be one of 'serial', 'multiprocessing', 'ray', got "):
+        vector.backend_kwargs_of(backend)
 
 
 @pytest.mark.parametrize(
