@@ -17,7 +17,7 @@ binary or file capability can raise a process's privileges) and ``--cap-drop ALL
 no capability is added back by default, because nothing an RL dev shell does needs one:
 the entrypoint only makes a HOME under the world-writable ``/tmp``, the work happens as
 the caller's uid in files it owns (the mount) or may read (the image), and training,
-environments, the vector backends' shared memory (``/dev/shm``), Ray and the GPUs (the
+environments, Multiprocessing's shared memory (a memfd), Ray's object store (``/dev/shm``) and the GPUs (the
 NVIDIA runtime injects the devices from outside) need no capability. What is lost is what
 root needs: with ``--user 0:0`` root cannot write files it does not own (no DAC_OVERRIDE),
 chown them (CHOWN), or let apt drop to its sandbox user (SETUID, SETGID). ``--cap-add CAP``
