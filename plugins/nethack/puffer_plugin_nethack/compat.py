@@ -50,5 +50,10 @@ def compat_axes() -> CompatAxes:
                 {"nle": ">=1.3", "python": "<3.10"},
                 "nle 1.3 declares Requires-Python >=3.10",
             ),
+            # The gymnasium releases discovery adds (CompatAxes.follow) cannot install beside it.
+            KnownBad(
+                {"nle": ">=1.3,<1.4", "gymnasium": "!=1.2.0"},
+                "nle 1.3.0 pins gymnasium==1.2.0 (its Requires-Dist)",
+            ),
         ),
     )

@@ -61,6 +61,13 @@ def test_compat_axes_validate_and_record_the_known_bad_cells():
     assert not any(bad("0.9.1", py) for py in axes.python)  # built from source on 3.10, 3.12, 3.13
     assert not any(bad("1.3.0", py) for py in axes.python)
 
+    def bad_with(gymnasium: str) -> bool:
+        pins = {"nle": "1.3.0", "gymnasium": gymnasium, "python": "3.11"}
+        return any(kb.matches(pins) for kb in axes.known_bad)
+
+    # A gymnasium discovery adds beside nle 1.3.0 is excluded with the pin as reason; its own is not.
+    assert bad_with("1.4.0") and bad_with("1.2.3") and not bad_with("1.2.0")
+
 
 def test_installed_nle_matches_a_compat_version():
     assert importlib.metadata.version("nle") in puffer_plugin_nethack.puffer_compat_axes().versions
