@@ -229,13 +229,13 @@ def render_learning_section(document: dict[str, Any] | None) -> str:
 
     machine = document["machine"]
     cpu = f", {machine['cpu_model']}" if machine.get("cpu_model") else ""
-    return (
+    heading, *body = _demoted(render_markdown(document["learning"]), -1)
+    provenance = (
         f"From the newest run in `bench-results/learning/` (`puffer bench --learning DIR`; commit "
         f"{(document.get('commit') or 'unknown')[:12]}; {machine['cpus']} CPUs{cpu}; Python {machine['python']}). "
-        "Each seed trains for the same wall-clock time, so a slower machine trains fewer steps.\n\n"
-        + "\n".join(_demoted(render_markdown(document["learning"]), -1))
-        + "\n"
+        "Each seed trains for the same wall-clock time, so a slower machine trains fewer steps."
     )
+    return "\n".join([heading, "", provenance, *body]) + "\n"
 
 
 def _history(runs: list[dict[str, Any]]) -> list[str]:
@@ -350,7 +350,7 @@ def render_page(
         lines += _newest_in_full(runs[-1])
     else:
         lines.append("No run is stored yet: `nox -s bench` makes one.")
-    lines += ["", render_learning_section(learning_runs[-1] if learning_runs else None)]
+    lines += ["", render_learning_section(learning_runs[-1] if learning_runs else None).rstrip()]
     if cluster_runs:
         lines += ["", "## Across nodes: Ray", "", render_cluster_section(cluster_runs[-1])]
     return "\n".join(lines).rstrip() + "\n"
