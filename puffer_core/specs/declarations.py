@@ -397,10 +397,16 @@ def _check_sources(plugin: str, what: str, stage: BuildStage) -> None:
             raise _fail(plugin, what, name, f"holds {source!r}, not a StageSource")
         if not isinstance(source.name, str) or not SOURCE_NAME_RE.match(source.name):
             raise _fail(plugin, what, name, f"has a source named {source.name!r}; use <what>-source, e.g. dmlab-source")
-        if not isinstance(source.path, str) or not ARTIFACT_PATH_RE.match(source.path) or ".." in source.path.split("/"):
+        if (
+            not isinstance(source.path, str)
+            or not ARTIFACT_PATH_RE.match(source.path)
+            or ".." in source.path.split("/")
+        ):
             raise _fail(plugin, what, name, f"source {source.name!r} has path {source.path!r}; give an absolute path")
-        if not isinstance(source.how_to_get, str) or not source.how_to_get.strip() or CONTROL_CHAR_RE.search(
-            source.how_to_get
+        if (
+            not isinstance(source.how_to_get, str)
+            or not source.how_to_get.strip()
+            or CONTROL_CHAR_RE.search(source.how_to_get)
         ):
             raise _fail(plugin, what, name, f"source {source.name!r} needs how_to_get: one line saying how")
         if source.verify is not None and not callable(source.verify):
