@@ -48,7 +48,7 @@ def test_the_variable_names_the_folder_and_verify_refuses_in_one_line(tmp_path):
     }
     with pytest.raises(TankError, match=r"^--thing-source .*: wrong commit$"):
         resolve_sources(_layer(lambda folder: "wrong commit"), {"thing-source": str(tmp_path)}, environ={})
-    with pytest.raises(TankError, match="no such folder. git clone URL DIR"):
+    with pytest.raises(TankError, match=r"no such folder\. git clone URL DIR"):
         resolve_sources(_layer(), {"thing-source": str(tmp_path / "absent")}, environ={})
 
 
