@@ -26,7 +26,8 @@ a caller can get wrong:
   with the real engine: ``test_dmlab_engine.py``); ``properties``/``read_property``/
   ``write_property`` are not doubled.
 
-What it makes up: the pixels (a deterministic function of the seed and the frame count),
+What it makes up: the pixels (a deterministic function of the seed, the frame count and how
+many episodes this Lab ran before: the real engine carries state across episodes),
 the reward (1 per frame moving forward) and the instruction text. It records what it was
 given: ``Lab.instances``, and per instance ``reset_calls`` and ``actions``.
 """
@@ -214,6 +215,7 @@ class Lab:
             self.episode = episode
         self.reset_calls.append({"episode": episode, "seed": seed})
         self._compile_level()
+        self.episodes_run = getattr(self, "episodes_run", -1) + 1
         self.seed = int(np.random.default_rng().integers(2**31)) if seed is None else seed
         self.frames = 0
         self.episode += 1
@@ -278,7 +280,9 @@ class Lab:
                 out[name] = f"instruction {self.seed % 7} for seed {self.seed}"
             else:
                 shape = tuple(spec["shape"])
-                value = (self.seed + self.frames) % 256
+                # Like the real engine, a Lab carries state across its episodes: the same seed in a
+                # second episode of one Lab gives other pixels than in a new Lab.
+                value = (self.seed + self.frames + 37 * self.episodes_run) % 256
                 out[name] = np.full(shape, value, dtype=spec["dtype"])
         return out
 

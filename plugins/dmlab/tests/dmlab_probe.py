@@ -42,6 +42,7 @@ def probe(module) -> dict:
     rng = np.random.default_rng(0)
     frames, changed, first = 0, 0, None
     previous = lab.observations()["RGB_INTERLEAVED"].copy()
+    first_frame = previous.copy()
     first_obs = {name: _value(value) for name, value in lab.observations().items()}
     for _ in range(STEPS):
         action = np.array([rng.integers(a["min"], a["max"] + 1) for a in action_spec], dtype=np.intc)
@@ -53,7 +54,11 @@ def probe(module) -> dict:
         frame = lab.observations()["RGB_INTERLEAVED"]
         changed += bool((frame != previous).any())
         previous = frame.copy()
+    # The same seed again in this Lab: the real engine carries state across episodes.
+    lab.reset(seed=SEED)
+    again = lab.observations()["RGB_INTERLEAVED"]
     result = {
+        "same_seed_same_lab_same_first_frame": bool((again == first_frame).all()),
         "action_spec": [[a["name"], int(a["min"]), int(a["max"])] for a in action_spec],
         "observation_spec": [specs[name] for name in OBSERVATIONS],
         "methods": sorted(name for name in dir(lab) if not name.startswith("_")),
@@ -79,7 +84,7 @@ if __name__ == "__main__":
 #: Attributes of the double that the real Lab lacks: the double's records and test helpers.
 DOUBLE_ONLY = frozenset(
     "ACTION_SPEC actions config episode episode_frames frames height instances level level_cache named_action "
-    "observation_names renderer reset_calls seed status step_calls width".split()
+    "observation_names renderer reset_calls seed status step_calls width episodes_run".split()
 )
 #: Methods of the real Lab the double does not have (the plugin does not call them).
 NOT_DOUBLED = frozenset({"properties", "read_property", "write_property"})
@@ -89,7 +94,14 @@ def differences(real: dict, double: dict) -> list[str]:
     """Where the double's probe differs from the real engine's (what the plugin relies on)."""
     found = [
         f"{key}: engine {real[key]!r}, double {double[key]!r}"
-        for key in ("action_spec", "observation_spec", "first_observation", "episode_frames", "num_steps")
+        for key in (
+            "action_spec",
+            "observation_spec",
+            "first_observation",
+            "episode_frames",
+            "num_steps",
+            "same_seed_same_lab_same_first_frame",
+        )
         if real[key] != double[key]
     ]
     extra = set(double["methods"]) - set(real["methods"]) - DOUBLE_ONLY
