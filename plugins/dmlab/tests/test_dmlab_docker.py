@@ -112,3 +112,34 @@ def test_the_environment_layer_installs_the_wheel_with_the_runtime_libraries():
     for package in ("libosmesa6", "libabsl20220623", "liblua5.1-0"):
         assert f"      {package}" in layer
     assert 'python3 -c "import deepmind_lab"' in layer
+
+
+def test_a_bazel_failure_prints_the_whole_log_then_the_one_line_that_matters(tmp_path):
+    """The very build step, with a stand-in `bazel` that fails as a compile error does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "bazel"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'INFO: Analyzed target //python/pip_package:build_pip_package'\n"
+        "echo 'ERROR: /src/q3map2/BUILD:54:10: Compiling q3map2/common/imagelib.c failed: (Exit 1)'\n"
+        "echo 'q3map2/libs/bytebool.h:37:18: error: two or more data types in declaration specifiers'\n"
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    src = tmp_path / "src"
+    src.mkdir()
+    step = docker._steps()[-1].replace(docker.SRC, str(src)).replace(docker.BAZEL_LOG, str(tmp_path / "bazel.log"))
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", step],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    )
+    assert proc.returncode == 1
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "INFO: Analyzed target //python/pip_package:build_pip_package"
+    assert lines[-1] == (
+        "puffertank-error: dmlab: bazel build failed: "
+        "q3map2/libs/bytebool.h:37:18: error: two or more data types in declaration specifiers"
+    )
