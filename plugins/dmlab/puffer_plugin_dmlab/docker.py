@@ -17,7 +17,7 @@ GPL): ``puffer tank build --dmlab-source DIR`` (or ``PUFFER_DMLAB_SOURCE``), a c
 ``DIR/.dmlab-commit`` (a ``git archive`` holds no history to ask). The build step applies
 our files over the copy in the stage, builds, and removes Bazel's output in the same step;
 when Bazel fails, the step prints Bazel's whole log, then the one line that matters (the
-first compiler ``error:``, else Bazel's first ``ERROR:``), which ``puffer tank build``
+first compiler ``error:`` or missing command, else Bazel's first ``ERROR:``), which ``puffer tank build``
 reports (the full log is kept in ``~/.cache/puffertank/logs``).
 
 The module is built against NumPy 2's headers (a module built against NumPy 1.x does not
@@ -95,6 +95,7 @@ BUILD_APT = (
     "libxml2-dev",
     "python3-dev",
     "zlib1g-dev",
+    "zip",  # the genrules that pack the assets into .pk3 files
 )
 
 #: What the built module loads at runtime: the system libraries it links (DeepMind Lab would
@@ -187,7 +188,7 @@ def _steps() -> tuple[str, ...]:
     build = (
         f"{{ env -C {SRC} {bazel} build --spawn_strategy=standalone //python/pip_package:build_pip_package"
         f" > {BAZEL_LOG} 2>&1 || {{ cat {BAZEL_LOG};"
-        f" echo \"puffertank-error: dmlab: bazel build failed: $(grep -m1 ': error: ' {BAZEL_LOG}"
+        f" echo \"puffertank-error: dmlab: bazel build failed: $(grep -m1 -E ': error: |: command not found' {BAZEL_LOG}"
         f" || grep -m1 '^ERROR: ' {BAZEL_LOG} || tail -n1 {BAZEL_LOG})\"; exit 1; }}; }}"
         f' && env -C {SRC} PYTHON_BIN_PATH="$(command -v python3)" ./bazel-bin/python/pip_package/build_pip_package'
         f" /opt/dmlab/dist && cp /opt/dmlab/dist/*.whl {WHEEL}"
