@@ -188,7 +188,8 @@ def _steps() -> tuple[str, ...]:
     build = (
         f"{{ env -C {SRC} {bazel} build --spawn_strategy=standalone //python/pip_package:build_pip_package"
         f" > {BAZEL_LOG} 2>&1 || {{ cat {BAZEL_LOG};"
-        f" echo \"puffertank-error: dmlab: bazel build failed: $(grep -m1 -E ': error: |: command not found' {BAZEL_LOG}"
+        f' echo "puffertank-error: dmlab: bazel build failed:'
+        f" $(grep -m1 -E ': error: |: command not found' {BAZEL_LOG}"
         f" || grep -m1 '^ERROR: ' {BAZEL_LOG} || tail -n1 {BAZEL_LOG})\"; exit 1; }}; }}"
         f' && env -C {SRC} PYTHON_BIN_PATH="$(command -v python3)" ./bazel-bin/python/pip_package/build_pip_package'
         f" /opt/dmlab/dist && cp /opt/dmlab/dist/*.whl {WHEEL}"
