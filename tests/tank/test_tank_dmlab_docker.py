@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -101,12 +102,6 @@ def test_puffer_run_steps_the_engine(dmlab_tank):
     assert "2,000 steps" in out and "episodes finished" in out
 
 
-def test_puffer_check_passes(dmlab_tank):
-    out = _run(dmlab_tank["client"], ["puffer", "check", "dmlab"])
-    print(out)
-    assert "FAIL" not in out.upper().replace("FAILURES: 0", "")
-
-
 def test_the_double_behaves_as_the_engine(dmlab_tank):
     sys.path.insert(0, str(PLUGIN_TESTS))
     try:
@@ -120,3 +115,11 @@ def test_the_double_behaves_as_the_engine(dmlab_tank):
     )
     real = json.loads(out.decode().strip().splitlines()[-1])
     assert dmlab_probe.differences(real, dmlab_probe.probe(deepmind_lab_double)) == []
+
+
+def test_puffer_check_passes(dmlab_tank):
+    """Every level of the plugin (the real engine compiles each one's map: minutes)."""
+    out = _run(dmlab_tank["client"], ["puffer", "check", "dmlab"])  # a non-zero exit raises ContainerError
+    print(out)
+    summary = re.findall(r"^(\d+) passed, (\d+) failed", out, re.MULTILINE)
+    assert summary and summary[-1][1] == "0", out[-3000:]
