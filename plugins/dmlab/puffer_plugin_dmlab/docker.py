@@ -111,6 +111,7 @@ RUNTIME_APT = (
     "libpng16-16",
     "libsdl2-2.0-0",
     "libxml2",
+    "zip",  # compile_map.sh packs the maps the levels generate at runtime (or the level aborts)
     "zlib1g",
 )
 #: What ``import deepmind_lab`` imports (its __init__ loads dmenv_module, which needs dm_env and
