@@ -445,6 +445,37 @@ def compat(session: nox.Session) -> None:
 
 
 @nox.session(python=DEFAULT_PYTHON)
+def tank_dmlab(session: nox.Session) -> None:
+    """DeepMind Lab in PufferTank for real: `nox -s tank_dmlab -- --dmlab-source DIR`.
+
+    Builds the three layers with the dmlab plugin (its stage: Bazel over DIR, DeepMind Lab's
+    source at the plugin's commit; a long build the first time, cached after), then runs
+    tests/tank/test_tank_dmlab_docker.py: `import deepmind_lab`, `puffer run
+    dmlab/seekavoid_arena_01 --steps 2000`, `puffer check dmlab` inside the image and the test
+    double against the engine. Needs a Docker engine (tank/ci-setup.sh). Without
+    --dmlab-source (or PUFFER_DMLAB_SOURCE) it fails naming that input; `nox -s tests` skips
+    these tests saying so.
+    """
+    args = list(session.posargs)
+    source = os.environ.get("PUFFER_DMLAB_SOURCE", "")
+    if "--dmlab-source" in args:
+        index = args.index("--dmlab-source")
+        if index + 1 >= len(args):
+            session.error("--dmlab-source needs a folder: nox -s tank_dmlab -- --dmlab-source DIR")
+        source = args[index + 1]
+        del args[index : index + 2]
+    if not source:
+        session.error(
+            "DeepMind Lab's source is the missing input: nox -s tank_dmlab -- --dmlab-source DIR "
+            "(a checkout of the commit plugins/dmlab/puffer_plugin_dmlab/docker.py pins)"
+        )
+    install_project(session, "dev")
+    env = pytest_env(PUFFER_DMLAB_SOURCE=str(pathlib.Path(source).resolve()), PUFFER_DMLAB_TESTS="1")
+    env["PUFFER_DOCKER_TESTS"] = "1"
+    session.run("python", "-m", "pytest", "-s", "tests/tank/test_tank_dmlab_docker.py", *args, env=env)
+
+
+@nox.session(python=DEFAULT_PYTHON)
 def tank(session: nox.Session) -> None:
     """Render tank/Dockerfile.envs (PufferTank's layer 2) and lint the three Dockerfiles.
 

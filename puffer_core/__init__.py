@@ -6,7 +6,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from puffer_core import errors
-from puffer_core.specs import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad
+from puffer_core.specs import BuildStage, CompatAxes, DockerLayer, EnvSpec, KnownBad, StageSource
 from puffer_core.specs.hooks import hookimpl
 from puffer_core.specs.kwarg_rules import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, OneOf, Text
 
@@ -28,6 +28,7 @@ __all__ = [
     "KwargRule",
     "ListOf",
     "OneOf",
+    "StageSource",
     "Text",
     "__version__",
     "errors",

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from puffer_core.specs.declarations import SOURCE_NAME_RE
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -177,7 +179,15 @@ def unknown_options(argv: list[str]) -> list[str]:
         path.append(command.name)
     own, rest = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
     known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}
-    wrong = [f"{' '.join(path)} {word}" for word in own if word.startswith("--") and word.split("=")[0] not in known]
+    # `puffer tank build` also takes the build stages' sources, --NAME-source DIR (BuildStage.sources).
+    sources = command.context_settings.get("allow_extra_args", False)
+    wrong = [
+        f"{' '.join(path)} {word}"
+        for word in own
+        if word.startswith("--")
+        and word.split("=")[0] not in known
+        and not (sources and SOURCE_NAME_RE.match(word.split("=")[0][2:]))
+    ]
     return wrong + unknown_options(rest)
 
 

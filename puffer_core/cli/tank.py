@@ -65,6 +65,7 @@ from puffer_core.tank.render import (
     load_constraints,
 )
 from puffer_core.tank.selection import installed_layers, select, shown_path
+from puffer_core.tank.sources import resolve_sources, source_options
 from puffer_core.tank.transfer import check_registry
 
 __all__ = ["tank"]
@@ -232,7 +233,7 @@ def _check_hashlock(
     console.print(f"{shown} is up to date ({len(hashlock.entries)} packages from {len(roots)} roots)", soft_wrap=True)
 
 
-@tank.command("build")
+@tank.command("build", context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.option(
     "--stage",
     type=click.Choice(["base", "envs", "final", "all"]),
@@ -285,7 +286,9 @@ def _check_hashlock(
     "a layer it does not have is built. " + REGISTRY_HELP,
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
+@click.pass_context
 def build_cmd(
+    ctx: click.Context,
     stage: str,
     tag: str,
     base_image: str | None,
@@ -311,8 +314,13 @@ def build_cmd(
     records every Python package's version and the sha256 of the file it came from
     (/opt/puffertank/lock.txt and the label org.puffer.tank.lock); `puffer tank lock IMAGE`
     prints it.
+
+    A plugin's build stage may take a folder from this machine: --NAME-source DIR (or the
+    variable PUFFER_NAME_SOURCE), e.g. --dmlab-source DIR, DeepMind Lab's source at the
+    commit the plugin pins. A failed layer's full log is kept in ~/.cache/puffertank/logs.
     """
     root = find_root()
+    given_sources = source_options(ctx.args)
     # The arguments first: a typo should not wait for (or be hidden by) the engine.
     if no_torch and torch:
         raise TankError("give --torch REQUIREMENT or --no-torch, not both")
@@ -329,6 +337,7 @@ def build_cmd(
         requirements_path=requirements_path,
     )  # fmt: skip
     _print_warnings(selection.warnings)
+    sources = resolve_sources(selection.layers, given_sources) if "envs" in stages else {}
     client = connect()
     if registry is not None:
         check_registry(registry)  # before any other line: a registry that is not there is the one line printed
@@ -358,6 +367,7 @@ def build_cmd(
         render_command=selection.command,
         lock=lock,
         from_registry=registry,
+        sources=sources,
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))

@@ -13,6 +13,7 @@ from puffer_core.specs.declarations import (
     DockerLayer,
     EnvSpec,
     KnownBad,
+    StageSource,
     env_id_problem,
 )
 from puffer_core.specs.hooks import hookimpl
@@ -32,6 +33,7 @@ __all__ = [
     "KwargRule",
     "ListOf",
     "OneOf",
+    "StageSource",
     "Text",
     "env_id_problem",
     "hookimpl",

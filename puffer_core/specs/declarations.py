@@ -23,7 +23,16 @@ from puffer_core.errors import PluginError
 from puffer_core.specs.kwarg_rules import KwargRule
 from puffer_core.specs.limits import MAX_FPS, number_in
 
-__all__ = ["KNOWN_APIS", "BuildStage", "CompatAxes", "DockerLayer", "EnvSpec", "KnownBad", "env_id_problem"]
+__all__ = [
+    "KNOWN_APIS",
+    "BuildStage",
+    "CompatAxes",
+    "DockerLayer",
+    "EnvSpec",
+    "KnownBad",
+    "StageSource",
+    "env_id_problem",
+]
 
 #: APIs the core understands natively; an adapter plugin may add its own names.
 KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
@@ -65,6 +74,9 @@ IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 # An image reference, or a build argument standing for one (``${BASE}``).
 IMAGE_REF_RE = re.compile(rf"^({IMAGE_NAME_RE.pattern[1:-1]}|\$\{{?[A-Za-z_][A-Za-z0-9_]*\}}?)$")
 # Artifact paths are copied verbatim into ``COPY --from=...`` lines: plain absolute paths only.
+#: A stage source's name, e.g. ``dmlab-source``: the build option ``--dmlab-source`` and the
+#: variable ``PUFFER_DMLAB_SOURCE``.
+SOURCE_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*-source\Z")
 ARTIFACT_PATH_RE = re.compile(r"^/[A-Za-z0-9._+@/-]*$")
 
 
@@ -254,6 +266,40 @@ def _same(value: Any, expected: Any) -> bool:
 
 
 @dataclass(frozen=True)
+class StageSource:
+    """A folder the user gives ``puffer tank build``, copied into a build stage before its steps.
+
+    For a source the build cannot download (no network to its host, or a licence that keeps
+    it out of this repository): ``puffer tank build --NAME DIR`` (or the variable
+    ``PUFFER_NAME``, upper case with ``_`` for ``-``) names the folder; without it, or when
+    ``verify`` finds a problem, the build refuses to start, in one line.
+
+    Args:
+        name: ``<what>-source``, e.g. ``dmlab-source``: the option ``--dmlab-source`` and the
+            variable ``PUFFER_DMLAB_SOURCE``.
+        path: Where the stage sees the folder (absolute).
+        how_to_get: One line: what the folder must be and how to get it (said when it is missing).
+        verify: ``verify(pathlib.Path) -> str | None``: the problem with a given folder, in one
+            line, or None. Called before anything is sent to the engine.
+    """
+
+    name: str
+    path: str
+    how_to_get: str
+    verify: Callable[[Any], str | None] | None = None
+
+    @property
+    def option(self) -> str:
+        """The build option naming the folder, e.g. ``--dmlab-source``."""
+        return f"--{self.name}"
+
+    @property
+    def env_var(self) -> str:
+        """The variable naming the folder when the option is not given, e.g. ``PUFFER_DMLAB_SOURCE``."""
+        return "PUFFER_" + self.name.upper().replace("-", "_")
+
+
+@dataclass(frozen=True)
 class BuildStage:
     """A separate Docker build stage whose results are copied into the env layer.
 
@@ -263,6 +309,8 @@ class BuildStage:
         run: Shell commands, one RUN line each.
         artifacts: Absolute paths built in the stage and copied into the environment layer.
         apt: Debian packages the stage installs first.
+        sources: Folders the user gives the build (:class:`StageSource`), copied in after
+            ``apt``, before ``run``. Optional; added after the fields above.
     """
 
     name: str
@@ -271,6 +319,7 @@ class BuildStage:
     #: Paths built in the stage and copied into the environment layer (same path).
     artifacts: tuple[str, ...] = ()
     apt: tuple[str, ...] = ()
+    sources: tuple[StageSource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -336,6 +385,32 @@ class DockerLayer:
                         f"stages[{stage.name}].artifacts",
                         f"holds {path!r}; give absolute paths of [A-Za-z0-9._+@/-], without '..'",
                     )
+            _check_sources(plugin, what, stage)
+
+
+def _check_sources(plugin: str, what: str, stage: BuildStage) -> None:
+    name = f"stages[{stage.name}].sources"
+    if not isinstance(stage.sources, (list, tuple)):
+        raise _fail(plugin, what, name, "must be a tuple of StageSource")
+    for source in stage.sources:
+        if not isinstance(source, StageSource):
+            raise _fail(plugin, what, name, f"holds {source!r}, not a StageSource")
+        if not isinstance(source.name, str) or not SOURCE_NAME_RE.match(source.name):
+            raise _fail(plugin, what, name, f"has a source named {source.name!r}; use <what>-source, e.g. dmlab-source")
+        if (
+            not isinstance(source.path, str)
+            or not ARTIFACT_PATH_RE.match(source.path)
+            or ".." in source.path.split("/")
+        ):
+            raise _fail(plugin, what, name, f"source {source.name!r} has path {source.path!r}; give an absolute path")
+        if (
+            not isinstance(source.how_to_get, str)
+            or not source.how_to_get.strip()
+            or CONTROL_CHAR_RE.search(source.how_to_get)
+        ):
+            raise _fail(plugin, what, name, f"source {source.name!r} needs how_to_get: one line saying how")
+        if source.verify is not None and not callable(source.verify):
+            raise _fail(plugin, what, name, f"source {source.name!r} has verify {source.verify!r}, not a callable")
 
 
 def _check_apt(plugin: str, what: str, name: str, value: Any) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pathlib
 import re
 import time
@@ -88,6 +89,10 @@ class BuildPlan:
     hashlock: HashLock | None = None
     #: ``--from-registry``: take a layer pushed there with the same inputs instead of building it.
     from_registry: RegistryRef | None = None
+    #: The build stages' sources, ``{name: folder}`` (:mod:`~puffer_core.tank.sources`), sent with layer 2.
+    sources: dict[str, pathlib.Path] = field(default_factory=dict)
+    #: Where the full log of a layer that failed is written (``<tag>.log``).
+    log_dir: pathlib.Path | None = None
 
 
 @dataclass
@@ -131,6 +136,7 @@ def _stream(
     """Run one build, printing its log as it arrives; the image id, or BuildError."""
     image_id = ""
     tail: list[str] = []
+    full: list[str] = []
     pending = ""
     stream = client.api.build(
         fileobj=context,
@@ -152,9 +158,18 @@ def _stream(
             message = (chunk.get("errorDetail") or {}).get("message") or chunk.get("error") or "unknown error"
             if pending:
                 tail.append(_plain(pending))
-            hint = ""
+                full.append(_plain(pending))
+            log = _keep_log(plan, tag, full)
+            said = [line[len(ERROR_MARK) :].strip() for line in tail if line.startswith(ERROR_MARK)]
+            if said:  # the step said what went wrong in one line: that line, not the engine's
+                raise BuildError(
+                    f"building the {stage} layer failed: {said[-1]}" + (f" (full log: {log})" if log else ""),
+                    stage=stage,
+                    log_tail=tuple(line for line in tail[-30:] if not line.startswith(ERROR_MARK)),
+                )
+            hint = f" (full log: {log})" if log else ""
             if plan.network != "host":
-                hint = (
+                hint += (
                     " (if a step could not download: an engine without a bridge network, such as "
                     "`dockerd --bridge=none`, builds with network only under --network host)"
                 )
@@ -171,6 +186,7 @@ def _stream(
                 if not line.strip():
                     continue
                 tail.append(line)
+                full.append(line)
                 del tail[:-200]
                 out("step" if line.startswith("Step ") else ("meta" if line.startswith(" ---> ") else "log"), line)
         elif "status" in chunk:
@@ -182,6 +198,26 @@ def _stream(
     if pending.strip():
         out("log", pending.rstrip())
     return image_id
+
+
+#: A step that fails may print one line starting with this (the one line that matters, e.g.
+#: Bazel's first ERROR): the build's error then says it, instead of the engine's exit code.
+ERROR_MARK = "puffertank-error:"
+
+
+def _keep_log(plan: BuildPlan, tag: str, lines: list[str]) -> str:
+    """Write a failed layer's full log to ``plan.log_dir`` (default: ~/.cache/puffertank/logs); its path, or ''."""
+    folder = plan.log_dir
+    if folder is None:
+        cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache")
+        folder = cache / "puffertank" / "logs"
+    path = folder / (re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".log")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    except OSError:
+        return ""
+    return str(path)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -225,7 +261,7 @@ def _stage_context(plan: BuildPlan, stage: str, plugin_names: list[str]) -> io.B
     if stage == "envs":
         envs = render_envs(plan.layers, plan.constraints, hashlock=plan.hashlock, command=plan.render_command)
     hashlock_path = plan.hashlock.path if plan.hashlock is not None else None
-    return layer_context(plan.root, stage, plugin_names, envs, hashlock_path)
+    return layer_context(plan.root, stage, plugin_names, envs, hashlock_path, plan.sources)
 
 
 def build(plan: BuildPlan, client: Any, out: Printer) -> list[StageResult]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.render import CA_HELPER_SOURCE
+from puffer_core.tank.sources import source_files
 
 __all__ = ["DOCKERFILES", "build_context", "layer_context"]
 
@@ -55,15 +56,22 @@ def _tree(root: pathlib.Path, relative: str) -> list[str]:
     return files
 
 
-def build_context(root: pathlib.Path, paths: Iterable[str], extra: Mapping[str, bytes] | None = None) -> io.BytesIO:
+def build_context(
+    root: pathlib.Path,
+    paths: Iterable[str],
+    extra: Mapping[str, bytes] | None = None,
+    files: Mapping[str, pathlib.Path] | None = None,
+) -> io.BytesIO:
     """A reproducible tar of ``paths`` (files or folders under ``root``) plus ``extra`` files.
 
+    ``files``: more files from anywhere, by their name in the tar (a stage source's).
     Owners, times and order are fixed, so the same files give the same bytes.
     """
     members: dict[str, bytes | pathlib.Path] = {}
     for relative in paths:
         for name in _tree(root, relative):
             members[name] = root / name
+    members.update(files or {})
     for name, data in (extra or {}).items():
         members[name] = data
     dirs = sorted({parent.as_posix() for name in members for parent in pathlib.PurePosixPath(name).parents} - {"."})
@@ -95,12 +103,14 @@ def layer_context(
     plugin_names: list[str],
     envs_dockerfile: str = "",
     hashlock_path: str | None = None,
+    sources: Mapping[str, pathlib.Path] | None = None,
 ) -> io.BytesIO:
     """The context of one layer: its Dockerfile and the files it copies.
 
     Layer 2's Dockerfile is ``envs_dockerfile`` (rendered for this build, not read from the
-    checkout), with the hash-locked set at ``hashlock_path``; layer 3 copies the core and the
-    plugins in ``plugin_names`` from the checkout.
+    checkout), with the hash-locked set at ``hashlock_path`` and the build stages' sources
+    (``{name: folder}``, see :mod:`~puffer_core.tank.sources`); layer 3 copies the core and
+    the plugins in ``plugin_names`` from the checkout.
     """
     helpers = [CA_HELPER_SOURCE]
     if stage == "base":
@@ -108,7 +118,10 @@ def layer_context(
     if stage == "envs":
         if hashlock_path is not None:
             helpers.append(hashlock_path)
-        return build_context(root, helpers, {DOCKERFILES["envs"]: envs_dockerfile.encode()})
+        files = {}
+        for name, folder in sorted((sources or {}).items()):
+            files.update(source_files(name, folder))
+        return build_context(root, helpers, {DOCKERFILES["envs"]: envs_dockerfile.encode()}, files)
     missing = [name for name in plugin_names if not (root / "plugins" / name / "pyproject.toml").is_file()]
     if missing:
         raise TankError(

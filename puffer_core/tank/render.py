@@ -51,18 +51,22 @@ __all__ = [
     "PINNED_IMAGE_RE",
     "PLUGINS_IN_IMAGE",
     "REPORTS_IN_IMAGE",
+    "SOURCES_IN_CONTEXT",
     "Constraints",
     "find_root",
     "load_constraints",
     "plugin_layers",
     "render_envs",
     "select_layers",
+    "source_in_context",
 ]
 
 #: Paths relative to the repository root.
 DEFAULT_CONSTRAINTS = "compat_matrix/constraints-common.txt"
 DEFAULT_OUTPUT = "tank/Dockerfile.envs"
 CA_HELPER_SOURCE = "tank/puffertank-ca.sh"
+#: Where the build stages' sources (``BuildStage.sources``) sit in layer 2's build context.
+SOURCES_IN_CONTEXT = "tank/sources"
 
 #: Paths inside the image.
 CA_HELPER = "/usr/local/lib/puffertank/ca.sh"
@@ -249,6 +253,11 @@ def _apt_block(packages: Iterable[str]) -> list[str]:
     return lines
 
 
+def source_in_context(name: str) -> str:
+    """Where a stage source's files sit in layer 2's build context (see :mod:`~puffer_core.tank.sources`)."""
+    return f"{SOURCES_IN_CONTEXT}/{name}"
+
+
 def _step(step: str) -> str:
     return f"RUN . {CA_HELPER} && {step}"
 
@@ -261,8 +270,17 @@ def _check_clashes(layers: Mapping[str, DockerLayer]) -> None:
     stage_owner: dict[str, str] = {}
     artifact_owner: dict[str, str] = {}
     env_owner: dict[str, tuple[str, str]] = {}
+    source_owner: dict[str, str] = {}
     for plugin, layer in layers.items():
         for stage in layer.stages:
+            for source in stage.sources:
+                owner = source_owner.setdefault(source.name, f"{plugin}:{stage.name}")
+                if owner != f"{plugin}:{stage.name}":
+                    raise PluginError(
+                        f"build stages {owner} and {plugin}:{stage.name} both take a source named {source.name!r}",
+                        plugin=plugin,
+                        field=f"stages[{stage.name}].sources",
+                    )
             other = stage_owner.setdefault(stage.name, plugin)
             if other != plugin:
                 raise PluginError(
@@ -391,6 +409,9 @@ def _build_stages(layers: Mapping[str, DockerLayer]) -> list[str]:
             out += [f"FROM {stage.base} AS {stage.name}", *_stage_header()]
             if stage.apt:
                 out += _apt_block(stage.apt)
+            for source in stage.sources:
+                out.append(f"# {source.option} DIR (or {source.env_var}), sent with the build context")
+                out.append(f"COPY {source_in_context(source.name)} {source.path}")
             out += [_step(step) for step in stage.run]
     return out
 

@@ -111,3 +111,61 @@ def test_the_locks_hashes_reach_layer_1s_pip_and_a_different_file_fails(pip_venv
     assert (target / "six.py").exists() == installs
     if not installs:
         assert "THESE PACKAGES DO NOT MATCH THE HASHES" in proc.stderr and SIX_SHA256 in proc.stderr
+
+
+class _FakeApi:
+    """An engine whose build streams ``chunks``."""
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+
+    def build(self, **kwargs):
+        return iter(self.chunks)
+
+
+class _FakeClient:
+    def __init__(self, chunks):
+        self.api = _FakeApi(chunks)
+
+
+def test_a_failed_step_is_reported_by_its_one_line_and_the_full_log_is_kept(tmp_path):
+    """A step that prints `puffertank-error: ...` as it fails (the dmlab stage: Bazel's first error)
+    is reported by that line; the whole streamed log is written to the plan's log_dir."""
+    from puffer_core.tank.build import _stream
+    from puffer_core.tank.errors import BuildError
+
+    chunks = [
+        {"stream": "Step 5/9 : RUN bazel build\n"},
+        *({"stream": f"bazel output line {i}\n"} for i in range(500)),
+        {"stream": "q3map2/libs/bytebool.h:37:18: error: two or more data types\n"},
+        {"stream": "puffertank-error: dmlab: bazel build failed: bytebool.h:37:18: error: two or more data types\n"},
+        {"errorDetail": {"message": "The command '/bin/bash -c ...' returned a non-zero code: 1"}},
+    ]
+    plan = BuildPlan(
+        root=ROOT, stages=("envs",), tags={"envs": "t:envs"}, layers={}, constraints=Constraints.none(),
+        log_dir=tmp_path,
+    )  # fmt: skip
+    with pytest.raises(BuildError) as info:
+        _stream(_FakeClient(chunks), "envs", None, "t:envs", {}, {}, plan, lambda kind, line: None)
+    message = str(info.value)
+    log = tmp_path / "t_envs.log"
+    assert message == (
+        "building the envs layer failed: dmlab: bazel build failed: bytebool.h:37:18: error: two or more data types"
+        f" (full log: {log})"
+    )
+    text = log.read_text()
+    assert "bazel output line 0\n" in text and "bazel output line 499\n" in text
+    assert not any(line.startswith("puffertank-error:") for line in info.value.log_tail)
+
+
+def test_a_failed_step_without_its_line_keeps_the_engines_message_and_the_log(tmp_path):
+    from puffer_core.tank.build import _stream
+    from puffer_core.tank.errors import BuildError
+
+    chunks = [{"stream": "oops\n"}, {"error": "returned a non-zero code: 2"}]
+    plan = BuildPlan(
+        root=ROOT, stages=("envs",), tags={"envs": "t:envs"}, layers={}, constraints=Constraints.none(),
+        network="host", log_dir=tmp_path,
+    )  # fmt: skip
+    with pytest.raises(BuildError, match=r"returned a non-zero code: 2 \(full log: .*t_envs\.log\)$"):
+        _stream(_FakeClient(chunks), "envs", None, "t:envs", {}, {}, plan, lambda kind, line: None)

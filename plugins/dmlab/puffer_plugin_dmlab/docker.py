@@ -1,139 +1,228 @@
-"""PufferTank's DeepMind Lab build: a Bazel build of the pip package in its own stage.
+"""PufferTank's DeepMind Lab build: Bazel builds the pip package in its own stage, offline.
 
-DeepMind Lab's ``WORKSPACE`` tracks several dependencies at ``master`` and predates
-Bzlmod, so current Bazel releases no longer build it as shipped. What builds it (google-
-deepmind/lab issue #258, PR #262): Bazel 7.6.1 in WORKSPACE mode (``--enable_bzlmod=false
---enable_workspace=true``; Bazel 8 turns WORKSPACE off by default and 9 removes it),
-Abseil pinned to 20230125.3 (``WORKSPACE`` fetches Abseil master, which no longer builds
-there), and C++17 for the C++ sources (``--cxxopt=-std=c++17``; Abseil refuses anything
-below C++14).
+DeepMind Lab's ``WORKSPACE`` downloads about sixteen archives, and current Bazel releases
+no longer build it as shipped; neither Bazel nor those archives can be downloaded where
+PufferTank is built. What is there: Debian 12's packages. So the stage builds with
+Debian's Bazel 4.2.3 (``bazel-bootstrap``) in WORKSPACE mode, on the tank's own base layer
+(Debian 12, the Python 3.11 of ``/opt/venv``), with our replacement ``WORKSPACE``
+(``bazel/`` beside this file) that declares every repository DeepMind Lab names over the
+system libraries (Abseil, Eigen, GLib, libxml2, Lua 5.1, libjpeg, libpng, zlib, SDL2,
+OSMesa) and Bazel's own rule sets: nothing is downloaded but Debian's packages and the
+build's Python tools from the package index. ``bazel/README.md`` lists what each of our
+files works around.
 
-The stage builds against the tank's own Python: Debian 12's ``python3`` 3.11 (the tank
-base is Debian bookworm). ``bazel/python.BUILD`` hard-codes ``python3.8`` headers, so the
-build points it at 3.11, and NumPy's headers come from NumPy 2 (linked into the Python
-include directory, where that rule looks), because a module built against NumPy 1.x does
-not import under NumPy 2 while one built against 2.x imports under both.
+The source is an input, never fetched and never part of this repository (DeepMind Lab is
+GPL): ``puffer tank build --dmlab-source DIR`` (or ``PUFFER_DMLAB_SOURCE``), a checkout of
+:data:`DMLAB_COMMIT` (verified with git) or a snapshot naming its commit in
+``DIR/.dmlab-commit`` (a ``git archive`` holds no history to ask). The build step applies
+our files over the copy in the stage, builds, and removes Bazel's output in the same step;
+when Bazel fails, the step prints Bazel's whole log, then the one line that matters (the
+first compiler ``error:`` or missing command, else Bazel's first ``ERROR:``), which ``puffer tank build``
+reports (the full log is kept in ``~/.cache/puffertank/logs``).
 
-Every input is pinned to its bytes, so two builds compile the same sources with the same
-tools: the stage's Debian image by digest (``debian:bookworm-20260918``, the index digest
-the official image's published record gives), DeepMind Lab at one full commit (checked out
-detached and verified), the Bazel binary against the sha256 of the release file, and the
-build's Python tools (NumPy, setuptools, wheel, packaging) each pinned to the sha256 of the
-one file pip installs (``--require-hashes``). What Bazel itself fetches is DeepMind Lab's
-``WORKSPACE``'s business: several of its archives carry a sha256 there, and the ones that
-track a branch (googletest, bazel-skylib, abseil-py) do not; Abseil is moved to a tag here.
+The module is built against NumPy 2's headers (a module built against NumPy 1.x does not
+import under NumPy 2, one built against 2.x imports under both). ``deepmind_lab`` imports
+``dm_env``, ``six`` and ``pkg_resources`` (setuptools) when it loads: the layer's pip
+requirements.
 """
 
 from __future__ import annotations
 
-from puffer_core import BuildStage, DockerLayer
+import base64
+import gzip
+import io
+import pathlib
+import subprocess
+import tarfile
 
-__all__ = ["BASE_IMAGE", "BAZEL_SHA256", "BAZEL_VERSION", "DMLAB_COMMIT", "WHEEL", "docker_layer"]
+from puffer_core import BuildStage, DockerLayer, StageSource
 
-#: The stage's image: Debian 12 by its multi-platform index digest (the tag alone would float).
-BASE_IMAGE = "debian:bookworm-20260918@sha256:f37a335e82bca302e955fa39f9dfe28f1be618f016f8a2b56318e5a5111afc26"
-BAZEL_VERSION = "7.6.1"
-#: sha256 of bazel-7.6.1-linux-x86_64 as Bazel's release publishes it (the .sha256 file next
-#: to the binary); a download that differs fails the step.
-BAZEL_SHA256 = "ac6249d1192aea9feaf49dfee2ab50c38cee2454b00cf29bbec985a11795c025"
-BAZEL_URL = f"https://github.com/bazelbuild/bazel/releases/download/{BAZEL_VERSION}/bazel-{BAZEL_VERSION}-linux-x86_64"
-ABSEIL_VERSION = "20230125.3"
-#: The DeepMind Lab revision built: one full commit (master's head, "Propagate exceptions
-#: (#244)"), checked out detached and verified; a branch name would build whatever it points at.
+__all__ = [
+    "COMMIT_FILE",
+    "DMLAB_COMMIT",
+    "SOURCE",
+    "WHEEL",
+    "build_files",
+    "check_source",
+    "docker_layer",
+]
+
+#: The DeepMind Lab revision built: one full commit (master's head, "Propagate exceptions (#244)").
 DMLAB_COMMIT = "b1db91af5b4d2f3a24466f4632a3e5e1b0829cca"
 DMLAB_REPOSITORY = "https://github.com/google-deepmind/lab.git"
-PYTHON_VERSION = "3.11"
-#: The build's Python tools, each pinned to the one file pip installs on Debian 12's CPython
-#: 3.11 x86_64 (NumPy: the cp311 manylinux_2_28 wheel). packaging is wheel's dependency.
+#: A snapshot without .git names its commit in this file (e.g. `git rev-parse HEAD > DIR/.dmlab-commit`).
+COMMIT_FILE = ".dmlab-commit"
+SRC = "/opt/dmlab/src"
+#: Bazel's output, removed in the step that made it.
+BAZEL_ROOT = "/tmp/dmlab-bazel"
+BAZEL_LOG = "/tmp/dmlab-bazel.log"
+#: The built wheel, under one fixed name (the environment layer copies and installs it).
+WHEEL = "/opt/dmlab/deepmind_lab-1.0-py3-none-any.whl"
+#: Our files applied over DeepMind Lab's source (package data): the WORKSPACE replaces
+#: DeepMind Lab's, the rest go to puffer_build/ and .bazelrc.
+BUILD_DIR = pathlib.Path(__file__).with_name("bazel")
+BUILD_FILES = {
+    "WORKSPACE": "WORKSPACE",
+    "BUILD": "puffer_build/BUILD",
+    "system_libs.bzl": "puffer_build/system_libs.bzl",
+    "bazelrc": ".bazelrc",
+}
+
+#: The build's Python tools, each pinned to the one file pip installs on CPython 3.11 x86_64
+#: (NumPy: the cp311 manylinux_2_28 wheel; its headers are what the module compiles against).
 BUILD_TOOLS = (
     "numpy==2.4.6 --hash=sha256:89cd468399cfd2504718f0ba50e410dca55a170b61a02ad92bb18c8a65186e93",
     "packaging==26.4 --hash=sha256:81383611a09c1bc0b08b76e0fd5829d7c6824c65b27a6aee339da133f4233ea2",
     "setuptools==80.10.2 --hash=sha256:95b30ddfb717250edb492926c92b5221f7ef3fbcc2b07579bcd4a27da21d0173",
     "wheel==0.48.0 --hash=sha256:3217dcc807155e45db462d7ef2431f5ddda0d7273b700d05a67b271ceb1287ab",
 )
-SRC = "/opt/dmlab/src"
-#: The built wheel, under one fixed name (setuptools spells the project "DeepMind Lab"
-#: differently across versions) so the environment layer can copy and install it.
-WHEEL = "/opt/dmlab/deepmind_lab-1.0-py3-none-any.whl"
 
+#: Debian 12's packages the build takes in place of DeepMind Lab's downloads.
 BUILD_APT = (
+    "bazel-bootstrap",  # Bazel 4.2.3
+    "bazel-platforms",
     "build-essential",
-    "ca-certificates",
-    "curl",
-    "freeglut3-dev",
-    "gettext",
-    "git",
+    "libabsl-dev",
     "libegl-dev",
-    "libffi-dev",
+    "libeigen3-dev",
     "libgl-dev",
-    "libglu1-mesa-dev",
+    "libglib2.0-dev",
     "libjpeg-dev",
     "liblua5.1-0-dev",
     "libosmesa6-dev",
+    "libpng-dev",
     "libsdl2-dev",
-    "lua5.1",
-    "pkg-config",
+    "libxml2-dev",
     "python3-dev",
-    "python3-pip",
-    "unzip",
-    "zip",
     "zlib1g-dev",
+    "zip",  # the genrules that pack the assets into .pk3 files
 )
 
-#: Libraries the built module loads at runtime: OSMesa for renderer="software",
-#: EGL/GL for renderer="hardware".
-RUNTIME_APT = ("libegl1", "libgl1", "libosmesa6")
-
-# One shell command per step; `env -C DIR` rather than `cd` (hadolint DL3003).
-BUILD_STEPS = (
-    f"curl -fsSL -o /tmp/bazel {BAZEL_URL}"
-    f" && echo '{BAZEL_SHA256}  /tmp/bazel' | sha256sum --check --strict -"
-    " && install -m 0755 /tmp/bazel /usr/local/bin/bazel && rm /tmp/bazel && bazel --version",
-    "printf '%s\\n' " + " ".join(f"'{line}'" for line in BUILD_TOOLS) + " > /tmp/build-tools.txt"
-    " && python3 -m pip install --no-cache-dir --break-system-packages --require-hashes -r /tmp/build-tools.txt"
-    f' && ln -sfn "$(python3 -c "import numpy; print(numpy.get_include())")/numpy"'
-    f" /usr/include/python{PYTHON_VERSION}/numpy",
-    f"git clone {DMLAB_REPOSITORY} {SRC}"
-    f" && git -C {SRC} -c advice.detachedHead=false checkout --detach '{DMLAB_COMMIT}^{{commit}}'"
-    f' && test "$(git -C {SRC} rev-parse HEAD)" = {DMLAB_COMMIT}',
-    f"echo {BAZEL_VERSION} > {SRC}/.bazelversion"
-    " && printf '%s\\n' 'common --enable_bzlmod=false' 'common --enable_workspace=true'"
-    f" 'build --cxxopt=-std=c++17' 'build --host_cxxopt=-std=c++17' >> {SRC}/.bazelrc"
-    f" && sed -i 's#abseil-cpp-master#abseil-cpp-{ABSEIL_VERSION}#;"
-    f" s#abseil-cpp/archive/master.zip#abseil-cpp/archive/refs/tags/{ABSEIL_VERSION}.zip#' {SRC}/WORKSPACE"
-    f" && sed -i 's#python3\\.8#python{PYTHON_VERSION}#g' {SRC}/bazel/python.BUILD",
-    f"env -C {SRC} bazel build -c opt //python/pip_package:build_pip_package"
-    f" && env -C {SRC} PYTHON_BIN_PATH=/usr/bin/python3 ./bazel-bin/python/pip_package/build_pip_package"
-    f" /opt/dmlab/dist && cp /opt/dmlab/dist/*.whl {WHEEL}"
-    # In the same step, so the stage's cached layer does not keep gigabytes of Bazel output.
-    f" && env -C {SRC} bazel shutdown && rm -rf {SRC} /opt/dmlab/dist /root/.cache/bazel",
+#: What the built module loads at runtime: the system libraries it links (DeepMind Lab would
+#: have linked its own copies in), OSMesa for renderer="software", EGL/GL for "hardware".
+RUNTIME_APT = (
+    "libabsl20220623",
+    "libegl1",
+    "libgl1",
+    "libglib2.0-0",
+    "libjpeg62-turbo",
+    "liblua5.1-0",
+    "libosmesa6",
+    "libpng16-16",
+    "libsdl2-2.0-0",
+    "libxml2",
+    "zip",  # compile_map.sh packs the maps the levels generate at runtime (or the level aborts)
+    "zlib1g",
 )
+#: What ``import deepmind_lab`` imports (its __init__ loads dmenv_module, which needs dm_env and
+#: six; pkg_resources comes with setuptools, already in the set).
+RUNTIME_PIP = ("dm-env", "six")
 
-# numpy too: the wheel declares no dependencies, but the module needs numpy to import. The
-# hash-locked set (installed before the plugins' steps) already holds it, so nothing is
-# downloaded then; rendered without that set, PIP_CONSTRAINT pins it to the common set.
-# --no-deps: the wheel is ours, its dependencies are the set's. The report gives the lock
-# the wheel's sha256.
+
+def _how_to_get() -> str:
+    return (
+        f"DeepMind Lab's source at commit {DMLAB_COMMIT}: git clone {DMLAB_REPOSITORY} DIR && "
+        f"git -C DIR checkout {DMLAB_COMMIT} (a snapshot without .git: write that commit into DIR/{COMMIT_FILE})"
+    )
+
+
+def check_source(folder: pathlib.Path) -> str | None:
+    """The problem with ``folder`` as the source to build, in one line, or None.
+
+    A git checkout is asked for its HEAD; a snapshot without ``.git`` must name its commit in
+    :data:`COMMIT_FILE`. Either way the commit must be :data:`DMLAB_COMMIT`.
+    """
+    folder = pathlib.Path(folder)
+    workspace = folder / "WORKSPACE"
+    if not workspace.is_file() or "org_deepmind_lab" not in workspace.read_text(errors="replace"):
+        return f"not DeepMind Lab's source (no WORKSPACE naming org_deepmind_lab). {_how_to_get()}"
+    if (folder / ".git").exists():
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=60
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"a git checkout, but git could not say its commit ({exc}); install git"
+        if proc.returncode != 0:
+            return f"a git checkout, but `git rev-parse HEAD` failed: {proc.stderr.strip().splitlines()[-1:]}"
+        commit, how = proc.stdout.strip(), "checked out"
+    elif (folder / COMMIT_FILE).is_file():
+        commit, how = (folder / COMMIT_FILE).read_text().strip(), f"named in {COMMIT_FILE}"
+    else:
+        return (
+            f"no .git to verify the commit with and no {COMMIT_FILE} naming it; "
+            f"for a snapshot of {DMLAB_COMMIT}, write that commit into DIR/{COMMIT_FILE}"
+        )
+    if commit != DMLAB_COMMIT:
+        return (
+            f"DeepMind Lab's source is at commit {commit} ({how}), but the plugin builds {DMLAB_COMMIT}: "
+            f"git -C DIR checkout {DMLAB_COMMIT}"
+        )
+    return None
+
+
+SOURCE = StageSource(name="dmlab-source", path=SRC, how_to_get=_how_to_get(), verify=check_source)
+
+
+def build_files() -> bytes:
+    """Our build files as a gzipped tar, laid out as they go over the source (fixed bytes)."""
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, target in BUILD_FILES.items():
+            data = (BUILD_DIR / name).read_bytes()
+            info = tarfile.TarInfo(target)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _steps() -> tuple[str, ...]:
+    tools = (
+        "printf '%s\\n' " + " ".join(f"'{line}'" for line in BUILD_TOOLS) + " > /tmp/build-tools.txt"
+        " && python3 -m pip install --no-cache-dir --require-hashes -r /tmp/build-tools.txt && rm /tmp/build-tools.txt"
+    )
+    patch = (
+        f": apply puffer_plugin_dmlab/bazel/ over the source"
+        f" && echo {base64.b64encode(build_files()).decode()} | base64 -d | tar -xz -C {SRC}"
+    )
+    bazel = f"bazel --output_user_root={BAZEL_ROOT}"
+    build = (
+        f"{{ env -C {SRC} {bazel} build --spawn_strategy=standalone //python/pip_package:build_pip_package"
+        f" > {BAZEL_LOG} 2>&1 || {{ cat {BAZEL_LOG};"
+        f' echo "puffertank-error: dmlab: bazel build failed:'
+        f" $(grep -m1 -E ': error: |: command not found' {BAZEL_LOG}"
+        f" || grep -m1 '^ERROR: ' {BAZEL_LOG} || tail -n1 {BAZEL_LOG})\"; exit 1; }}; }}"
+        f' && env -C {SRC} PYTHON_BIN_PATH="$(command -v python3)" ./bazel-bin/python/pip_package/build_pip_package'
+        f" /opt/dmlab/dist && cp /opt/dmlab/dist/*.whl {WHEEL}"
+        # In the same step, so no layer keeps Bazel's gigabytes.
+        f" && env -C {SRC} {bazel} shutdown && rm -rf {SRC} /opt/dmlab/dist {BAZEL_ROOT} {BAZEL_LOG}"
+    )
+    return (tools, patch, build)
+
+
+# --no-deps: the wheel's requirements (numpy, six) are in the hash-locked set with dm-env.
 INSTALL_STEP = (
     f"mkdir -p /opt/puffertank/reports && python3 -m pip install --no-cache-dir --no-deps"
-    f' --report /opt/puffertank/reports/2-plugin-dmlab.json "numpy>=1.23" "{WHEEL}"'
+    f' --report /opt/puffertank/reports/2-plugin-dmlab.json "{WHEEL}"'
     f' && python3 -c "import deepmind_lab"'
-    f" && rm -rf /opt/dmlab /root/.cache/bazel /root/.cache/pip"
+    f" && rm -rf /opt/dmlab /root/.cache/pip"
 )
 
 
 def docker_layer() -> DockerLayer:
     return DockerLayer(
         apt=RUNTIME_APT,
+        pip=RUNTIME_PIP,
         run=(INSTALL_STEP,),
         stages=(
             BuildStage(
                 name="dmlab",
-                # Same OS and Python as the tank's base layer (Debian 12, Python 3.11).
-                base=BASE_IMAGE,
+                # The tank's own base layer: Debian 12 and the Python 3.11 the module is built for.
+                base="${BASE}",
                 apt=BUILD_APT,
-                run=BUILD_STEPS,
+                run=_steps(),
                 artifacts=(WHEEL,),
+                sources=(SOURCE,),
             ),
         ),
     )

@@ -8,8 +8,9 @@ What it does that a thin wrapper would get wrong:
   observation list as a ``list``;
 * ``Lab.observations()`` raises once an episode is over, so the observation returned
   with ``terminated=True`` is the last one the Lab produced;
-* seeding: ``reset(seed=s)`` starts the Lab with seed ``s``; later resets draw their Lab
-  seed from the env's seeded generator, so one seed fixes every following episode.
+* seeding: ``reset(seed=s)`` starts the Lab with seed ``s`` (a new Lab when this one has
+  run an episode: the engine carries state across episodes of one Lab); later resets draw
+  their Lab seed from the env's seeded generator, so one seed fixes every following episode.
 
 Episode ends come from the level (``is_running()`` turns false, typically when
 ``episodeLengthSeconds`` of game time have passed) and are reported as ``terminated``.
@@ -132,13 +133,9 @@ class DMLabEnv(gymnasium.Env):
         self.text_length = int(text_length)
         self.render_mode = render_mode
         self.config = to_config({"width": int(width), "height": int(height), **(config or {})})
-        self.lab = deepmind_lab.Lab(
-            level,
-            list(self.observation_names),
-            config=self.config,
-            renderer=renderer,
-            level_cache=LevelCache(level_cache_dir) if level_cache_dir is not None else None,
-        )
+        self._lab_args = (level, renderer, LevelCache(level_cache_dir) if level_cache_dir is not None else None)
+        self.lab = self._new_lab()
+        self._episodes = 0
 
         specs = {spec["name"]: spec for spec in self.lab.observation_spec()}
         missing = [name for name in self.observation_names if name not in specs]
@@ -154,6 +151,14 @@ class DMLabEnv(gymnasium.Env):
         self.action_space = self.action_map.space
         self._last_obs: Any = None
         self._needs_reset = True
+
+    def _new_lab(self) -> Any:
+        import deepmind_lab
+
+        level, renderer, level_cache = self._lab_args
+        return deepmind_lab.Lab(
+            level, list(self.observation_names), config=self.config, renderer=renderer, level_cache=level_cache
+        )
 
     # -- observations --------------------------------------------------------------------
 
@@ -179,7 +184,15 @@ class DMLabEnv(gymnasium.Env):
         super().reset(seed=seed)
         lab_seed = seed % (MAX_LAB_SEED + 1) if seed is not None else int(self.np_random.integers(MAX_LAB_SEED))
         episode = int((options or {}).get("episode", -1))
+        if seed is not None and self._episodes:
+            # The engine carries state from one episode to the next in one Lab: reset(seed=s) on a
+            # used Lab gives other observations than on a new one (checked against the real
+            # engine). A seeded reset therefore starts a new Lab, so the same seed gives the same
+            # episode; unseeded resets (autoreset) keep the Lab.
+            self.lab.close()
+            self.lab = self._new_lab()
         self.lab.reset(episode=episode, seed=int(lab_seed))
+        self._episodes += 1
         self._last_obs = self._observe()
         self._needs_reset = False
         return self._last_obs, {}
