@@ -25,7 +25,7 @@ from puffer_core.cli.tables import output_console, print_table
 from puffer_core.matrix import views
 from puffer_core.matrix.discover import DiscoveryReport, discover_releases
 from puffer_core.matrix.environment import allowlist_help
-from puffer_core.matrix.options import REPO_ROOT, RunOptions
+from puffer_core.matrix.options import DEFAULT_TANK_IMAGE, REPO_ROOT, RunOptions
 from puffer_core.matrix.plan import split_values
 from puffer_core.matrix.runner import RunSummary, run_matrix
 from puffer_core.matrix.shipped import shipped_folder, write_shipped
@@ -135,7 +135,13 @@ def _text_or_none(path: pathlib.Path) -> str | None:
 
 def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
     """The run's events (see :data:`~puffer_core.matrix.options.Reporter`) as lines above the progress bar."""
-    colours = {"pass": "green", "excluded": "magenta", "interpreter-missing": "bright_black", "timeout": "yellow"}
+    colours = {
+        "pass": "green",
+        "excluded": "magenta",
+        "interpreter-missing": "bright_black",
+        "tank-missing": "bright_black",
+        "timeout": "yellow",
+    }
 
     def report(event: str, record: Any, info: dict[str, Any]) -> None:
         out = progress.console
@@ -250,6 +256,14 @@ fatal: the command fails only when the matrix machinery itself breaks, or when
     "discover` does, updating discovered.json); then run the new and stale cells.",
 )
 @click.option("--index", metavar="URL", help=INDEX_HELP)
+@click.option(
+    "--tank-image",
+    default=DEFAULT_TANK_IMAGE,
+    show_default=True,
+    metavar="IMAGE",
+    help="The PufferTank image the cells of a tank-only plugin run in (DeepMind Lab: on no index, built by "
+    "the image); without it (or without Docker) they record tank-missing.",
+)
 def run_cmd(
     plugins: tuple[str, ...],
     pythons: tuple[str, ...],
@@ -267,6 +281,7 @@ def run_cmd(
     pass_env: tuple[str, ...],
     discover: bool,
     index: str | None,
+    tank_image: str,
 ) -> None:
     if index and not discover:
         raise MatrixError("--index only tells --discover where to look: add --discover, or leave --index out")
@@ -288,6 +303,7 @@ def run_cmd(
         pass_env=list(pass_env),
         discover=discover,
         index=index,
+        tank_image=tank_image,
     )
     summary = _run_with_progress(options)
     for warning in summary.warnings:

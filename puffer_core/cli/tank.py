@@ -64,7 +64,7 @@ from puffer_core.tank.render import (
     find_root,
     load_constraints,
 )
-from puffer_core.tank.selection import installed_layers, select, shown_path
+from puffer_core.tank.selection import Selection, installed_layers, select, shown_path
 from puffer_core.tank.sources import resolve_sources, source_options
 from puffer_core.tank.transfer import check_registry
 
@@ -341,16 +341,7 @@ def build_cmd(
     client = connect()
     if registry is not None:
         check_registry(registry)  # before any other line: a registry that is not there is the one line printed
-    args, notes = machine_build_args()
-    args.update(extra)
-    for note in notes:
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
-    if "envs" in stages and selection.command == DEFAULT_COMMAND and not selection.is_committed(root):
-        console.print(
-            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
-            "render (commit it after `nox -s tank`)",
-            soft_wrap=True,
-        )
+    args = _build_args_noted(extra, "envs" in stages and selection.command == DEFAULT_COMMAND, selection, root)
     plan = BuildPlan(
         root=root,
         stages=stages,
@@ -371,6 +362,23 @@ def build_cmd(
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))
+
+
+def _build_args_noted(
+    extra: dict[str, str], default_render: bool, selection: Selection, root: pathlib.Path
+) -> dict[str, str]:
+    """The machine's build arguments with ``--build-arg``'s over them; the notes on both printed."""
+    args, notes = machine_build_args()
+    args.update(extra)
+    for note in notes:
+        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
+    if default_render and not selection.is_committed(root):
+        console.print(
+            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
+            "render (commit it after `nox -s tank`)",
+            soft_wrap=True,
+        )
+    return args
 
 
 def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:

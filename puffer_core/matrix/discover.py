@@ -81,7 +81,7 @@ def follows_by_package(sources: Mapping[str, PluginSource]) -> dict[str, dict[st
     """Package (canonical name) → plugin → how that plugin follows it."""
     found: dict[str, dict[str, Follow]] = {}
     for plugin, source in sources.items():
-        if source.axes is None:
+        if source.axes is None or source.axes.tank_only:  # on no index: nothing to follow
             continue
         for key, follow in followed(source.axes).items():
             found.setdefault(key, {})[plugin] = follow

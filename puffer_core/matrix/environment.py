@@ -25,6 +25,10 @@ removed after it), and gets only these variables (when set):
   build would see them (``--pass-env 'UV_INDEX*'`` for a private index). uv still reads its
   configuration files (uv.toml), whose settings never reach a cell's environment.
 
+- for the Docker client of a tank-only cell (``docker image inspect``, ``docker run``; the
+  container itself gets no variable of the caller's): ``DOCKER_CLIENT_VARIABLES`` (DOCKER_HOST,
+  DOCKER_CONTEXT, DOCKER_CONFIG, TLS), DOCKER_CONFIG defaulting to the caller's ``~/.docker``;
+
 Never passed, even when named: ``NEVER_PASSED`` (PYTHONPATH, VIRTUAL_ENV, HOME,
 PUFFER_LOAD_PLUGINS, …): they would make a cell import from outside its venv (HOME holds the
 user site-packages) or load other plugins than its own.
@@ -41,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from puffer_core.matrix.store import MatrixError
 
 __all__ = [
+    "DOCKER_CLIENT_VARIABLES",
     "EVERYWHERE_VARIABLES",
     "INDEX_VARIABLES",
     "INSTALLER_VARIABLES",
@@ -111,6 +116,17 @@ INSTALLER_VARIABLES = (
     "PKG_CONFIG_PATH",
 )
 
+#: Passed to the Docker client of a tank-only cell (``docker run`` of the image, not the code in
+#: it: the container gets none of them): which engine, and the client's own configuration.
+DOCKER_CLIENT_VARIABLES = (
+    "DOCKER_HOST",
+    "DOCKER_CONTEXT",
+    "DOCKER_CONFIG",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_CERT_PATH",
+    "DOCKER_API_VERSION",
+)
+
 #: Where packages come from: passed only when ``--pass-env`` names them (their URLs often hold
 #: credentials, and an sdist's build sees what uv sees). The help lists them.
 INDEX_VARIABLES = (
@@ -150,8 +166,9 @@ _MATRIX_FORCED = {"UV_NO_PROGRESS": "1"}
 #: each at its default under the caller's home when unset: the temporary HOME must not hide them.
 _XDG_DEFAULTS = {"XDG_CONFIG_HOME": ".config", "XDG_CACHE_HOME": ".cache", "XDG_DATA_HOME": ".local/share"}
 
-#: ``install``: the uv commands (venv, build, pip, python find); ``smoke``: the run inside the venv.
-STAGES = ("install", "smoke")
+#: ``install``: the uv commands (venv, build, pip, python find); ``smoke``: the run inside the venv;
+#: ``docker``: the Docker client a tank-only cell runs its image with.
+STAGES = ("install", "smoke", "docker")
 
 _PATTERN_RE = re.compile(r"^[A-Za-z0-9_*?]+\Z")
 
@@ -184,7 +201,8 @@ def cell_environment(
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {', '.join(STAGES)}, not {stage!r}")
     environ = os.environ if environ is None else environ
-    patterns = [*EVERYWHERE_VARIABLES, *(INSTALLER_VARIABLES if stage == "install" else ()), *pass_env]
+    own = {"install": INSTALLER_VARIABLES, "docker": DOCKER_CLIENT_VARIABLES}.get(stage, ())
+    patterns = [*EVERYWHERE_VARIABLES, *own, *pass_env]
     env = {name: value for name, value in environ.items() if name not in NEVER_PASSED and _matches(name, patterns)}
     for name, value in _MATRIX_DEFAULTS.items():
         env.setdefault(name, value)
@@ -193,6 +211,8 @@ def cell_environment(
     if stage == "install" and home:
         for name, below in _XDG_DEFAULTS.items():
             env.setdefault(name, os.path.join(home, below))
+    if stage == "docker" and home:  # the client's contexts and credentials, which the temporary HOME hides
+        env.setdefault("DOCKER_CONFIG", os.path.join(home, ".docker"))
     return env
 
 
@@ -225,6 +245,7 @@ def allowlist_help() -> str:
             "  (and UV_PYTHON_DOWNLOADS=never, UV_NO_PROGRESS=1, PYTHONFAULTHANDLER=1)",
             *_wrapped("  uv's commands only (not the smoke run):", INSTALLER_VARIABLES),
             "  (each XDG_* unset is set there to its default under your home: uv's cache)",
+            *_wrapped("  the Docker client of a tank-only cell (not the container):", DOCKER_CLIENT_VARIABLES),
             "  plus each --pass-env NAME (a glob too: 'UV_INDEX*'), everywhere.",
             *_wrapped("  index settings (may hold credentials), only with --pass-env:", INDEX_VARIABLES),
             *_wrapped("  never, even with --pass-env:", sorted(NEVER_PASSED)),

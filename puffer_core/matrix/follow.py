@@ -31,7 +31,7 @@ from packaging.version import Version
 
 from puffer_core.matrix.model import Cell, cells_for, row_cells, version_key
 from puffer_core.matrix.releases import Release
-from puffer_core.specs.declarations import CompatAxes
+from puffer_core.specs.compat import CompatAxes
 
 __all__ = ["ROLES", "Discovered", "Follow", "discovered_cells", "followed", "plugin_cells"]
 

@@ -150,7 +150,7 @@ def _common_on(
 ) -> dict[str, Any]:
     """Choose the common set of one Python from the records and prove it in a joint cell."""
     uv, wheels, core_hash, procs, report = machinery
-    with_axes = {name: src for name, src in sources.items() if src.axes is not None}
+    with_axes = {name: src for name, src in sources.items() if src.axes is not None and not src.axes.tank_only}
     plan = common_mod.choose_common(
         store.records(),
         with_axes,
@@ -159,6 +159,9 @@ def _common_on(
         current=current,
     )
     dropped = dict(plan.dropped)
+    for name, src in sources.items():
+        if src.axes is not None and src.axes.tank_only:
+            dropped[name] = "its package is on no index: only PufferTank's environment layer builds it"
     cells = _JointCells(options, store, with_axes, python, uv, wheels, core_hash, procs, report)
     plan_hash = cells.input_hash(plan.members) if plan.members else "empty"
     if previous.get("plan_hash") == plan_hash and not options.force and "members" in previous:

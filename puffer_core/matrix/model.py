@@ -4,7 +4,8 @@ A cell is one (plugin, Python, pin set): the plugin's environment package at one
 versions, the companion pins that version fixes (``CompatAxes.pins``), one value of each
 extra axis (``CompatAxes.axes``) and the ``extras`` installed everywhere. A cell that a
 ``KnownBad`` entry matches is kept, with ``excluded`` set to the reason, so the tables show
-it instead of silently dropping it.
+it instead of silently dropping it. A tank-only plugin's cell (``tank``) is its package as a
+built PufferTank image holds it (:mod:`~puffer_core.matrix.tank_cells`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from puffer_core.specs.declarations import CompatAxes
+from puffer_core.specs.compat import CompatAxes
 
 __all__ = [
     "DEFAULT_PYTHON",
@@ -45,6 +46,7 @@ OUTCOMES = (
     "smoke-failed",
     "timeout",
     "interpreter-missing",
+    "tank-missing",
     "excluded",
 )
 
@@ -75,6 +77,7 @@ class Cell:
     axes: tuple[tuple[str, str], ...] = ()  # one value per extra axis, in declared order
     extras: tuple[str, ...] = ()
     excluded: str | None = None  # the KnownBad reason, when excluded
+    tank: bool = False  # runs inside a PufferTank image (CompatAxes.tank_only), not in a venv
 
     @property
     def id(self) -> str:
@@ -113,6 +116,8 @@ class Cell:
             "pins": self.pins,
             "extras": list(self.extras),
             "row": self.row,
+            # Only when set: every other cell's JSON, and so its input hash, stays as it was.
+            **({"tank": True} if self.tank else {}),
         }
 
 
@@ -180,6 +185,7 @@ def row_cells(
                 axes=axis_values,
                 extras=tuple(axes.extras),
                 excluded=known_bad_reason(axes, python, pins),
+                tank=axes.tank_only,
             )
         )
     return cells

@@ -10,9 +10,11 @@ from typing import Any
 from puffer_core.matrix.shipped import shipped_folder
 from puffer_core.matrix.store import CellRecord
 
-__all__ = ["DEFAULT_TIMEOUT", "REPO_ROOT", "Reporter", "RunOptions"]
+__all__ = ["DEFAULT_TANK_IMAGE", "DEFAULT_TIMEOUT", "REPO_ROOT", "Reporter", "RunOptions"]
 
 DEFAULT_TIMEOUT = 1800.0
+#: The image tank-only cells run in: what ``puffer tank build`` tags by default.
+DEFAULT_TANK_IMAGE = "puffertank:latest"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 #: ``report(event, record, info)``: ``discovered`` (``info["report"]``: a DiscoveryReport), ``start``,
@@ -45,6 +47,8 @@ class RunOptions:
     #: Ask the package index for new releases first (``--discover``), at ``index`` if given.
     discover: bool = False
     index: str | None = None
+    #: The PufferTank image tank-only cells run in (:mod:`~puffer_core.matrix.tank_cells`).
+    tank_image: str = DEFAULT_TANK_IMAGE
 
     def __post_init__(self) -> None:
         self.root = pathlib.Path(self.root).resolve()

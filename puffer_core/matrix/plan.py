@@ -1,6 +1,7 @@
 """Which cells a run must run, and why: the selection checked, each cell's input hash against its record.
 
-A cell whose input hash (cell, plugin source, core source, runner schema) matches its
+A cell whose input hash (cell, plugin source, core source, runner schema; a tank-only
+cell's image too) matches its
 record is skipped unless ``--force``; an excluded (known-bad) cell is recorded, not run;
 rows of cells and plugins that are gone are pruned from results.json. The cells are the
 declared ones and those the discovered releases add (:mod:`~puffer_core.matrix.follow`).
@@ -27,6 +28,7 @@ from puffer_core.matrix.options import RunOptions
 from puffer_core.matrix.processes import scratch_dirs
 from puffer_core.matrix.sources import PluginSource, discover
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
+from puffer_core.matrix.tank_cells import TankImage, check_tank_image, find_tank_image
 from puffer_core.specs.declarations import PYTHON_VERSION_RE
 
 __all__ = [
@@ -66,6 +68,7 @@ STALE_REASONS = {
     "runner": "runner changed",
     "plugin_src": "plugin source changed",
     "core_src": "core source changed",
+    "image": "PufferTank image changed",
 }
 
 
@@ -74,14 +77,19 @@ def short_hash(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cell_inputs(cell: Cell, plugin_hash: str, core_hash: str) -> dict[str, object]:
-    """The parts of ``cell``'s input hash, as its record keeps them (the cell as its own hash)."""
-    return {
+def cell_inputs(cell: Cell, plugin_hash: str, core_hash: str, image: str | None = None) -> dict[str, object]:
+    """The parts of ``cell``'s input hash, as its record keeps them (the cell as its own hash).
+
+    A tank-only cell has one more, ``image``: the id of the image it runs in (``"none"`` without one)."""
+    inputs: dict[str, object] = {
         "runner": RUNNER_SCHEMA,
         "cell": short_hash(cell.to_json()),
         "plugin_src": plugin_hash,
         "core_src": core_hash,
     }
+    if cell.tank:
+        inputs["image"] = image or "none"
+    return inputs
 
 
 def stale_reason(old: CellRecord | None, inputs: dict[str, object], input_hash: str, force: bool = False) -> str | None:
@@ -98,14 +106,17 @@ def stale_reason(old: CellRecord | None, inputs: dict[str, object], input_hash: 
     return ", ".join(changed) or "inputs changed"
 
 
-def cell_input_hash(cell: Cell, plugin_hash: str, core_hash: str) -> str:
-    """One hash of every input of ``cell`` (unchanged since results.json schema 1: old records stay valid)."""
-    data = {
+def cell_input_hash(cell: Cell, plugin_hash: str, core_hash: str, image: str | None = None) -> str:
+    """One hash of every input of ``cell`` (unchanged since results.json schema 1: old records stay valid;
+    a tank-only cell's has the image's id too)."""
+    data: dict[str, object] = {
         "runner": RUNNER_SCHEMA,
         "cell": cell.to_json(),
         "plugin_src": plugin_hash,
         "core_src": core_hash,
     }
+    if cell.tank:
+        data["image"] = image or "none"
     return short_hash(data)
 
 
@@ -116,6 +127,7 @@ def select_plugins(options: RunOptions) -> tuple[dict[str, PluginSource], dict[s
     options.pass_env = check_pass_env(split_values(options.pass_env))
     for py in options.pythons:
         check_python_option(py)
+    check_tank_image(options.tank_image)
     sources = discover(options.plugins_dir, include_builtins=options.builtins)
     unknown = [name for name in options.plugins if name not in sources]
     if unknown:
@@ -151,6 +163,8 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)  # cell id → why it runs
     inputs: dict[str, dict[str, object]] = field(default_factory=dict)  # cell id → the parts of its input hash
+    #: The image tank-only cells run in, looked up once when the run has such a cell.
+    tank_image: TankImage | None = None
 
 
 def plan_cells(
@@ -185,8 +199,13 @@ def plan_cells(
             continue
         plugin_hash = source.tree_hash()
         for cell in select_cells(all_cells, options.pythons, options.quick):
-            input_hash = cell_input_hash(cell, plugin_hash, core_hash)
-            inputs = cell_inputs(cell, plugin_hash, core_hash)
+            image = None
+            if cell.tank and cell.excluded is None:
+                if plan.tank_image is None:
+                    plan.tank_image = find_tank_image(options.tank_image, options.pass_env)
+                image = plan.tank_image.id
+            input_hash = cell_input_hash(cell, plugin_hash, core_hash, image)
+            inputs = cell_inputs(cell, plugin_hash, core_hash, image)
             reason = _needs_run(cell, input_hash, inputs, store, options, uv, plan)
             if reason is not None:
                 plan.todo.append((cell, input_hash, source))
@@ -251,6 +270,8 @@ def _plugin_meta(source: PluginSource, options: RunOptions) -> dict[str, Any]:
             extras=list(axes.extras),
             known_bad=[{"when": dict(bad.when), "reason": bad.reason} for bad in axes.known_bad],
         )
+        if axes.tank_only:
+            meta["tank_only"] = True
     return meta
 
 

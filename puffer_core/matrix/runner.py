@@ -9,7 +9,9 @@ For each cell the runner (through :mod:`~puffer_core.matrix.job`)
 3. runs ``python -m puffer_core.testing.smoke --plugin NAME --json`` inside it
    (``import-failed`` / ``smoke-failed``), all within ``--timeout`` seconds (``timeout``),
 
-and writes the record to results.json at once, with why it ran (``--dry-run`` prints it).
+and writes the record to results.json at once, with why it ran (``--dry-run`` prints it). A
+tank-only plugin's cell runs the smoke run in a PufferTank image instead
+(:mod:`~puffer_core.matrix.tank_cells`).
 Everything a cell printed goes to ``compat_matrix/logs/<cell-id>.log``. With ``--discover`` the
 package index is asked first for new releases (:mod:`~puffer_core.matrix.discover`). Unchanged
 cells are skipped (:mod:`~puffer_core.matrix.plan`); failing cells never stop the run.
@@ -46,6 +48,7 @@ from puffer_core.matrix.processes import Interrupted, Processes
 from puffer_core.matrix.shipped import write_shipped
 from puffer_core.matrix.sources import PluginSource
 from puffer_core.matrix.store import CellRecord, MatrixError, ResultStore, now
+from puffer_core.matrix.tank_cells import TankImage, run_tank_job
 from puffer_core.matrix.trees import core_tree_hash
 from puffer_core.matrix.uv import find_uv
 from puffer_core.matrix.wheels import WheelError, Wheels
@@ -159,7 +162,11 @@ def _run_cells(
     def work(item: tuple[Cell, str, PluginSource]) -> CellRecord:
         cell, input_hash, source = item
         report("cell-start", None, {"id": cell.id, "reason": plan.reasons.get(cell.id, "")})
-        result = run_job(_cell_job(cell, source), options, uv, wheels, core_hash, procs)
+        job = _cell_job(cell, source)
+        if cell.tank:
+            result = run_tank_job(job, options, procs, plan.tank_image or TankImage(options.tank_image))
+        else:
+            result = run_job(job, options, uv, wheels, core_hash, procs)
         record = cell_record(
             cell, input_hash, result, reason=plan.reasons.get(cell.id, ""), inputs=plan.inputs.get(cell.id)
         )
@@ -219,6 +226,9 @@ def _prebuild(
     A failed build is not raised here: each cell that needs the wheel records it as its
     install failure.
     """
+    if not todo:
+        return
+    todo = [item for item in todo if not item[0].tank]  # a tank-only cell runs the image's own
     if not todo:
         return
     needed: dict[str, PluginSource] = {src.name: src for _, _, src in todo if src.path is not None}

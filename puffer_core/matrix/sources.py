@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from puffer_core.matrix.pyproject import read_pyproject
 from puffer_core.matrix.trees import plugin_tree_hash
 from puffer_core.plugins import BUILTIN_PLUGINS, FAILED, load_plugins
-from puffer_core.specs.declarations import CompatAxes
+from puffer_core.specs.compat import CompatAxes
 
 __all__ = ["PluginSource", "discover"]
 

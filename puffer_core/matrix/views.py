@@ -38,6 +38,7 @@ SYMBOLS = {
     "smoke-failed": "💥",
     "timeout": "⏱️",
     "interpreter-missing": "🐍❓",
+    "tank-missing": "🐳❓",
     "excluded": "🚫",
     "not run": "·",
 }
@@ -50,6 +51,8 @@ MEANINGS = {
     "smoke-failed": "imported, but a smoke check failed",
     "timeout": "the cell ran past its time limit (`--timeout`)",
     "interpreter-missing": "uv found no interpreter for that Python on this machine",
+    "tank-missing": "the package exists only inside PufferTank, and no Docker engine or no built image "
+    "(`--tank-image`) was there to run the cell in",
     "excluded": "a known-bad combination the plugin declares (`KnownBad`), not run; the reason is shown",
     "not run": "no result yet",
 }
@@ -60,6 +63,7 @@ COLOURS = {
     "smoke-failed": ("#fde2c8", "dark_orange"),
     "timeout": ("#fdf0c0", "yellow"),
     "interpreter-missing": ("#e4e4e4", "bright_black"),
+    "tank-missing": ("#e4e4e4", "bright_black"),
     "excluded": ("#e8e0f5", "magenta"),
     "not run": ("#ffffff", "white"),
 }
@@ -127,6 +131,7 @@ def plugin_tables(data: Mapping[str, Any], plugins: Iterable[str] | None = None)
                 "plugin": name,
                 "package": meta.get("package") or (mine[0]["package"] if mine else "?"),
                 "source": meta.get("source"),
+                "tank_only": bool(meta.get("tank_only")),
                 "error": meta.get("error"),
                 "pythons": pythons,
                 "rows": ordered,
@@ -250,6 +255,12 @@ def _plugin_markdown(table: Mapping[str, Any]) -> str:
         out.append("Built into puffer-core.\n\n")
     elif table.get("source"):
         out.append(f"Source: `{table['source']}`.\n\n")
+    if table.get("tank_only"):
+        out.append(
+            f"`{table['package']}` is on no package index: PufferTank's environment layer builds it, so its cell "
+            "runs inside a built image (`puffer matrix run --tank-image IMAGE`), with the puffer-core and "
+            "plugin the image holds.\n\n"
+        )
     if table.get("error"):
         out.append(f"**The plugin could not be loaded, so it has no cells:** {_md_escape(table['error'])}\n\n")
     if not table["rows"]:

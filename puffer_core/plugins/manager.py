@@ -34,7 +34,8 @@ import pluggy
 from puffer_core.errors import PluginError, PufferError, UnknownEnvError
 from puffer_core.plugins.builtin import adapters, classic
 from puffer_core.specs import hooks
-from puffer_core.specs.declarations import CompatAxes, DockerLayer, EnvSpec, plugin_name_problem
+from puffer_core.specs.compat import CompatAxes
+from puffer_core.specs.declarations import DockerLayer, EnvSpec, plugin_name_problem
 
 __all__ = [
     "BUILTIN_PLUGINS",

@@ -1,4 +1,4 @@
-"""What plugins return from their hooks: EnvSpec, DockerLayer and CompatAxes.
+"""What plugins return from their hooks: EnvSpec and DockerLayer (CompatAxes: :mod:`.compat`), and the name rules.
 
 Each dataclass has a ``validate(plugin)`` method the plugin manager calls when it
 loads a plugin, so a malformed value is reported once, naming the plugin and the
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
@@ -26,10 +25,8 @@ from puffer_core.specs.limits import MAX_FPS, number_in
 __all__ = [
     "KNOWN_APIS",
     "BuildStage",
-    "CompatAxes",
     "DockerLayer",
     "EnvSpec",
-    "KnownBad",
     "StageSource",
     "env_id_problem",
 ]
@@ -444,132 +441,6 @@ def _check_step(plugin: str, what: str, name: str, step: str) -> None:
         raise _fail(
             plugin, what, name, f"holds {step!r}, a Dockerfile instruction: give the shell command of a RUN step only"
         )
-
-
-@dataclass(frozen=True)
-class KnownBad:
-    """A combination known not to work, recorded as excluded from the matrix with its reason.
-
-    Args:
-        when: Package name (or ``"python"``) → version specifier; the combination matches
-            when every one does.
-        reason: Why it does not work, shown in the matrix.
-    """
-
-    when: Mapping[str, str]
-    reason: str
-
-    def matches(self, pins: Mapping[str, str]) -> bool:
-        for name, spec in self.when.items():
-            version = pins.get(name)
-            if version is None:
-                return False
-            if Version(version) not in SpecifierSet(spec):
-                return False
-        return True
-
-
-@dataclass(frozen=True)
-class CompatAxes:
-    """The versions the compatibility matrix must try for one plugin (what ``puffer_compat_axes`` returns).
-
-    Args:
-        package: The plugin's environment package (the rows of its table).
-        versions: The versions of ``package`` to try.
-        python: The Pythons to try.
-        pins: Per version of ``package``, companion packages fixed with it (nle 1.3.0 pins
-            gymnasium 1.2.0).
-        axes: Further packages whose versions multiply the cells.
-        known_bad: Combinations recorded as excluded, with their reason.
-        extras: Requirements installed in every cell (``pettingzoo[butterfly]``).
-        follow: Further packages ``puffer matrix discover`` follows on the package index, each
-            with a version specifier bounding which releases become cells (``{"numpy": ">=2.4"}``;
-            ``""`` for no bound). Its environment package, its axes and the companions its newest
-            version pins are followed anyway; an entry for one of them bounds it too. A followed
-            release becomes a cell only when newer than every version of it declared here.
-    """
-
-    package: str
-    versions: tuple[str, ...]
-    python: tuple[str, ...] = ("3.10", "3.11", "3.12", "3.13")
-    pins: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    axes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    known_bad: tuple[KnownBad, ...] = ()
-    #: Extra requirements installed in every cell (e.g. ``pettingzoo[butterfly]``).
-    extras: tuple[str, ...] = ()
-    #: Packages followed on the package index → the specifier bounding their new releases.
-    follow: Mapping[str, str] = field(default_factory=dict)
-
-    def validate(self, plugin: str) -> None:
-        """Every name, version and requirement here ends up on a ``uv pip install`` command line
-        (or decides which cells run), so each must be exactly what it says: a package name, a
-        version, a PEP 508 requirement from the package index; never an option, URL or path."""
-        what = "CompatAxes"
-        _check_package(plugin, what, "package", self.package)
-        for version in _check_str_tuple(plugin, what, "versions", self.versions):
-            _check_version(plugin, what, "versions", version)
-        for py in _check_str_tuple(plugin, what, "python", self.python):
-            if not PYTHON_VERSION_RE.match(py):
-                raise _fail(plugin, what, "python", f"holds {py!r}; write versions like '3.11'")
-        if not isinstance(self.pins, Mapping):
-            raise _fail(plugin, what, "pins", "must map a version to {package: version}")
-        for version, companions in self.pins.items():
-            if version not in self.versions:
-                raise _fail(plugin, what, "pins", f"has {version!r}, which is not in versions")
-            if not isinstance(companions, Mapping):
-                raise _fail(plugin, what, "pins", f"[{version!r}] must be a mapping")
-            for name, pinned in companions.items():
-                _check_package(plugin, what, f"pins[{version}]", name)
-                _check_version(plugin, what, f"pins[{version}][{name}]", pinned)
-        if not isinstance(self.axes, Mapping):
-            raise _fail(plugin, what, "axes", "must map a package to a list of versions")
-        for name, versions in self.axes.items():
-            _check_package(plugin, what, "axes", name)
-            for version in _check_str_tuple(plugin, what, f"axes[{name}]", versions):
-                _check_version(plugin, what, f"axes[{name}]", version)
-        if not isinstance(self.known_bad, (list, tuple)):
-            raise _fail(plugin, what, "known_bad", f"must be a list of KnownBad, got {self.known_bad!r}")
-        for bad in self.known_bad:
-            _check_known_bad(plugin, what, bad)
-        for requirement in _check_str_tuple(plugin, what, "extras", self.extras):
-            problem = requirement_problem(requirement)
-            if problem:
-                raise _fail(plugin, what, "extras", f"holds {requirement!r}, which {problem}")
-        _check_follow(plugin, what, self.follow)
-
-
-def _check_follow(plugin: str, what: str, follow: Any) -> None:
-    if not isinstance(follow, Mapping):
-        raise _fail(plugin, what, "follow", "must map a package to a version specifier ('' for no bound)")
-    for name, spec in follow.items():
-        _check_package(plugin, what, "follow", name)
-        try:
-            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
-                raise InvalidSpecifier(spec)
-            SpecifierSet(spec)
-        except InvalidSpecifier:
-            problem = f"has {name}: {spec!r}, not a version specifier ('>=2.4', or '' for none)"
-            raise _fail(plugin, what, "follow", problem) from None
-
-
-def _check_known_bad(plugin: str, what: str, bad: Any) -> None:
-    if not isinstance(bad, KnownBad):
-        raise _fail(plugin, what, "known_bad", f"holds {bad!r}, not a KnownBad")
-    if not isinstance(bad.when, Mapping) or not bad.when:
-        raise _fail(plugin, what, "known_bad", f"entry {bad.when!r} must map packages (or 'python') to specifiers")
-    if not isinstance(bad.reason, str) or not bad.reason.strip():
-        raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} needs a reason")
-    if CONTROL_CHAR_RE.search(bad.reason):
-        raise _fail(plugin, what, "known_bad", f"entry {dict(bad.when)!r} has a reason of more than one line")
-    for name, spec in bad.when.items():
-        if not (isinstance(name, str) and name.lower() == "python"):
-            _check_package(plugin, what, "known_bad", name)
-        try:
-            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
-                raise InvalidSpecifier(spec)
-            SpecifierSet(spec)
-        except InvalidSpecifier:
-            raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier") from None
 
 
 def package_name_problem(name: Any) -> str | None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import pluggy
 
-from puffer_core.specs.declarations import CompatAxes, DockerLayer, EnvSpec
+from puffer_core.specs.compat import CompatAxes
+from puffer_core.specs.declarations import DockerLayer, EnvSpec
 
 __all__ = [
     "PROJECT",

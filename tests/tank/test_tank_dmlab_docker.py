@@ -1,8 +1,8 @@
 """DeepMind Lab in PufferTank for real: the dmlab stage built from DeepMind Lab's source with
 Debian's Bazel (nothing downloaded but Debian's packages and pinned Python tools), then, inside
 the image, ``import deepmind_lab``, ``puffer run dmlab/seekavoid_arena_01 --steps 2000``,
-``puffer check dmlab``, and the plugin's test double compared with the engine on the same seed
-and actions (plugins/dmlab/tests/dmlab_probe.py).
+``puffer check dmlab``, the plugin's test double compared with the engine on the same seed and
+actions (plugins/dmlab/tests/dmlab_probe.py), and the matrix's dmlab cell run in the image.
 
 Needs a Docker engine with the base image (``tank/ci-setup.sh``) and the missing input that
 nothing here can download: DeepMind Lab's source at the commit the plugin pins, named by
@@ -115,6 +115,20 @@ def test_the_double_behaves_as_the_engine(dmlab_tank):
     )
     real = json.loads(out.decode().strip().splitlines()[-1])
     assert dmlab_probe.differences(real, dmlab_probe.probe(deepmind_lab_double)) == []
+
+
+def test_the_matrix_cell_runs_in_the_image(dmlab_tank, tmp_path):
+    """The tank-only cell of the matrix: the smoke run in this image, a real pass with its versions."""
+    out = tmp_path / "matrix"
+    command = [sys.executable, "-m", "puffer_core.cli.main", "matrix", "run", "--plugin", "dmlab"]
+    command += ["--no-common", "--no-builtins", "--out", str(out), "--work", str(tmp_path / "work")]
+    proc = subprocess.run([*command, "--tank-image", IMAGE], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads((out / "results.json").read_text())["cells"]["dmlab-deepmind-lab1.0-py3.11"]
+    log = pathlib.Path(record["log"]).read_text()  # absolute: the results are outside the checkout
+    assert record["outcome"] == "pass", f"{record['error']}\n{log[-3000:]}"
+    assert record["resolved"]["deepmind-lab"] == "1.0" and record["resolved"]["python"].startswith("3.11.")
+    assert record["inputs"]["image"].startswith("sha256:")
 
 
 def test_puffer_check_passes(dmlab_tank):

@@ -8,6 +8,7 @@ __all__ = ["compat_axes"]
 
 
 def compat_axes() -> CompatAxes:
-    # Honest by construction: `deepmind-lab` is not on the package index, so every cell
-    # records an install failure; the row is there so the table says so.
-    return CompatAxes(package="deepmind-lab", versions=("1.0",), python=("3.10", "3.11"))
+    # `deepmind-lab` is on no package index: PufferTank's environment layer builds it from the
+    # user's source (our Docker stage), as version 1.0 for the image's Python. So its one cell
+    # runs inside a built image (`puffer matrix run --tank-image`), never in a venv.
+    return CompatAxes(package="deepmind-lab", versions=("1.0",), python=("3.11",), tank_only=True)

@@ -141,8 +141,10 @@ def test_docker_layer_pins_every_input_to_its_bytes():
     assert stage.sources[0].verify is docker.check_source
 
 
-def test_compat_axes_record_the_unpublished_package():
+def test_compat_axes_record_the_unpublished_package_as_tank_only():
+    """deepmind-lab is on no index: its one cell is the image's build (1.0, the image's Python 3.11)."""
     axes = plugin.puffer_compat_axes()
     assert isinstance(axes, CompatAxes)
     axes.validate("dmlab")
-    assert axes.package == "deepmind-lab" and axes.versions == ("1.0",) and axes.python == ("3.10", "3.11")
+    assert axes.package == "deepmind-lab" and axes.versions == ("1.0",) and axes.python == ("3.11",)
+    assert axes.tank_only

@@ -6,7 +6,8 @@ import functools
 from typing import Any
 
 from puffer_core.plugins.builtin import probes
-from puffer_core.specs.declarations import CompatAxes, EnvSpec
+from puffer_core.specs.compat import CompatAxes
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.specs.hooks import hookimpl
 from puffer_core.specs.kwarg_rules import Flag, FloatRange, IntRange, KwargRule
 

@@ -1,5 +1,8 @@
 """The DeepMind Lab stage: the source check (commit verified), the rendered Dockerfile (nothing
-downloaded but Debian's packages and the hash-pinned Python tools; our Bazel files applied)."""
+downloaded but Debian's packages and the hash-pinned Python tools; our Bazel files applied).
+
+Here, not in the plugin's tests: it drives the stage through the tank's own render and source
+resolution, which a plugin's code and tests do not import (the plugin author's API)."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ import subprocess
 import tarfile
 
 import pytest
+from puffer_plugin_dmlab import docker
+
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.render import Constraints, render_envs
 from puffer_core.tank.sources import resolve_sources
-
-from puffer_plugin_dmlab import docker
 
 OTHER = "0123456789abcdef0123456789abcdef01234567"
 

@@ -1,0 +1,164 @@
+"""Cells of a package only PufferTank has (``CompatAxes.tank_only``): the smoke run inside the image.
+
+DeepMind Lab is built from its source by the image's environment layer and is on no package
+index, so its cell cannot be a venv. It runs the same smoke run as every other cell
+(``python -m puffer_core.testing.smoke``) in a container of a built PufferTank image
+(``puffer matrix run --tank-image``, default ``puffertank:latest``, what ``puffer tank build``
+tags), with no network, so the matrix records a real pass or a real failure of the plugin
+with the engine the image holds. The image's id is one input of the cell's hash: a rebuilt
+image re-runs the cell.
+
+Without a Docker client, an engine that answers, or the image, the cell's outcome is
+``tank-missing`` and its error says which and how to get one. The image's puffer-core and
+plugin are the ones it was built with: the record keeps their versions and the image id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import IO
+
+from puffer_core.matrix.environment import cell_environment
+from puffer_core.matrix.job import Job, JobResult, read_smoke_report
+from puffer_core.matrix.logs import summarize_log
+from puffer_core.matrix.options import RunOptions
+from puffer_core.matrix.processes import CellTimeout, Processes, scratch_dirs
+from puffer_core.matrix.store import MatrixError, now
+from puffer_core.matrix.trees import CELL_MODULE
+
+__all__ = ["TankImage", "check_tank_image", "find_tank_image", "run_tank_job"]
+
+#: An image reference as Docker takes it (name[:tag][@digest]); never an option.
+_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]*)?(@sha256:[0-9a-f]{64})?\Z")
+
+#: How a tank-only cell's image is built, for the ``tank-missing`` error.
+BUILD_HINT = "build one with the plugin's stage (puffer tank build --dmlab-source DIR for DeepMind Lab)"
+
+
+@dataclass(frozen=True)
+class TankImage:
+    """The image tank-only cells run in: its id on the engine, or why there is none."""
+
+    name: str
+    id: str | None = None
+    problem: str | None = None
+
+
+def check_tank_image(image: str) -> str:
+    """``--tank-image``'s value when it is an image reference, else the one-line MatrixError."""
+    if not isinstance(image, str) or not _IMAGE_RE.match(image):
+        raise MatrixError(
+            f"--tank-image {image!r} is not an image reference (e.g. puffertank:latest or puffertank:dev)"
+        )
+    return image
+
+
+def find_tank_image(image: str, pass_env: tuple[str, ...] | list[str] = ()) -> TankImage:
+    """Ask the Docker engine for ``image``'s id (``docker image inspect``); never raises."""
+    check_tank_image(image)
+    docker = shutil.which("docker")
+    if docker is None:
+        return TankImage(
+            image, problem=f"no docker command on PATH: tank-only cells run in a PufferTank image; {BUILD_HINT}"
+        )
+    with scratch_dirs() as (home, cwd):
+        env = {**cell_environment("docker", pass_env), "HOME": home}
+        try:
+            proc = subprocess.run(
+                [docker, "image", "inspect", "--format", "{{.Id}}", "--", image],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=cwd,
+                timeout=60,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return TankImage(image, problem=f"docker image inspect {image} failed: {exc}")
+    if proc.returncode == 0 and proc.stdout.strip():
+        return TankImage(image, id=proc.stdout.strip().splitlines()[0])
+    said = summarize_log(proc.stderr or proc.stdout)
+    if re.search(r"no such image|not found", said, re.IGNORECASE):
+        return TankImage(
+            image, problem=f"no image {image} on the Docker engine: {BUILD_HINT}, or name one with --tank-image"
+        )
+    return TankImage(image, problem=f"the Docker engine did not answer ({said}): start it (tank/ci-setup.sh does)")
+
+
+def run_tank_job(job: Job, options: RunOptions, procs: Processes, image: TankImage) -> JobResult:
+    """The smoke run in a container of ``image`` (no network, removed after); the outcome, never raised."""
+    start = time.monotonic()
+    log_path = options.out / "logs" / f"{job.id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    result = JobResult("tank-missing", 0.0, log=options.shown(log_path))
+    name = f"puffer-matrix-{job.id}-{int(time.time() * 1000)}"
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"# cell {job.id}: inside PufferTank image {image.name} ({image.id or 'not found'})\n")
+        log.write(f"# plugins {', '.join(p.name for p in job.plugins)}\n# started {now()}\n")
+        try:
+            if image.id is None:
+                result.error = image.problem
+                log.write(f"\n{image.problem}\n")
+            else:
+                _smoke_in_image(job, options, procs, image, name, log, start, result)
+        except CellTimeout:
+            result.outcome = "timeout"
+            result.error = f"timed out after {options.timeout:g} s in the container"
+            log.write(f"\n{result.error}\n")
+        finally:
+            result.seconds = round(time.monotonic() - start, 2)
+            log.write(f"\n# outcome: {result.outcome} in {result.seconds} s\n")
+    return result
+
+
+def _smoke_in_image(
+    job: Job,
+    options: RunOptions,
+    procs: Processes,
+    image: TankImage,
+    name: str,
+    log: IO[str],
+    start: float,
+    result: JobResult,
+) -> None:
+    """The smoke run in a container made first (``docker create``) and then attached to (``docker start
+    --attach``), so that the container exists by name before anything can time out; removed after in
+    every case. Its report is read as a venv cell's, the versions from the image."""
+    docker = shutil.which("docker") or "docker"
+    deadline = start + options.timeout
+    create = [docker, "create", "--name", name, "--network", "none", "--env", "PUFFERTANK_QUIET=1", "--", image.id]
+    create += ["python", "-X", "faulthandler", "-m", CELL_MODULE, "--json"]
+    create += [f"--plugin={plugin.name}" for plugin in job.plugins]
+    create.append(f"--packages={','.join(dict.fromkeys(job.reported))}")
+    try:
+        rc, out, err = procs.run(create, log, deadline, stage="docker", capture_stdout=True)
+        if rc != 0:  # the outcome stays tank-missing: the image could not be run
+            result.error = f"docker create failed: {summarize_log(err or out)}"
+            return
+        attach = [docker, "start", "--attach", "--", name]
+        rc, out, err = procs.run(attach, log, deadline, stage="docker", capture_stdout=True)
+    finally:
+        _remove_container(name, options)
+    read_smoke_report(rc, out, err, result)
+    report = {}
+    with contextlib.suppress(json.JSONDecodeError, IndexError):
+        report = json.loads(out.strip().splitlines()[-1])
+    versions = report.get("versions") or {}
+    result.resolved = {package: version for package, version in versions.items() if version}
+    if report.get("python"):
+        result.resolved["python"] = report["python"]
+
+
+def _remove_container(name: str, options: RunOptions) -> None:
+    """Remove the cell's container by name, running or not (a killed client leaves it running)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return
+    with scratch_dirs() as (home, cwd), contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        env = {**cell_environment("docker", options.pass_env), "HOME": home}
+        subprocess.run([docker, "rm", "--force", "--", name], capture_output=True, env=env, cwd=cwd, timeout=60)
