@@ -14,17 +14,17 @@ from puffer_core import AnyOf, CompatAxes, DockerLayer, EnvSpec, IntRange, Kwarg
 
 from puffer_plugin_dmlab.actions import ACTION_NAMES, IMPALA_ACTION_SET
 from puffer_plugin_dmlab.compat import compat_axes
-from puffer_plugin_dmlab.docker import docker_layer
+from puffer_plugin_dmlab.docker import DMLAB_COMMIT, docker_layer
 from puffer_plugin_dmlab.levels import LEVELS
 
 __all__ = ["ACTION_NAMES", "IMPALA_ACTION_SET", "INSTALL_HINT", "LEVELS", "RESTORABLE", "make_env"]
 __version__ = "0.1.0"
 
 INSTALL_HINT = (
-    "DeepMind Lab is not on PyPI. Use PufferTank (its environment layer builds it), or build the wheel "
-    "from source with Bazel 7.6.1 as the puffer-plugin-dmlab README describes: git clone "
-    "https://github.com/google-deepmind/lab && cd lab && bazel build -c opt //python/pip_package:build_pip_package "
-    "&& ./bazel-bin/python/pip_package/build_pip_package /tmp/dmlab_pkg && pip install /tmp/dmlab_pkg/*.whl"
+    "DeepMind Lab is not on PyPI. Use PufferTank, whose environment layer builds it from its source: "
+    f"git clone https://github.com/google-deepmind/lab DIR && git -C DIR checkout {DMLAB_COMMIT} "
+    "&& puffer tank build --plugins dmlab --dmlab-source DIR; "
+    "or build the wheel yourself as the puffer-plugin-dmlab README describes"
 )
 
 
