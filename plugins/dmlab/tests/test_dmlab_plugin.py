@@ -72,7 +72,8 @@ def test_missing_deepmind_lab_says_how_to_get_it(no_deepmind_lab):
     message = str(caught.value)
     assert "dmlab/lt_chasm needs deepmind_lab" in message
     assert "not on PyPI" in message and "PufferTank" in message
-    assert "bazel build" in message and "build_pip_package" in message and "README" in message
+    assert f"git -C DIR checkout {docker.DMLAB_COMMIT}" in message and "--dmlab-source DIR" in message
+    assert "README" in message
 
 
 def test_puffer_envs_lists_dmlab_as_unavailable_with_the_hint():
