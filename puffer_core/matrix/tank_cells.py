@@ -142,8 +142,10 @@ def _smoke_in_image(
             return
         attach = [docker, "start", "--attach", "--", name]
         rc, out, err = procs.run(attach, log, deadline, stage="docker", capture_stdout=True)
-    finally:
-        _remove_container(name, options)
+    except BaseException:  # a timeout or an interrupt killed the client: the container may live on
+        _remove_container(name, options, settle=True)
+        raise
+    _remove_container(name, options)
     read_smoke_report(rc, out, err, result)
     report = {}
     with contextlib.suppress(json.JSONDecodeError, IndexError):
@@ -154,11 +156,22 @@ def _smoke_in_image(
         result.resolved["python"] = report["python"]
 
 
-def _remove_container(name: str, options: RunOptions) -> None:
-    """Remove the cell's container by name, running or not (a killed client leaves it running)."""
+def _remove_container(name: str, options: RunOptions, settle: bool = False) -> None:
+    """Remove the cell's container by name, running or not (a killed client leaves it running).
+
+    ``settle``: the client was killed, perhaps while the engine was still creating the
+    container; watch a few seconds for it to appear, and remove it then too."""
     docker = shutil.which("docker")
     if docker is None:
         return
     with scratch_dirs() as (home, cwd), contextlib.suppress(OSError, subprocess.TimeoutExpired):
         env = {**cell_environment("docker", options.pass_env), "HOME": home}
-        subprocess.run([docker, "rm", "--force", "--", name], capture_output=True, env=env, cwd=cwd, timeout=60)
+
+        def docker_run(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([docker, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=60)
+
+        docker_run("rm", "--force", "--", name)
+        for _ in range(10 if settle else 0):
+            time.sleep(0.5)
+            if docker_run("container", "inspect", "--", name).returncode == 0:
+                docker_run("rm", "--force", "--", name)
