@@ -9,7 +9,8 @@ Verdicts:
 - verified: a cell passed on this Python with exactly the installed versions of its pins (a
   plugin), or some passing cell on this Python resolved this version (a package);
 - known bad: one of the plugin's known-bad rules matches, or a cell on this Python with
-  exactly these pins failed (not one the matrix excluded: its rule says why);
+  exactly these pins failed (not one the matrix excluded: its rule says why; nor one that
+  never ran them, ``NEVER_RAN``: no interpreter, no PufferTank image);
 - not verified: anything else, with the nearest verified set and the command that installs it.
 
 A package is judged only where it matters here: puffer-core's own dependencies, and what the
@@ -224,6 +225,10 @@ def _described(pins: Mapping[str, str | None]) -> str:
     return ", ".join(f"{name} {version or '(not installed)'}" for name, version in pins.items()) or "nothing"
 
 
+#: Outcomes of cells that never tried their combination: they judge nothing.
+NEVER_RAN = ("interpreter-missing", "tank-missing")
+
+
 def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data: Mapping[str, Any]) -> Finding:
     """The verdict on ``plugin`` as installed here (see the module's docstring)."""
     installed = _canonical(installed)
@@ -252,7 +257,7 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
             found.update(nearest=None, fix=None)
             return Finding(verdict=VERIFIED, reason=f"cell {cell['id']} passed", cell=cell["id"], **found)
     for cell in matching:
-        if cell.get("outcome") != "excluded":
+        if cell.get("outcome") not in ("excluded", *NEVER_RAN):
             reason = f"cell {cell['id']}: {cell.get('outcome')}" + (f": {cell['reason']}" if cell.get("reason") else "")
             return Finding(verdict=KNOWN_BAD, reason=reason, cell=cell["id"], **found)
     reason = f"no cell on Python {python} ran {_described(pins)}"

@@ -18,7 +18,7 @@ import pathlib
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -34,7 +34,17 @@ from puffer_core.matrix.trees import CELL_MODULE
 from puffer_core.matrix.wheels import WheelError, Wheels
 from puffer_core.specs.declarations import PYTHON_VERSION_RE, requirement_problem
 
-__all__ = ["REPORTED", "Job", "JobResult", "read_smoke_report", "rebuilt_requirement", "requirement_names", "run_job"]
+__all__ = [
+    "REPORTED",
+    "Job",
+    "JobResult",
+    "LoggedJob",
+    "logged_job",
+    "read_smoke_report",
+    "rebuilt_requirement",
+    "requirement_names",
+    "run_job",
+]
 
 #: Packages whose installed versions every record keeps, when present.
 REPORTED = ("puffer-core", "gymnasium", "numpy", "pettingzoo", "shimmy", "gym")
@@ -216,30 +226,55 @@ class _JobRun:
         read_smoke_report(rc, out, err, self.result)
 
 
-def run_job(job: Job, options: RunOptions, uv: str, wheels: Wheels, core_hash: str, procs: Processes) -> JobResult:
-    """Fresh venv, install, smoke run; the outcome, never raised (a timeout is an outcome too)."""
+@dataclass
+class LoggedJob:
+    """One job's open log, its result, when it started and where it is (for a timeout's message)."""
+
+    log: IO[str]
+    result: JobResult
+    start: float
+    where: str = ""
+
+
+@contextlib.contextmanager
+def logged_job(job: Job, options: RunOptions, outcome: str, header: Iterable[str]) -> Iterator[LoggedJob]:
+    """``<out>/logs/<job-id>.log`` opened with ``header``, and the result (``outcome`` until the job says
+    otherwise); a timeout inside becomes the outcome, and the outcome and seconds end the log."""
     start = time.monotonic()
     log_path = options.out / "logs" / f"{job.id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    result = JobResult("install-failed", 0.0, log=options.shown(log_path))
-    stage = "install"
+    result = JobResult(outcome, 0.0, log=options.shown(log_path))
     with open(log_path, "w", encoding="utf-8") as log:
-        log.write(f"# cell {job.id}: Python {job.python}, plugins {', '.join(p.name for p in job.plugins)}\n")
-        log.write(f"# requirements: {' '.join(job.requirements) or '(none)'}\n# started {now()}\n")
-        run = _JobRun(job, options, uv, procs, log, start + options.timeout, result)
+        log.writelines(f"# {line}\n" for line in header)
+        log.write(f"# started {now()}\n")
+        logged = LoggedJob(log, result, start)
         try:
-            if run.create_venv() and run.install(wheels, core_hash):
-                stage = "smoke"
-                run.smoke()
+            yield logged
         except CellTimeout:
             result.outcome = "timeout"
-            result.error = f"timed out after {options.timeout:g} s during {stage}"
+            result.error = f"timed out after {options.timeout:g} s {logged.where}".rstrip()
             log.write(f"\n{result.error}\n")
         finally:
             result.seconds = round(time.monotonic() - start, 2)
             log.write(f"\n# outcome: {result.outcome} in {result.seconds} s\n")
             if result.error:
                 log.write(f"# error: {result.error}\n")
+
+
+def run_job(job: Job, options: RunOptions, uv: str, wheels: Wheels, core_hash: str, procs: Processes) -> JobResult:
+    """Fresh venv, install, smoke run; the outcome, never raised (a timeout is an outcome too)."""
+    header = [
+        f"cell {job.id}: Python {job.python}, plugins {', '.join(p.name for p in job.plugins)}",
+        f"requirements: {' '.join(job.requirements) or '(none)'}",
+    ]
+    with logged_job(job, options, "install-failed", header) as logged:
+        run = _JobRun(job, options, uv, procs, logged.log, logged.start + options.timeout, logged.result)
+        try:
+            logged.where = "during install"
+            if run.create_venv() and run.install(wheels, core_hash):
+                logged.where = "during smoke"
+                run.smoke()
+        finally:
             if not options.keep_venvs:
                 shutil.rmtree(run.venv, ignore_errors=True)
-    return result
+    return logged.result

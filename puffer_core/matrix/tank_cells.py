@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import IO
 
 from puffer_core.matrix.environment import cell_environment
-from puffer_core.matrix.job import Job, JobResult, read_smoke_report
+from puffer_core.matrix.job import Job, JobResult, logged_job, read_smoke_report
 from puffer_core.matrix.logs import summarize_log
 from puffer_core.matrix.options import RunOptions
-from puffer_core.matrix.processes import CellTimeout, Processes, scratch_dirs
-from puffer_core.matrix.store import MatrixError, now
+from puffer_core.matrix.processes import Processes, scratch_dirs
+from puffer_core.matrix.store import MatrixError
 from puffer_core.matrix.trees import CELL_MODULE
 
 __all__ = ["TankImage", "check_tank_image", "find_tank_image", "run_tank_job"]
@@ -92,28 +92,18 @@ def find_tank_image(image: str, pass_env: tuple[str, ...] | list[str] = ()) -> T
 
 def run_tank_job(job: Job, options: RunOptions, procs: Processes, image: TankImage) -> JobResult:
     """The smoke run in a container of ``image`` (no network, removed after); the outcome, never raised."""
-    start = time.monotonic()
-    log_path = options.out / "logs" / f"{job.id}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    result = JobResult("tank-missing", 0.0, log=options.shown(log_path))
     name = f"puffer-matrix-{job.id}-{int(time.time() * 1000)}"
-    with open(log_path, "w", encoding="utf-8") as log:
-        log.write(f"# cell {job.id}: inside PufferTank image {image.name} ({image.id or 'not found'})\n")
-        log.write(f"# plugins {', '.join(p.name for p in job.plugins)}\n# started {now()}\n")
-        try:
-            if image.id is None:
-                result.error = image.problem
-                log.write(f"\n{image.problem}\n")
-            else:
-                _smoke_in_image(job, options, procs, image, name, log, start, result)
-        except CellTimeout:
-            result.outcome = "timeout"
-            result.error = f"timed out after {options.timeout:g} s in the container"
-            log.write(f"\n{result.error}\n")
-        finally:
-            result.seconds = round(time.monotonic() - start, 2)
-            log.write(f"\n# outcome: {result.outcome} in {result.seconds} s\n")
-    return result
+    header = [
+        f"cell {job.id}: inside PufferTank image {image.name} ({image.id or 'not found'})",
+        f"plugins {', '.join(p.name for p in job.plugins)}",
+    ]
+    with logged_job(job, options, "tank-missing", header) as logged:
+        logged.where = "in the container"
+        if image.id is None:
+            logged.result.error = image.problem
+        else:
+            _smoke_in_image(job, options, procs, image, name, logged.log, logged.start, logged.result)
+    return logged.result
 
 
 def _smoke_in_image(

@@ -145,6 +145,15 @@ def test_known_bad_by_a_failing_cell_but_not_by_an_excluded_one():
     )
 
 
+@pytest.mark.parametrize("outcome", ["tank-missing", "interpreter-missing"])
+def test_a_cell_that_never_ran_its_combination_judges_nothing(outcome):
+    """A tank-only cell without an image, or a Python uv did not find: not verified, never known bad."""
+    data = matrix([*CELLS, cell("nethack", {"nle": "1.4.0", "gymnasium": "1.2.0"}, outcome=outcome)], commons=COMMON)
+    finding = doctor.plugin_finding("nethack", PY, {**GOOD, "nle": "1.4.0"}, data)
+    assert finding.verdict == NOT_VERIFIED and "no cell on Python 3.11 ran" in finding.reason
+    assert doctor.known_bad_warning("nethack", PY, {**GOOD, "nle": "1.4.0"}, data) is None
+
+
 def test_an_unknown_python_is_not_verified_and_the_nearest_one_is_named():
     data = matrix(CELLS, commons={**COMMON, "3.13": {"outcome": "pass", "members": {}, "dropped": {}}})
     report = doctor.diagnose("3.14", GOOD, data, "0.1.0")
