@@ -102,6 +102,19 @@ def test_puffer_run_steps_the_engine(dmlab_tank):
     assert "2,000 steps" in out and "episodes finished" in out
 
 
+def test_a_recording_of_the_engine_frames(dmlab_tank):
+    """`--record`: a few seconds of the engine's own frames as an MP4, which change as the agent moves."""
+    script = (
+        "mkdir -m 700 /tmp/rec && puffer run dmlab/seekavoid_arena_01 --steps 300 --record /tmp/rec/s.mp4 "
+        "> /dev/null && python -c \"import imageio.v3 as iio; f = iio.imread('/tmp/rec/s.mp4'); "
+        'print(len(f), f.shape[1:], len({x.tobytes() for x in f}))"'
+    )
+    out = _run(dmlab_tank["client"], ["bash", "-c", script]).split("\n")
+    line = [text for text in out if text.strip()][-1]
+    frames, distinct = int(line.split()[0]), int(line.split()[-1])
+    assert frames >= 100 and distinct > frames // 2, line
+
+
 def test_the_double_behaves_as_the_engine(dmlab_tank):
     sys.path.insert(0, str(PLUGIN_TESTS))
     try:

@@ -70,6 +70,17 @@ def test_envs_run_inside_the_tank(client, built, env_id, plugin):
     assert "no GPU visible" in out
 
 
+def test_a_recording_is_made_inside_the_tank(client, built):
+    """`--record run.mp4` (puffer-core's record extra is in the image): Breakout's frames, which change."""
+    script = (
+        "mkdir -m 700 /tmp/rec && puffer run atari/breakout --steps 300 --record /tmp/rec/b.mp4 > /dev/null && "
+        "python -c \"import imageio.v3 as iio; f = iio.imread('/tmp/rec/b.mp4'); "
+        'print(len(f), len({x.tobytes() for x in f}))"'
+    )
+    frames, distinct = map(int, _stdout(client, ["bash", "-c", script]).split()[-2:])
+    assert frames >= 100 and distinct > 10, (frames, distinct)
+
+
 def test_ray_is_in_the_tank_to_join_a_cluster(client, built):
     assert _stdout(client, ["ray", "--version"]).startswith("ray, version ")
 
