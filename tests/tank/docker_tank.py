@@ -64,3 +64,20 @@ def build_tank(tag: str = TAG, extra: tuple[str, ...] | list[str] = (), env: dic
     print(f"puffer tank build took {seconds:.0f} s\n{log[-3000:]}")
     assert proc.returncode == 0, f"build failed (exit {proc.returncode}):\n{log[-6000:]}"
     return {"log": log, "ca": machine_ca(), "seconds": seconds}
+
+
+def run_in(client, image: str, command, stderr: bool = True, quiet: bool = True, **kwargs) -> str:
+    """A command's output (stdout, and stderr unless ``stderr=False``) in a throw-away container of
+    ``image`` without a network; ``quiet`` leaves out the entrypoint's banner."""
+    environment = {"PUFFERTANK_QUIET": "1"} if quiet else {}
+    out = client.containers.run(
+        image,
+        command,
+        network_mode="none",
+        remove=True,
+        stdout=True,
+        stderr=stderr,
+        environment={**environment, **kwargs.pop("environment", {})},
+        **kwargs,
+    )
+    return out.decode("utf-8", "replace")

@@ -23,7 +23,7 @@ import sys
 import time
 
 import pytest
-from docker_tank import ROOT, unavailable
+from docker_tank import ROOT, run_in, unavailable
 
 from puffer_core.bench.box import ci_build_command
 
@@ -71,17 +71,7 @@ def dmlab_tank():
 
 
 def _run(client, command: list[str], **kwargs) -> str:
-    out = client.containers.run(
-        IMAGE,
-        command,
-        network_mode="none",
-        remove=True,
-        stdout=True,
-        stderr=True,
-        environment={"PUFFERTANK_QUIET": "1"},
-        **kwargs,
-    )
-    return out.decode("utf-8", "replace")
+    return run_in(client, IMAGE, command, **kwargs)
 
 
 def test_the_stage_downloaded_nothing_but_packages(dmlab_tank):

@@ -23,28 +23,19 @@ import sys
 import time
 
 import pytest
-from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG
+from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG, run_in
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 def _stdout(client, command, image=IMAGES["final"]) -> str:
     """A command's stdout alone, no banner."""
-    out = client.containers.run(
-        image,
-        command,
-        network_mode="none",
-        remove=True,
-        stdout=True,
-        stderr=False,
-        environment={"PUFFERTANK_QUIET": "1"},
-    )
-    return out.decode("utf-8")
+    return run_in(client, image, command, stderr=False)
 
 
 def _run(client, command, image=IMAGES["final"], **kwargs) -> str:
-    out = client.containers.run(image, command, network_mode="none", remove=True, stdout=True, stderr=True, **kwargs)
-    return out.decode("utf-8", "replace")
+    """A command's stdout and stderr, the entrypoint's banner included."""
+    return run_in(client, image, command, quiet=False, **kwargs)
 
 
 def test_three_layers_are_built_and_chained(client, built):
