@@ -37,14 +37,23 @@ def site(tmp_path, monkeypatch):
             del sys.modules[name]
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "ray_absent: a Ray test that needs no Ray running on the machine (first among the Ray tests)"
+    )
+
+
 def pytest_collection_modifyitems(items):
     """Tests marked ``ray`` run last, in their collected order: one Ray instance then serves
     them all (starting one takes ~10 s) and no other test runs beside its processes. Those
-    marked ``ray_cluster`` too come after them: their cluster replaces that instance (Ray is
-    one per process)."""
+    marked ``ray_absent`` come first among them, before any Ray starts (a Ray test's own
+    backend keeps its instance for the rest of the session). Those marked ``ray_cluster`` too
+    come last: their cluster replaces that instance (Ray is one per process)."""
 
     def order(item):
-        return (item.get_closest_marker("ray") is not None, item.get_closest_marker("ray_cluster") is not None)
+        ray = item.get_closest_marker("ray") is not None
+        absent = item.get_closest_marker("ray_absent") is not None
+        return (ray, not absent, item.get_closest_marker("ray_cluster") is not None)
 
     items.sort(key=order)  # stable
 

@@ -64,6 +64,7 @@ def test_an_unreachable_address_is_one_line_naming_it_and_how_to_start_a_head():
 
 
 @pytest.mark.ray
+@pytest.mark.ray_absent  # runs before the other Ray tests start theirs
 def test_auto_with_no_cluster_is_one_line(tmp_path):
     from ray._private.services import find_gcs_addresses
 
