@@ -37,12 +37,6 @@ def site(tmp_path, monkeypatch):
             del sys.modules[name]
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "ray_absent: a Ray test that needs no Ray running on the machine (first among the Ray tests)"
-    )
-
-
 def pytest_collection_modifyitems(items):
     """Tests marked ``ray`` run last, in their collected order: one Ray instance then serves
     them all (starting one takes ~10 s) and no other test runs beside its processes. Those
