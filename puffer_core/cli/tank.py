@@ -8,8 +8,10 @@
     puffer tank shell  [--image TAG] [--mount DIR] [--user UID:GID] [--gpus auto|all|none] [--cap-add CAP] ...
     puffer tank run    [same options] -- CMD...
     puffer tank lock   IMAGE [--json]
-    puffer tank push   [IMAGE] --registry HOST[:PORT]/NAME [--json]      (puffer_core.cli.tank_registry)
-    puffer tank pull   --registry HOST[:PORT]/NAME [--lock DIGEST] [--tag LOCAL] [--json]
+    puffer tank build  --from-registry HOST[:PORT]/NAME --pins FILE ...
+    puffer tank push   [IMAGE] --registry HOST[:PORT]/NAME [--pins FILE] [--json]   (puffer_core.cli.tank_registry)
+    puffer tank pull   REPO@sha256:DIGEST | --pins FILE [--tag LOCAL] [--json]
+    puffer tank pull   --registry HOST[:PORT]/NAME [--lock DIGEST] [--json]         (a tag, unverified)
 
 Exit codes: 0 done, 1 a user error (bad selection, missing constraints, failed build), 2 no
 Docker engine (or no docker SDK, or no docker client) to build or run with; ``run`` exits
@@ -34,6 +36,7 @@ from puffer_core.cli.tables import output_console, print_table
 from puffer_core.cli.tank_registry import REGISTRY_HELP, pull_cmd, push_cmd
 from puffer_core.errors import PufferError
 from puffer_core.tank import container, login
+from puffer_core.tank.base_image import IMAGE_ID
 from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
 from puffer_core.tank.build_args import machine_build_args
 from puffer_core.tank.engine import connect, engine_url
@@ -55,7 +58,8 @@ from puffer_core.tank.lock import (
     parse_lock,
     read_build_lock,
 )
-from puffer_core.tank.registry import parse_registry
+from puffer_core.tank.pins import read_pins
+from puffer_core.tank.registry import image_reference, parse_registry
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
@@ -281,9 +285,15 @@ def _check_hashlock(
     "--from-registry",
     "from_registry",
     metavar="HOST[:PORT]/NAME",
-    help="Take each layer pushed there (puffer tank push) that was built from the same inputs (tag "
-    "inputs-<sha256>: its Dockerfile and files, build arguments, the layer below) instead of building it; "
-    "a layer it does not have is built. " + REGISTRY_HELP,
+    help="Take each layer that --pins FILE pins for the same inputs (its Dockerfile and files, build arguments, "
+    "the layer below) from there, pulled by its digest, instead of building it; any other layer is built. "
+    + REGISTRY_HELP,
+)
+@click.option(
+    "--pins",
+    "pins_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+    help="With --from-registry: the pins file puffer tank push --pins wrote; only the digests it gives are taken.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
 @click.pass_context
@@ -305,6 +315,7 @@ def build_cmd(
     build_args: tuple[str, ...],
     lock_path: pathlib.Path | None,
     from_registry: str | None,
+    pins_path: pathlib.Path | None,
     quiet: bool,
 ) -> None:
     """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log.
@@ -328,6 +339,14 @@ def build_cmd(
     stages = STAGES if stage == "all" else (stage,)
     tags = image_tags(tag)
     registry = None if from_registry is None else parse_registry(from_registry)
+    if (registry is None) != (pins_path is None):
+        raise TankError(
+            "--from-registry REG and --pins FILE go together: a layer is taken from the registry only by the "
+            "digest the pins file (puffer tank push --pins) gives for its inputs, never by a tag or a label"
+        )
+    pins = None if pins_path is None else read_pins(pins_path)
+    if base_image is not None and not IMAGE_ID.match(base_image):
+        image_reference(base_image, "--base-image")
     lock = None if lock_path is None else read_build_lock(lock_path, network, root)
     if base_image is None and lock is not None and lock.base_image is not None and "base" in stages:
         base_image = lock.base_image
@@ -358,6 +377,8 @@ def build_cmd(
         render_command=selection.command,
         lock=lock,
         from_registry=registry,
+        pins=pins,
+        from_pins=str(pins_path or ""),
         sources=sources,
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")

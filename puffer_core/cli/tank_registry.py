@@ -1,7 +1,8 @@
 """``puffer tank push`` and ``puffer tank pull``: PufferTank images to and from a registry.
 
-    puffer tank push [IMAGE] --registry HOST[:PORT]/NAME [--json]
-    puffer tank pull --registry HOST[:PORT]/NAME [--lock DIGEST] [--tag LOCAL] [--json]
+    puffer tank push [IMAGE] --registry HOST[:PORT]/NAME [--pins FILE] [--json]
+    puffer tank pull REPO@sha256:DIGEST | --pins FILE  [--tag LOCAL] [--json]   (verified: by digest)
+    puffer tank pull --registry HOST[:PORT]/NAME [--lock DIGEST] [--json]      (unverified: a tag, to look)
 
 Registered on the ``puffer tank`` group by :mod:`puffer_core.cli.tank` (which holds
 ``build --from-registry``); what the commands do is :mod:`puffer_core.tank.push` and
@@ -11,15 +12,19 @@ Registered on the ``puffer tank`` group by :mod:`puffer_core.cli.tank` (which ho
 from __future__ import annotations
 
 import json
+import pathlib
 
 import click
 
 from puffer_core.cli.tables import output_console
 from puffer_core.tank.container import DEFAULT_IMAGE
 from puffer_core.tank.engine import connect
-from puffer_core.tank.pull import pull_image
+from puffer_core.tank.errors import TankError
+from puffer_core.tank.login import box_image
+from puffer_core.tank.pins import read_pins, write_pins
+from puffer_core.tank.pull import pull_pinned, pull_unverified
 from puffer_core.tank.push import push_image
-from puffer_core.tank.registry import parse_digest, parse_local_tag, parse_registry
+from puffer_core.tank.registry import image_reference, parse_digest, parse_local_tag, parse_registry, registry_of
 
 __all__ = ["REGISTRY_HELP", "pull_cmd", "push_cmd", "transfer_printer"]
 
@@ -43,70 +48,157 @@ def transfer_printer(quiet: bool = False):
     return out
 
 
+PINS_FILE = click.Path(dir_okay=False, path_type=pathlib.Path)
+
+
 @click.command("push")
 @click.argument("image", default=DEFAULT_IMAGE)
 @click.option("--registry", "registry", required=True, metavar="HOST[:PORT]/NAME", help=REGISTRY_HELP)
-@click.option("--json", "as_json", is_flag=True, help="Print {registry, image, digest, tags, layers, seconds} as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="Print the tags pushed only, not each layer.")
-def push_cmd(image: str, registry: str, as_json: bool, quiet: bool) -> None:
-    """Push IMAGE (default puffertank:latest) and the two layers it was built on to a registry.
+@click.option(
+    "--pins",
+    "pins_path",
+    type=PINS_FILE,
+    help="Write each pushed layer's REPO@sha256:DIGEST (with its image id, inputs and the lock digest) to this "
+    "JSON file: what puffer tank pull --pins and build --from-registry --pins trust.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {registry, image, digest, pins, tags, layers, seconds} as JSON."
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print each layer's digest only, not its progress.")
+def push_cmd(image: str, registry: str, pins_path: pathlib.Path | None, as_json: bool, quiet: bool) -> None:
+    """Push IMAGE (default puffertank:latest) and the two layers it was built on; print each as REPO@sha256:….
 
-    The final layer is tagged lock-<sha256>, its lock digest (`puffer tank lock IMAGE`), so
-    the tag says what is inside; the layers under it lock-<sha256>-envs and -base. Each
-    layer is also tagged inputs-<sha256>, what it was built from (for `puffer tank build
-    --from-registry`), and latest, latest-envs and latest-base move to them last. Uses the
-    credentials `docker login HOST` stored. Another box: puffer tank pull --registry REG
-    --lock <sha256>.
+    The digests are what another box trusts: the engine checks every byte it pulls by
+    digest. Give them on (puffer tank pull REPO@sha256:…) or write them with --pins FILE
+    and hand that file on (puffer tank pull --pins FILE). The tags pushed beside them are
+    for people browsing the registry: lock-<sha256> (the lock digest, `puffer tank lock
+    IMAGE`), lock-<sha256>-envs and -base, and latest, latest-envs and latest-base last.
+    Uses the credentials `docker login HOST` stored.
     """
     ref = parse_registry(registry)  # a typo is one line before the engine is asked
+    image_reference(image, "IMAGE")
     result = push_image(connect(), image, ref, transfer_printer(quiet or as_json))
+    assert result.pins is not None
+    if pins_path is not None:
+        write_pins(pins_path, result.pins)
     if as_json:
         click.echo(json.dumps(result.record(), indent=2))
         return
+    final = result.pins.layers["final"].ref
+    elsewhere = f"puffer tank pull --pins {pins_path}" if pins_path is not None else f"puffer tank pull {final}"
+    written = f"; pins written to {pins_path}" if pins_path is not None else ""
     console.print(
-        f"pushed {image} to {ref} as lock-{result.digest} (and -envs, -base, latest) in {result.seconds:.1f} s; "
-        f"elsewhere: puffer tank pull --registry {ref} --lock {result.digest}",
+        f"pushed {image} to {ref} in {result.seconds:.1f} s: {final} (lock sha256 {result.digest}){written}; "
+        f"elsewhere: {elsewhere}",
         soft_wrap=True,
     )
 
 
 @click.command("pull")
-@click.option("--registry", "registry", required=True, metavar="HOST[:PORT]/NAME", help=REGISTRY_HELP)
+@click.argument("image", required=False, metavar="[REPO@sha256:DIGEST]")
+@click.option(
+    "--pins",
+    "pins_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=pathlib.Path),
+    help="Pull the final layer a pins file names (puffer tank push --pins), by its digest; its image id and "
+    "lock digest are checked too.",
+)
+@click.option(
+    "--registry",
+    "registry",
+    metavar="HOST[:PORT]/NAME",
+    help="Pull a tag to look at it, UNVERIFIED: latest, or lock-DIGEST with --lock. It keeps the registry's name "
+    "only and never becomes the box's image. " + REGISTRY_HELP,
+)
 @click.option(
     "--lock",
     "lock",
     metavar="DIGEST",
-    help="The lock digest to pull (tag lock-DIGEST, as `puffer tank push` and `puffer tank lock` print it); "
-    "default: the tag latest.",
+    help="With --registry: the tag lock-DIGEST instead of latest (its lock label must say that digest).",
 )
 @click.option(
     "--tag",
     "local",
-    default=DEFAULT_IMAGE,
-    show_default=True,
-    help="Local name for the image (puffertank:latest is the box's current image: what shell, run and login start).",
+    help=f"Local name for an image pulled by digest (default {DEFAULT_IMAGE}, the box's current image: what "
+    "shell, run and login start).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print {registry, pulled, image, id, digest, seconds} as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {registry, pulled, image, id, digest, verified, served, seconds}."
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print the result only, not each layer.")
-def pull_cmd(registry: str, lock: str | None, local: str, as_json: bool, quiet: bool) -> None:
-    """Pull a PufferTank image from a registry, check what it holds, and tag it --tag.
+def pull_cmd(
+    image: str | None,
+    pins_path: pathlib.Path | None,
+    registry: str | None,
+    lock: str | None,
+    local: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Pull a PufferTank image by its digest and make it --tag (default: the box's image).
 
-    The image's lock digest is computed again from its own lock label and must be the one
-    its tag names (lock-DIGEST): a mismatch is refused and the image removed from the
-    engine. Without --lock the tag latest is pulled and the digest read is printed, to pin
-    with --lock next time. After it, `puffer tank lock TAG` prints that digest on this box
-    as on the box that pushed it.
+    REPO@sha256:DIGEST, as `puffer tank push` prints it, or --pins FILE: the engine checks
+    every byte it pulls against the digest, so what arrives is what was pushed. A pull by
+    tag (--registry REG [--lock DIGEST]) only lets you look: a tag names whatever was
+    pushed to it last and a label is text anyone who can push writes, so it says
+    UNVERIFIED, keeps the registry's name, and never becomes the box's image.
     """
-    ref = parse_registry(registry)
-    expected = None if lock is None else parse_digest(lock)
-    parse_local_tag(local)
-    result = pull_image(connect(), ref, expected, local, transfer_printer(quiet or as_json))
+    given = [name for name, value in (("IMAGE", image), ("--pins", pins_path), ("--registry", registry)) if value]
+    if len(given) != 1:
+        raise TankError(
+            f"give one of REPO@sha256:DIGEST, --pins FILE or --registry REG ({', '.join(given) or 'none'} given); "
+            "a box's image comes from a digest: puffer tank pull REPO@sha256:DIGEST"
+        )
+    if lock is not None and registry is None:
+        raise TankError("--lock goes with --registry REG (a tag to look at); a digest pull needs no --lock")
+    out = transfer_printer(quiet or as_json)
+    if registry is not None:
+        if local is not None:
+            raise TankError(
+                "--tag: a pull by tag is unverified and gets no local name; pull REPO@sha256:DIGEST or --pins FILE"
+            )
+        ref = parse_registry(registry)
+        expected = None if lock is None else parse_digest(lock)
+        result = pull_unverified(connect(), ref, expected, out, box_image=_box_image())
+    else:
+        local = local or DEFAULT_IMAGE
+        parse_local_tag(local)
+        pins = None if pins_path is None else read_pins(pins_path)
+        pin = None if pins is None else pins.layers["final"]
+        wanted = image_reference(pin.ref if pin is not None else str(image), "IMAGE")
+        if not wanted.pinned:
+            raise TankError(
+                f"{image!r} names no digest, and a tag names whatever was pushed to it last: give "
+                "REPO@sha256:DIGEST as puffer tank push printed it, or --registry REG to look at a tag unverified"
+            )
+        ref = registry_of(wanted, "IMAGE")
+        assert wanted.digest is not None
+        pinned_lock = None if pins is None else pins.lock
+        result = pull_pinned(connect(), ref, wanted.digest, local, out, pin=pin, lock=pinned_lock)
     if as_json:
         click.echo(json.dumps(result.record(), indent=2))
         return
-    pinned = "" if expected else f"; pin it: puffer tank pull --registry {ref} --lock {result.digest}"
+    if result.verified:
+        console.print(
+            f"pulled {result.pulled} as {result.image} ({result.id[:19]}) in {result.seconds:.1f} s: verified, "
+            f"every byte checked against its digest; lock sha256 {result.digest}",
+            soft_wrap=True,
+        )
+        return
     console.print(
-        f"pulled {result.pulled} as {result.image} ({result.id[:19]}) in {result.seconds:.1f} s; "
-        f"lock sha256 {result.digest} (checked){pinned}",
+        f"pulled {result.pulled} ({result.id[:19]}) in {result.seconds:.1f} s, [bold yellow]unverified[/]: a tag "
+        f"names whatever was pushed to it last, and its label's lock sha256 {result.digest} is text anyone who can "
+        f"push writes. It keeps the name {result.pulled} and is not this box's image. The registry served "
+        f"{result.served or 'no digest'}: if that is the digest puffer tank push printed, pull it by digest "
+        "(puffer tank pull REPO@sha256:DIGEST).",
         soft_wrap=True,
+        highlight=False,
     )
+
+
+def _box_image() -> str | None:
+    """The box's image as /etc/puffertank/image names it (None when it cannot be read)."""
+    try:
+        return box_image()
+    except TankError:
+        return None

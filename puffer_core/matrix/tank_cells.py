@@ -31,11 +31,10 @@ from puffer_core.matrix.options import RunOptions
 from puffer_core.matrix.processes import Processes, scratch_dirs
 from puffer_core.matrix.store import MatrixError
 from puffer_core.matrix.trees import CELL_MODULE
+from puffer_core.specs.images import image_reference_problem
 
 __all__ = ["TankImage", "check_tank_image", "find_tank_image", "run_tank_job"]
 
-#: An image reference as Docker takes it (name[:tag][@digest]); never an option.
-_IMAGE_RE = re.compile(r"^[a-z0-9][a-z0-9._/-]*(:[\w][\w.-]*)?(@sha256:[0-9a-f]{64})?\Z")
 
 #: How a tank-only cell's image is built, for the ``tank-missing`` error.
 BUILD_HINT = "build one with the plugin's stage (puffer tank build --dmlab-source DIR for DeepMind Lab)"
@@ -52,10 +51,9 @@ class TankImage:
 
 def check_tank_image(image: str) -> str:
     """``--tank-image``'s value when it is an image reference, else the one-line MatrixError."""
-    if not isinstance(image, str) or not _IMAGE_RE.match(image):
-        raise MatrixError(
-            f"--tank-image {image!r} is not an image reference (e.g. puffertank:latest or puffertank:dev)"
-        )
+    problem = image_reference_problem(image)
+    if problem is not None:
+        raise MatrixError(f"--tank-image {image!r} {problem}")
     return image
 
 

@@ -19,6 +19,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from puffer_core.errors import PluginError
+from puffer_core.specs.images import image_reference_problem
 from puffer_core.specs.kwarg_rules import KwargRule
 from puffer_core.specs.limits import MAX_FPS, number_in
 
@@ -66,10 +67,8 @@ _ARCHIVE_PROBLEM = (
 CONTROL_CHAR_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
 # Docker stage names: lower case, start with a letter.
 STAGE_NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]*$")
-# An image reference (``debian:12``, ``registry/name@sha256:…``).
-IMAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
-# An image reference, or a build argument standing for one (``${BASE}``).
-IMAGE_REF_RE = re.compile(rf"^({IMAGE_NAME_RE.pattern[1:-1]}|\$\{{?[A-Za-z_][A-Za-z0-9_]*\}}?)$")
+# A build argument standing for an image (``${BASE}``), where an image reference may stand.
+IMAGE_ARG_RE = re.compile(r"^\$\{?[A-Za-z_][A-Za-z0-9_]*\}?$")
 # Artifact paths are copied verbatim into ``COPY --from=...`` lines: plain absolute paths only.
 #: A stage source's name, e.g. ``dmlab-source``: the build option ``--dmlab-source`` and the
 #: variable ``PUFFER_DMLAB_SOURCE``.
@@ -369,7 +368,7 @@ class DockerLayer:
             if stage.name in seen:
                 raise _fail(plugin, what, "stages", f"has two stages named {stage.name!r}")
             seen.add(stage.name)
-            if not isinstance(stage.base, str) or not IMAGE_REF_RE.match(stage.base):
+            if image_reference_problem(stage.base) is not None and not IMAGE_ARG_RE.match(str(stage.base)):
                 raise _fail(plugin, what, "stages", f"stage {stage.name!r} has base {stage.base!r}; give one image")
             for step in _check_str_tuple(plugin, what, f"stages[{stage.name}].run", stage.run):
                 _check_step(plugin, what, f"stages[{stage.name}].run", step)

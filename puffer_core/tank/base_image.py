@@ -14,12 +14,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from puffer_core.specs.images import is_pinned
 from puffer_core.tank.errors import TankError
 
-__all__ = ["DIGEST_REFERENCE", "IMAGE_ID", "pinned_reference", "resolve_base_image"]
+__all__ = ["IMAGE_ID", "pinned_reference", "resolve_base_image"]
 
-#: A reference that names bytes: ``name[:tag]@sha256:DIGEST``, or an image id.
-DIGEST_REFERENCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}$")
 IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -41,7 +40,7 @@ def pinned_reference(reference: str, attrs: Mapping[str, Any]) -> tuple[str, str
     when the image came from a registry (its RepoDigests name that repository); otherwise
     (imported or built here) its image id, the only name for those bytes there is.
     """
-    if DIGEST_REFERENCE.match(reference) or IMAGE_ID.match(reference):
+    if is_pinned(reference) or IMAGE_ID.match(reference):
         return reference, "pinned as given"
     repository = _repository(reference)
     for repo_digest in attrs.get("RepoDigests") or []:
@@ -58,7 +57,7 @@ def resolve_base_image(client: Any, reference: str, out: Callable[[str, str], No
     """``reference`` as layer 1's immutable FROM (see :func:`pinned_reference`), pulled if need be."""
     import docker
 
-    if DIGEST_REFERENCE.match(reference):
+    if is_pinned(reference):
         return reference  # the builder fetches exactly these bytes, or fails
     try:
         image = client.images.get(reference)

@@ -8,8 +8,9 @@ below, passed as ``BASE``. Each layer is sent only the files its Dockerfile copi
 lock served on the loopback: :mod:`~puffer_core.tank.file_server`) never enters committed
 text. The final layer's lock is copied into its label (what ``puffer tank lock`` reads).
 Each layer is labelled with what it was built from (:mod:`~puffer_core.tank.inputs`) and
-the id of the layer below; ``--from-registry`` takes a pushed layer built from the same
-inputs instead of building it (:mod:`~puffer_core.tank.pull`).
+the id of the layer below; ``--from-registry REG --pins FILE`` takes a pushed layer that
+the pins file pins for the same inputs, pulled by its digest, instead of building it
+(:mod:`~puffer_core.tank.pull`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from puffer_core.tank.file_server import serve_ca_bundle, serve_files
 from puffer_core.tank.hashlock import HashLock
 from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL, engine_platform, layer_inputs
 from puffer_core.tank.lock import LOCK_IN_IMAGE, BuildLock, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
+from puffer_core.tank.pins import Pins
 from puffer_core.tank.pull import reuse_layer
-from puffer_core.tank.registry import RegistryRef
+from puffer_core.tank.registry import RegistryRef, image_reference
 from puffer_core.tank.render import DEFAULT_COMMAND, Constraints, render_envs
 
 __all__ = ["STAGES", "BuildPlan", "Printer", "StageResult", "build", "image_tags"]
@@ -53,11 +55,10 @@ Printer = Callable[[str, str], None]
 
 def image_tags(tag: str) -> dict[str, str]:
     """``puffertank`` → base/envs/latest tags; ``name:v1`` → name:v1-base, name:v1-envs, name:v1."""
-    name, colon, version = tag.rpartition(":")
-    if not colon or "/" in version:
-        name, version = tag, ""
-    if not re.match(r"^[a-z0-9][a-z0-9._/:-]*$", name) or (version and not re.match(r"^[\w][\w.-]*$", version)):
-        raise TankError(f"--tag {tag!r} is not an image name (lower case, e.g. puffertank or puffertank:dev)")
+    ref = image_reference(tag, "--tag")
+    name, version = ref.name, ref.tag or ""
+    if ref.digest is not None or len(version) > 123:  # room for -base and -envs
+        raise TankError(f"--tag {tag!r} is not an image name to build (NAME[:TAG], e.g. puffertank or puffertank:dev)")
     if version:
         return {"base": f"{name}:{version}-base", "envs": f"{name}:{version}-envs", "final": f"{name}:{version}"}
     return {"base": f"{name}:base", "envs": f"{name}:envs", "final": f"{name}:latest"}
@@ -87,8 +88,11 @@ class BuildPlan:
     lock: BuildLock | None = None
     #: The hash-locked set layer 2 installs (None: rendered without constraints).
     hashlock: HashLock | None = None
-    #: ``--from-registry``: take a layer pushed there with the same inputs instead of building it.
+    #: ``--from-registry``: take a layer pushed there with the same inputs instead of building it...
     from_registry: RegistryRef | None = None
+    #: ...when ``--pins FILE`` (``from_pins``, its path as given) pins such a layer: by its digest.
+    pins: Pins | None = None
+    from_pins: str = ""
     #: The build stages' sources, ``{name: folder}`` (:mod:`~puffer_core.tank.sources`), sent with layer 2.
     sources: dict[str, pathlib.Path] = field(default_factory=dict)
     #: Where the full log of a layer that failed is written (``<tag>.log``).
@@ -295,7 +299,11 @@ def _make_layer(
     inputs = layer_inputs(stage, context.getvalue(), args, _served_files(plan, stage), platform)
     started = time.monotonic()
     registry = plan.from_registry
-    reused = registry is not None and reuse_layer(client, registry, stage, inputs, tag, out)
+    reused = (
+        registry is not None
+        and plan.pins is not None
+        and reuse_layer(client, registry, stage, inputs, tag, out, plan.pins, plan.from_pins)
+    )
     if not reused:
         labels = {INPUTS_LABEL: inputs, **({BELOW_LABEL: args["BASE"]} if "BASE" in args else {})}
         image_id = _stream(client, stage, context, tag, args, labels, plan, out)

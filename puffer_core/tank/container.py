@@ -38,6 +38,7 @@ from typing import Any, NoReturn
 
 from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import NoEngineError, TankError
+from puffer_core.tank.registry import image_reference
 
 __all__ = [
     "CAPABILITIES",
@@ -225,7 +226,7 @@ def docker_argv(request: RunRequest) -> list[str]:
         argv += ["--env", "PUFFERTANK_QUIET=1"]
     for pair in request.env:
         argv += ["--env", pair]
-    return [*argv, request.image, *request.command]
+    return [*argv, "--", request.image, *request.command]  # "--": nothing after it is an option of docker
 
 
 def docker_client_path() -> str:
@@ -295,6 +296,7 @@ def prepare_run(
     The arguments are checked first, then the docker client, the engine and the image, so
     a typo is never hidden behind (or kept waiting by) a missing engine.
     """
+    image_reference(options.image, "--image")
     user = parse_user(options.user)
     shm = check_shm_size(options.shm_size)
     env = check_env(options.env)

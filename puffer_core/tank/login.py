@@ -32,8 +32,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from puffer_core.specs.images import image_reference_problem
 from puffer_core.tank.container import bind_mount
 from puffer_core.tank.errors import NoEngineError, TankError
+from puffer_core.tank.registry import image_reference
 
 __all__ = [
     "IMAGE_FILE",
@@ -115,7 +117,14 @@ def box_image(path: str = IMAGE_FILE) -> str:
         return DEFAULT_IMAGE
     except OSError as exc:
         raise TankError(f"cannot read the box's image from {path}: {exc.strerror}") from None
-    return words[0] if words else DEFAULT_IMAGE
+    if not words:
+        return DEFAULT_IMAGE
+    problem = image_reference_problem(words[0])
+    if problem is not None:
+        raise TankError(
+            f"the box's image in {path}, {words[0][:80]!r}, {problem}: the admin fixes it (setup-host.sh --image)"
+        )
+    return words[0]
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,8 @@ def self_command(command: str | None) -> LoginArgs | None:
 
 def request_for(args: LoginArgs, environ: Mapping[str, str], image_file: str = IMAGE_FILE) -> LoginRequest:
     """The request of the calling user; ``SSH_ORIGINAL_COMMAND`` stands for ``-c`` under sshd's ForceCommand."""
+    if args.image is not None:
+        image_reference(args.image, "--image")
     entry = pwd.getpwuid(os.getuid())
     try:
         group = grp.getgrgid(entry.pw_gid).gr_name
@@ -222,7 +233,7 @@ def create_argv(request: LoginRequest, gpus: bool = False) -> list[str]:
     argv += ["--network", request.network, "--restart", "unless-stopped"]
     if gpus:
         argv += ["--gpus", "all"]
-    return [*argv, request.image, "sleep", "infinity"]
+    return [*argv, "--", request.image, "sleep", "infinity"]
 
 
 def session_argv(request: LoginRequest, environ: Mapping[str, str]) -> list[str]:
@@ -234,7 +245,7 @@ def session_argv(request: LoginRequest, environ: Mapping[str, str]) -> list[str]
     for key in sorted(environ):
         if key in PASSED_ENV or key.startswith("LC_"):
             argv += ["--env", f"{key}={environ[key]}"]
-    argv.append(request.name)
+    argv += ["--", request.name]
     if request.command is None:
         return [*argv, "bash", "-l"]
     return [*argv, "bash", "-c", request.command, *request.command_args]
@@ -290,7 +301,7 @@ class DockerCli:
 
     def inspect(self, kind: str, name: str) -> dict | None:
         """``docker KIND inspect NAME`` as a dict, None when there is no such object."""
-        proc = self.run([kind, "inspect", name], check=False)
+        proc = self.run([kind, "inspect", "--", name], check=False)
         if proc.returncode != 0:
             if "No such" in proc.stderr or "no such" in proc.stderr:
                 return None
@@ -327,11 +338,11 @@ def ensure_container(docker: DockerCli, request: LoginRequest, say) -> None:
         check_owner(found, request)
         if request.fresh:
             check_image(docker, request)  # before the old one goes: a failed --fresh leaves it as it was
-            docker.run(["rm", "--force", request.name])
+            docker.run(["rm", "--force", "--", request.name])
             say(f"replaced {request.name}: a new container from {request.image} (your home is kept)")
             found = None
         elif not (found.get("State") or {}).get("Running"):
-            docker.run(["start", request.name])
+            docker.run(["start", "--", request.name])
             return
         else:
             return
@@ -348,7 +359,7 @@ def ensure_container(docker: DockerCli, request: LoginRequest, say) -> None:
             return
         raise docker.error(proc.stderr, "run")
     account = [request.user, str(request.uid), str(request.gid), request.home, request.group]
-    docker.run(["exec", "--user", "0", request.name, "sh", "-c", ACCOUNT_SCRIPT, "sh", *account])
+    docker.run(["exec", "--user", "0", "--", request.name, "sh", "-c", ACCOUNT_SCRIPT, "sh", *account])
 
 
 def login(args: LoginArgs, environ: Mapping[str, str] | None = None, image_file: str = IMAGE_FILE) -> NoReturn:

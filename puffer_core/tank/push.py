@@ -1,11 +1,13 @@
-"""``puffer tank push``: a final image and the two layers it was built on, to a registry, named by what is inside.
+"""``puffer tank push``: a final image and the two layers it was built on, to a registry, each pinned by digest.
 
-The final layer is tagged ``lock-<sha256>`` (its lock digest: ``puffer tank lock``), the
-layers under it ``lock-<sha256>-envs`` and ``lock-<sha256>-base``; each layer also
-``inputs-<sha256>`` (what it was built from, :mod:`~puffer_core.tank.inputs`), for
-``puffer tank build --from-registry``. ``latest``, ``latest-envs`` and ``latest-base`` move
-last, once everything else is up. The registry's tags are made on the engine for the push
-and removed after (those that were not there before): the box keeps its own names.
+Each layer's result is its manifest digest, printed as ``REPO@sha256:…`` (and written to
+``--pins FILE``, :mod:`~puffer_core.tank.pins`): the one name another box can trust, since
+the engine checks every byte it pulls by digest. The tags are for people browsing the
+registry, never for trust: the final layer is tagged ``lock-<sha256>`` (its lock digest,
+``puffer tank lock``), the layers under it ``lock-<sha256>-envs`` and ``lock-<sha256>-base``,
+and ``latest``, ``latest-envs`` and ``latest-base`` move last, once everything else is up.
+The registry's tags are made on the engine for the push and removed after (those that
+were not there before): the box keeps its own names.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL
 from puffer_core.tank.lock import image_lock, lock_digest, lock_hashes, parse_lock
-from puffer_core.tank.registry import RegistryRef, inputs_tag, lock_tag
+from puffer_core.tank.pins import LayerPin, Pins
+from puffer_core.tank.registry import RegistryRef, lock_tag
 from puffer_core.tank.transfer import Printer, check_registry, has_tag, push_tag, untag
 
 __all__ = ["PushResult", "image_layers", "push_image", "push_tags"]
@@ -28,21 +31,24 @@ ORDER = ("base", "envs", "final")
 
 @dataclass
 class PushResult:
-    """What one push sent: the lock digest, every tag pushed, each layer's image id."""
+    """What one push sent: the lock digest, every tag pushed, each layer's image id and pin."""
 
     registry: str
     image: str
     digest: str
     tags: list[str] = field(default_factory=list)
     layers: dict[str, str] = field(default_factory=dict)
+    pins: Pins | None = None
     seconds: float = 0.0
 
     def record(self) -> dict[str, Any]:
         """The ``--json`` summary."""
+        pins = {} if self.pins is None else {stage: pin.ref for stage, pin in self.pins.layers.items()}
         return {
             "registry": self.registry,
             "image": self.image,
             "digest": self.digest,
+            "pins": pins,
             "tags": self.tags,
             "layers": self.layers,
             "seconds": round(self.seconds, 1),
@@ -71,16 +77,17 @@ def image_layers(client: Any, image: str, final: Any) -> dict[str, Any]:
     return layers
 
 
-def push_tags(digest: str, layers: dict[str, Any]) -> list[tuple[str, str]]:
-    """(stage, tag) in the order pushed: each layer's lock and inputs tags, then the ``latest`` ones."""
-    tags = []
-    for stage in ORDER:
-        tags.append((stage, lock_tag(digest, stage)))
-        inputs = (layers[stage].labels or {}).get(INPUTS_LABEL)
-        if inputs:
-            tags.append((stage, inputs_tag(inputs)))
-    tags += [(stage, "latest" if stage == "final" else f"latest-{stage}") for stage in ORDER]
-    return tags
+def push_tags(digest: str) -> list[tuple[str, str]]:
+    """(stage, tag) in the order pushed: each layer's lock tag, then the ``latest`` ones."""
+    tags = [(stage, lock_tag(digest, stage)) for stage in ORDER]
+    return tags + [(stage, "latest" if stage == "final" else f"latest-{stage}") for stage in ORDER]
+
+
+def _pin(ref: RegistryRef, stage: str, layer: Any, pushed: str, full: str) -> LayerPin:
+    """The pin of one pushed layer, from the manifest digest the registry reported for it."""
+    if not pushed.startswith("sha256:"):
+        raise TankError(f"the registry reported no manifest digest for {full} ({pushed or 'nothing'}): try again")
+    return LayerPin(ref.repository, pushed, layer.id, (layer.labels or {}).get(INPUTS_LABEL))
 
 
 def push_image(client: Any, image: str, ref: RegistryRef, out: Printer) -> PushResult:
@@ -90,17 +97,21 @@ def push_image(client: Any, image: str, ref: RegistryRef, out: Printer) -> PushR
     digest = lock_digest(parse_lock(text, f"the lock of {image}"), lock_hashes(text))
     layers = image_layers(client, image, final)
     check_registry(ref)
-    result = PushResult(str(ref), image, digest, layers={stage: layers[stage].id for stage in ORDER})
+    pins = Pins(str(ref), image, digest)
+    result = PushResult(str(ref), image, digest, layers={stage: layers[stage].id for stage in ORDER}, pins=pins)
     made: list[str] = []
     try:
-        for stage, tag in push_tags(digest, layers):
+        for stage, tag in push_tags(digest):
             full = ref.tag(tag)
             if not has_tag(client, full):
                 made.append(full)
             layers[stage].tag(ref.repository, tag)
             out("stage", f"{stage}: {full}")
-            push_tag(client, ref, tag, out)
+            pushed = push_tag(client, ref, tag, out)
             result.tags.append(full)
+            if stage not in pins.layers:  # its lock tag's push: the latest tags carry the same image
+                pins.layers[stage] = _pin(ref, stage, layers[stage], pushed, full)
+                out("done", f"{stage}: {pins.layers[stage].ref}")
     finally:
         for full in made:  # the registry's names are not the box's: leave none behind, pushed or not
             untag(client, full)

@@ -6,9 +6,11 @@ first (``docker.io/USER/puffertank``, ``registry.example:5000/team/puffertank``,
 
 - ``lock-<sha256>``: a final layer whose lock digest (``puffer tank lock``) is that sha256,
   ``lock-<sha256>-envs`` and ``lock-<sha256>-base`` the two layers it was built on;
-- ``latest``, ``latest-envs``, ``latest-base``: the last push;
-- ``inputs-<sha256>``: a layer built from those inputs (:mod:`~puffer_core.tank.inputs`),
-  what ``puffer tank build --from-registry`` looks for.
+- ``latest``, ``latest-envs``, ``latest-base``: the last push.
+
+Tags are for people browsing the registry: what a box trusts is a manifest digest
+(``REPO@sha256:…``, :mod:`~puffer_core.tank.pins`). Every image name a command is given is
+checked by :func:`image_reference` first.
 
 :func:`probe_registry` asks the registry's address for any answer within seconds before
 the engine is sent there: the engine itself waits up to 25 s on a registry that accepts
@@ -22,17 +24,19 @@ import re
 import socket
 from dataclasses import dataclass
 
+from puffer_core.specs.images import ImageRef, image_reference_problem, parse_image_reference
 from puffer_core.tank.errors import TankError
 
 __all__ = [
     "PROBE_SECONDS",
     "RegistryRef",
-    "inputs_tag",
+    "image_reference",
     "lock_tag",
     "parse_digest",
     "parse_local_tag",
     "parse_registry",
     "probe_registry",
+    "registry_of",
 ]
 
 #: How long the registry's address has to answer at all (connect, then any byte back).
@@ -42,7 +46,6 @@ _HOST_LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 #: A path component of a repository name (the distribution spec's grammar).
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ class RegistryRef:
         return f"{self.address}/{self.path}"
 
     def tag(self, name: str) -> str:
-        """``host[:port]/path:name``."""
-        return f"{self.repository}:{name}"
+        """``host[:port]/path:name``, or ``host[:port]/path@sha256:…`` for a digest."""
+        return f"{self.repository}{'@' if name.startswith('sha256:') else ':'}{name}"
 
     @property
     def is_loopback(self) -> bool:
@@ -163,11 +166,6 @@ def lock_tag(digest: str, stage: str = "final") -> str:
     return f"lock-{digest}" if stage == "final" else f"lock-{digest}-{stage}"
 
 
-def inputs_tag(fingerprint: str) -> str:
-    """The tag of the layer built from the inputs ``fingerprint`` names."""
-    return f"inputs-{fingerprint}"
-
-
 def parse_digest(given: str) -> str:
     """A lock digest as ``puffer tank lock`` prints it (64 hex digits; ``sha256:`` allowed)."""
     digest = given.strip().removeprefix("sha256:")
@@ -179,15 +177,34 @@ def parse_digest(given: str) -> str:
     return digest
 
 
+def image_reference(given: str, option: str) -> ImageRef:
+    """``given`` checked as an image reference (:mod:`puffer_core.specs.images`); TankError naming ``option``."""
+    problem = image_reference_problem(given)
+    if problem is not None:
+        raise TankError(f"{option} {given!r} {problem}")
+    return parse_image_reference(given)
+
+
 def parse_local_tag(given: str) -> tuple[str, str]:
     """``NAME[:TAG]`` of an image on this engine as (repository, tag); TAG defaults to latest."""
-    name, colon, tag = given.rpartition(":")
-    if not colon or "/" in tag:
-        name, tag = given, "latest"
-    parts = name.split("/")
-    if not name or any(not part or part != part.lower() for part in parts) or not _TAG.match(tag):
-        raise TankError(f"--tag {given!r} is not an image name (lower case NAME[:TAG], e.g. puffertank:latest)")
-    return name, tag
+    ref = image_reference(given, "--tag")
+    if ref.digest is not None:
+        raise TankError(f"--tag {given!r} names a digest: a local name is NAME[:TAG], e.g. puffertank:latest")
+    return ref.name, ref.tag or "latest"
+
+
+def registry_of(image: ImageRef, option: str) -> RegistryRef:
+    """The registry repository ``image`` (``HOST[:PORT]/NAME...``) is pulled from; TankError naming ``option``."""
+    if "/" not in image.name:
+        raise TankError(
+            f"{option} {str(image)!r} names no registry: give HOST[:PORT]/NAME@sha256:DIGEST, "
+            "as puffer tank push prints it"
+        )
+    try:
+        return parse_registry(image.name)
+    except TankError as exc:
+        why = str(exc).partition(": ")[2].partition("; ")[0] or str(exc)
+        raise TankError(f"{option} {str(image)!r} does not name a registry repository: {why}") from None
 
 
 def probe_registry(ref: RegistryRef, seconds: float = PROBE_SECONDS) -> None:

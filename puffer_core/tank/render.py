@@ -40,15 +40,16 @@ from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
 from puffer_core.specs.declarations import CONTROL_CHAR_RE, DockerLayer
+from puffer_core.specs.images import is_pinned
 from puffer_core.tank.errors import ConstraintsError, TankError
 from puffer_core.tank.hashlock import HASHLOCK_IN_IMAGE, HashLock
 
 __all__ = [
+    "BASE_ARG_RE",
     "CA_HELPER",
     "CONSTRAINTS_IN_IMAGE",
     "DEFAULT_CONSTRAINTS",
     "DEFAULT_OUTPUT",
-    "PINNED_IMAGE_RE",
     "PLUGINS_IN_IMAGE",
     "REPORTS_IN_IMAGE",
     "SOURCES_IN_CONTEXT",
@@ -78,7 +79,8 @@ BACKENDS_IN_IMAGE = "/opt/puffertank/requirements-backends.txt"
 
 #: An image a build stage may start from: pinned by digest (a tag alone floats), or the
 #: tank's own base layer, whose id `puffer tank build` passes as BASE.
-PINNED_IMAGE_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._/:-]*@sha256:[0-9a-f]{64}|\$\{?BASE\}?)$")
+#: Layer 1's own argument, where a stage may start from the layer below instead of an image.
+BASE_ARG_RE = re.compile(r"^\$\{?BASE\}?$")
 
 #: The regeneration command the header names when the defaults were used.
 DEFAULT_COMMAND = "nox -s tank (same as: puffer tank render)"
@@ -357,7 +359,7 @@ def _checked_layers(layers: Mapping[str, DockerLayer]) -> dict[str, DockerLayer]
     _check_clashes(layers)
     for name, layer in layers.items():
         for stage in layer.stages:
-            if not PINNED_IMAGE_RE.match(stage.base):
+            if not (is_pinned(stage.base) or BASE_ARG_RE.match(stage.base)):
                 raise PluginError(
                     f"plugin '{name}': build stage {stage.name!r} starts from {stage.base!r}, a tag, which "
                     "names different bytes from one day to the next; pin it by digest as "

@@ -30,8 +30,11 @@ def test_image_tags(tag, expected):
 
 
 def test_image_tags_refuse_nonsense():
-    with pytest.raises(TankError, match="not an image name"):
-        image_tags("Bad Name")
+    for bad in ("Bad Name", "--help", "a b:x"):
+        with pytest.raises(TankError, match=r"^--tag .*(not an image reference|starts with '-')"):
+            image_tags(bad)
+    with pytest.raises(TankError, match="not an image name to build"):
+        image_tags("puffertank@sha256:" + "a" * 64)
 
 
 def test_hand_written_layers_start_from_digests_and_install_torch_from_one_index():

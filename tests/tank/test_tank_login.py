@@ -3,6 +3,8 @@ docker command lines (tests/tank/test_tank_login_docker.py logs real users in)."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from puffer_core.tank import login
@@ -62,6 +64,13 @@ def test_the_boxs_image_is_read_from_its_file(tmp_path):
     assert login.box_image(str(path)) == "127.0.0.1:5000/puffertank:lock-abc"
     path.write_text("\n")
     assert login.box_image(str(path)) == "puffertank:latest"
+    pinned = "127.0.0.1:5000/puffertank@sha256:" + "ab" * 32
+    path.write_text(pinned + "\n")
+    assert login.box_image(str(path)) == pinned  # a digest: what a verified pull brought
+    for bad in ("--privileged", "a;b", "UPPER:x"):
+        path.write_text(bad + "\n")
+        with pytest.raises(TankError, match=f"the box's image in {path}, '{re.escape(bad)}', .*setup-host.sh --image"):
+            login.box_image(str(path))
 
 
 def test_container_names_are_the_users():
@@ -80,15 +89,15 @@ def test_the_container_is_made_as_tank_shell_makes_one_and_outlives_sessions():
     assert '--mount type=bind,"source=/home/alice","target=/home/alice" --workdir /home/alice' in joined
     assert f"--label {login.LOGIN_LABEL}=1001" in joined
     assert "--restart unless-stopped" in joined  # a hard-reset box gives it back
-    assert argv[-3:] == ["puffertank:latest", "sleep", "infinity"]
-    assert "--gpus" not in argv and login.create_argv(request(), gpus=True)[-5:-3] == ["--gpus", "all"]
+    assert argv[-4:] == ["--", "puffertank:latest", "sleep", "infinity"]  # "--": the image is never an option
+    assert "--gpus" not in argv and login.create_argv(request(), gpus=True)[-6:-4] == ["--gpus", "all"]
 
 
 def test_sessions_pass_the_terminal_and_locale_only():
     environ = {"TERM": "xterm", "LC_ALL": "C.UTF-8", "AWS_SECRET": "x", "PATH": "/usr/bin", "SSH_CONNECTION": "a b"}
     argv = login.session_argv(request(tty=True), environ)
     assert argv[:3] == ["exec", "--interactive", "--tty"]
-    assert argv[-3:] == ["puffertank-alice", "bash", "-l"]
+    assert argv[-4:] == ["--", "puffertank-alice", "bash", "-l"]
     assert ["--env", "TERM=xterm"] == argv[argv.index("TERM=xterm") - 1 : argv.index("TERM=xterm") + 1]
     assert "LC_ALL=C.UTF-8" in argv and "SSH_CONNECTION=a b" in argv
     assert not any("SECRET" in word or word.startswith("PATH=") for word in argv)
@@ -96,7 +105,7 @@ def test_sessions_pass_the_terminal_and_locale_only():
 
 def test_commands_run_without_a_terminal_so_byte_streams_stay_untouched():
     argv = login.session_argv(request(command="scp -t ~/x", command_args=("a0",), cwd="/home/alice/src"), {})
-    assert argv == ["exec", "--interactive", "--workdir", "/home/alice/src", "puffertank-alice", "bash", "-c",
+    assert argv == ["exec", "--interactive", "--workdir", "/home/alice/src", "--", "puffertank-alice", "bash", "-c",
                     "scp -t ~/x", "a0"]  # fmt: skip
 
 

@@ -19,7 +19,6 @@ from puffer_core.tank.build_context import build_context, layer_context
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.inputs import NOT_CONTENT_ARGS, layer_inputs
 from puffer_core.tank.registry import (
-    inputs_tag,
     lock_tag,
     parse_digest,
     parse_local_tag,
@@ -99,7 +98,6 @@ def test_tags_name_what_is_inside():
     assert lock_tag(DIGEST) == f"lock-{DIGEST}"
     assert lock_tag(DIGEST, "envs") == f"lock-{DIGEST}-envs"
     assert lock_tag(DIGEST, "base") == f"lock-{DIGEST}-base"
-    assert inputs_tag(DIGEST) == f"inputs-{DIGEST}"
     assert len(lock_tag(DIGEST, "envs")) <= 128  # a tag's limit
     assert parse_digest(DIGEST) == parse_digest(f"sha256:{DIGEST}") == DIGEST
     for bad in ("abc", DIGEST.upper(), DIGEST + "0", "lock-" + DIGEST):
@@ -112,9 +110,11 @@ def test_local_tags():
     assert parse_local_tag("puffertank") == ("puffertank", "latest")
     assert parse_local_tag("localhost:5000/pt") == ("localhost:5000/pt", "latest")
     assert parse_local_tag("localhost:5000/pt:v1") == ("localhost:5000/pt", "v1")
-    for bad in ("PufferTank", "pt:", "pt:a b", "", "a//b"):
-        with pytest.raises(TankError, match="is not an image name"):
+    for bad in ("PufferTank", "pt:", "pt:a b", "", "a//b", "--help", "a b:x"):
+        with pytest.raises(TankError, match=r"^--tag .* (is not an image reference|is empty|starts with '-')"):
             parse_local_tag(bad)
+    with pytest.raises(TankError, match="names a digest: a local name is NAME"):
+        parse_local_tag(f"pt@sha256:{DIGEST}")
 
 
 # -- is the registry there ------------------------------------------------------------------
@@ -267,7 +267,20 @@ def _puffer(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         (["pull", "--registry", "127.0.0.1:5000//pt"], "an empty part between slashes"),
         (["pull", "--registry", "127.0.0.1:70000/pt"], "the port '70000'"),
         (["pull", "--registry", "127.0.0.1:5000/pt", "--lock", "abc"], "--lock 'abc' is not a lock digest"),
-        (["pull", "--registry", "127.0.0.1:5000/pt", "--tag", "Mine"], "--tag 'Mine' is not an image name"),
+        (["pull", f"127.0.0.1:5000/pt@sha256:{DIGEST}", "--tag", "Mine"], "--tag 'Mine' is not an image reference"),
+        (["pull", f"127.0.0.1:5000/pt@sha256:{DIGEST}", "--tag", "a b:x"], "--tag 'a b:x' is not an image reference"),
+        (["pull", "--registry", "127.0.0.1:5000/pt", "--tag", "mine"], "a pull by tag is unverified and gets no"),
+        (["pull", "127.0.0.1:5000/pt:v1"], "names no digest, and a tag names whatever was pushed to it last"),
+        (["pull", "puffertank@sha256:" + DIGEST], "names no registry: give HOST[:PORT]/NAME@sha256:DIGEST"),
+        (["pull", "--", "--help"], "IMAGE '--help' starts with '-'"),
+        (["pull", f"127.0.0.1:5000/pt@sha256:{DIGEST}", "--lock", DIGEST], "--lock goes with --registry"),
+        (["pull", f"127.0.0.1:5000/pt@sha256:{DIGEST}", "--registry", "127.0.0.1:5000/pt"], "give one of"),
+        (["push", "--registry", "127.0.0.1:5000/pt", "--", "-x"], "IMAGE '-x' starts with '-'"),
+        (["build", "--no-constraints", "--from-registry", "127.0.0.1:5000/pt"], "--from-registry REG and --pins"),
+        (["build", "--no-constraints", "--tag", "--help"], "--tag '--help' starts with '-'"),
+        (["build", "--no-constraints", "--base-image", "a b"], "--base-image 'a b' is not an image reference"),
+        (["run", "--image=--help", "--", "true"], "--image '--help' starts with '-'"),
+        (["login", "--image=--help"], "--image '--help' starts with '-'"),
         (
             ["build", "--no-constraints", "--from-registry", "https://127.0.0.1:5000/pt"],
             "--registry 'https://127.0.0.1:5000/pt': no scheme",
@@ -281,7 +294,8 @@ def test_bad_input_is_one_line_before_the_engine(args, says):
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], proc.stderr
 
 
-def test_push_and_pull_need_a_registry():
-    for command in ("push", "pull"):
-        proc = _puffer(command)
-        assert proc.returncode == 2 and "Missing option '--registry'" in proc.stderr, proc.stderr
+def test_push_needs_a_registry_and_pull_a_digest():
+    proc = _puffer("push")
+    assert proc.returncode == 2 and "Missing option '--registry'" in proc.stderr, proc.stderr
+    proc = _puffer("pull")
+    assert proc.returncode == 1 and "give one of REPO@sha256:DIGEST, --pins FILE or --registry REG" in proc.stderr
