@@ -6,6 +6,11 @@ an sdist serves all (``source``), a ``py3`` wheel all (``any``), ``cpXY`` wheels
 CPython (``==3.Y``), ``abi3`` wheels it and every later one (``>=3.Y``); only wheels for
 Linux on this machine's architecture count, as cells run here. Its ``Requires-Python``
 bounds all of that.
+
+A file :mod:`~puffer_core.matrix.simple_index` left out (``IndexFile.refused``: its
+``Requires-Python`` is not a PEP 440 specifier) counts for nothing. Reading discovered.json
+applies the same check (:func:`Release.from_json`): a file kept before the check existed with
+such a value is dropped, so the value never reaches a cell's reason or the matrix's tables.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from puffer_core.matrix.simple_index import IndexFile
+from puffer_core.matrix.simple_index import IndexFile, requires_python_problem
 
 __all__ = ["Release", "ReleaseFile", "linux_platform", "releases_from_files", "tag_python"]
 
@@ -99,8 +104,18 @@ class Release:
 
     @classmethod
     def from_json(cls, version: str, data: Mapping[str, Any]) -> Release:
-        files = tuple(ReleaseFile(str(f["python"]), f.get("requires_python")) for f in data.get("files", ()))
-        return cls(version, files)
+        """The release as discovered.json keeps it, without any file whose texts fail the index's checks."""
+        files = (ReleaseFile(str(f["python"]), f.get("requires_python")) for f in data.get("files", ()))
+        return cls(version, tuple(f for f in files if _checked(f)))
+
+
+def _checked(file: ReleaseFile) -> bool:
+    """Whether a kept file's texts are what discovery writes: a tag's Pythons and a PEP 440 Requires-Python."""
+    if file.python not in ("source", "any") and requires_python_problem(file.python):
+        return False
+    return file.requires_python is None or (
+        isinstance(file.requires_python, str) and requires_python_problem(file.requires_python) is None
+    )
 
 
 def _file_version(filename: str, machine: str) -> tuple[Version, list[str]] | None:
@@ -126,11 +141,14 @@ def releases_from_files(files: Iterable[IndexFile], machine: str | None = None) 
 
     The same file on several indexes counts once; a file listed without ``Requires-Python``
     (a plain folder index) gets the one its release declares elsewhere, as it is release metadata.
+    A file the index client refused (``IndexFile.refused``) counts nowhere.
     """
     machine = machine or platform.machine()
     by_name: dict[str, IndexFile] = {}
     for file in files:
-        if not file.yanked and (file.filename not in by_name or by_name[file.filename].requires_python is None):
+        if file.refused is not None or file.yanked:
+            continue
+        if file.filename not in by_name or by_name[file.filename].requires_python is None:
             by_name[file.filename] = file
     found: dict[Version, list[tuple[list[str], str | None]]] = {}
     for file in by_name.values():
