@@ -5,12 +5,21 @@ rows are the environment package's versions (with their companion pins and extra
 values), columns are Python versions, each cell its outcome and seconds; excluded cells
 show their reason, failed ones their error summary below the table. ``puffer matrix
 show`` draws the same tables (:func:`plugin_tables`) on the terminal.
+
+Every text of results.json (versions and ``Requires-Python`` found on a package index,
+error summaries from the cells' logs, which hold what installed packages print) is written
+as text, never as markup: escaped for HTML in index.html and for Markdown in README.md
+(which the docs site includes), where ``<``, ``>`` and ``&`` become entities and Markdown's
+link, emphasis, code and table characters are backslash-escaped (:func:`md_text`); inside
+the raw-HTML ``<details>`` block, where Markdown is not read, HTML escaping alone
+(:func:`_html_text`).
 """
 
 from __future__ import annotations
 
 import html
 import pathlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,6 +31,7 @@ __all__ = [
     "COLOURS",
     "SYMBOLS",
     "cell_text",
+    "md_text",
     "plugin_tables",
     "render_html",
     "render_markdown",
@@ -169,7 +179,7 @@ def cell_text(cell: Mapping[str, Any] | None, markdown: bool = True) -> str:
         return SYMBOLS["not run"]
     outcome = cell["outcome"]
     if outcome == "excluded":
-        reason = (cell.get("error") or "").replace("|", "\\|") if markdown else cell.get("error") or ""
+        reason = md_text(cell.get("error") or "") if markdown else cell.get("error") or ""
         return f"{SYMBOLS[outcome]} excluded: {reason}"
     return f"{SYMBOLS.get(outcome, '?')} {outcome} {seconds_text(cell.get('seconds'))}".strip()
 
@@ -177,8 +187,29 @@ def cell_text(cell: Mapping[str, Any] | None, markdown: bool = True) -> str:
 # -- Markdown ----------------------------------------------------------------------------
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+#: What Markdown reads as syntax inline: code, emphasis, links and images, table cells, escapes.
+_MD_SYNTAX = re.compile(r"([\\`*_\[\]|])")
+
+
+def md_text(text: object) -> str:
+    """``text`` as literal inline Markdown on one line: no HTML, link, emphasis, code or table cell of its own."""
+    escaped = html.escape(str(text), quote=False)  # raw HTML and autolinks (<…>) never reach the page
+    return _MD_SYNTAX.sub(r"\\\1", " ".join(escaped.splitlines()))
+
+
+def _md_code(text: object) -> str:
+    """``text`` as a Markdown code span (never in a table: a pipe would still split the cell)."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _html_text(text: object) -> str:
+    """``text`` for a raw-HTML block of README.md: the docs site passes it through as HTML, GitHub reads
+    it as Markdown, so only entities, which both decode (brackets too: no link either way)."""
+    escaped = html.escape(" ".join(str(text).splitlines()), quote=False)
+    return escaped.replace("[", "&#91;").replace("]", "&#93;")
 
 
 def render_markdown(data: Mapping[str, Any]) -> str:
@@ -211,12 +242,13 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(label, qualifier, text) of the cell counts and the cold and last runs, for both renderings."""
+def _header_facts(data: Mapping[str, Any], text: Any = str) -> list[tuple[str, str, str]]:
+    """(label, qualifier, text) of the cell counts and the cold and last runs, for both renderings;
+    ``text`` escapes the values results.json holds for the rendering (Markdown's: :func:`md_text`)."""
     facts = []
     counts = _counts(data)
     if counts:
-        facts.append(("Cells", "", ", ".join(f"{SYMBOLS.get(k, '')} {k} {v}" for k, v in counts.items())))
+        facts.append(("Cells", "", ", ".join(f"{SYMBOLS.get(k, '')} {text(k)} {v}" for k, v in counts.items())))
     runs = data.get("runs") or {}
     if runs.get("cold"):
         facts.append(("Cold run", "every cell, nothing cached in results.json", run_line(runs["cold"]) + "."))
@@ -233,7 +265,7 @@ def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         sel = runs["last"].get("selection") or {}
         filters = (
             "; ".join(
-                f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in sel.items() if v and k != "force"
+                text(f"{k}: {', '.join(v) if isinstance(v, list) else v}") for k, v in sel.items() if v and k != "force"
             )
             or "all cells"
         )
@@ -244,44 +276,44 @@ def _header_facts(data: Mapping[str, Any]) -> list[tuple[str, str, str]]:
 def _runs_markdown(data: Mapping[str, Any]) -> str:
     return "".join(
         f"**{label}** ({qualifier}): {text}\n\n" if qualifier else f"**{label}:** {text}\n\n"
-        for label, qualifier, text in _header_facts(data)
+        for label, qualifier, text in _header_facts(data, md_text)
     )
 
 
 def _plugin_markdown(table: Mapping[str, Any]) -> str:
     """One plugin's section: where it comes from, its table, the notes under it, resolved versions."""
-    out = [f"## {table['plugin']} — `{table['package']}`\n\n"]
+    out = [f"## {md_text(table['plugin'])} — {_md_code(table['package'])}\n\n"]
     if table.get("source") == "builtin":
         out.append("Built into puffer-core.\n\n")
     elif table.get("source"):
-        out.append(f"Source: `{table['source']}`.\n\n")
+        out.append(f"Source: {_md_code(table['source'])}.\n\n")
     if table.get("tank_only"):
         out.append(
-            f"`{table['package']}` is on no package index: PufferTank's environment layer builds it, so its cell "
-            "runs inside a built image (`puffer matrix run --tank-image IMAGE`), with the puffer-core and "
+            f"{_md_code(table['package'])} is on no package index: PufferTank's environment layer builds it, "
+            "so its cell runs inside a built image (`puffer matrix run --tank-image IMAGE`), with the puffer-core and "
             "plugin the image holds.\n\n"
         )
     if table.get("error"):
-        out.append(f"**The plugin could not be loaded, so it has no cells:** {_md_escape(table['error'])}\n\n")
+        out.append(f"**The plugin could not be loaded, so it has no cells:** {md_text(table['error'])}\n\n")
     if not table["rows"]:
         return "".join(out)
     notes: dict[str, list[dict[str, Any]]] = {}  # note text -> the cells it explains
-    header = [f"{table['package']} (companion pins)"] + [f"Python {py}" for py in table["pythons"]]
+    header = [f"{md_text(table['package'])} (companion pins)"] + [f"Python {md_text(py)}" for py in table["pythons"]]
     out.append("| " + " | ".join(header) + " |\n")
     out.append("| " + " | ".join("---" for _ in header) + " |\n")
     for row in table["rows"]:
-        label = f"**{row['label']}**" + (f"<br>{row['detail']}" if row["detail"] else "")
+        label = f"**{md_text(row['label'])}**" + (f"<br>{md_text(row['detail'])}" if row["detail"] else "")
         cells = [_table_cell(row["cells"].get(py), notes) for py in table["pythons"]]
-        out.append("| " + " | ".join([_md_escape(label).replace("\\|", "|"), *cells]) + " |\n")
+        out.append("| " + " | ".join([label, *cells]) + " |\n")
     out.append("\n")
     out.append(_notes_markdown(notes))
     passed = [c for c in table["cells"] if c["outcome"] == "pass" and c.get("resolved")]
     if passed:
         out.append("<details><summary>Versions resolved in passing cells</summary>\n\n")
-        for cell in passed:
+        for cell in passed:  # inside <details>: raw HTML on the docs site, Markdown on GitHub
             versions = ", ".join(f"{k} {v}" for k, v in sorted(cell["resolved"].items()))
             envs = f" — envs: {', '.join(cell.get('envs') or [])}" if cell.get("envs") else ""
-            out.append(f"- `{cell['id']}`: {versions}{envs}\n")
+            out.append(f"- `{_html_text(cell['id'])}`: {_html_text(versions + envs)}\n")
         out.append("\n</details>\n\n")
     return "".join(out)
 
@@ -304,15 +336,14 @@ def _notes_markdown(notes: dict[str, list[dict[str, Any]]]) -> str:
     out = []
     for number, (text, explained) in enumerate(notes.items(), start=1):
         if explained[0]["outcome"] == "excluded":
-            out.append(f"{number}. excluded: {_md_escape(text)}\n")
+            out.append(f"{number}. excluded: {md_text(text)}\n")
             continue
         where = ", ".join(
-            f"{_row_label(c)[0]}, Python {c['python']} (`{_log_name(c['log'])}`)"
-            if c.get("log")
-            else f"{_row_label(c)[0]}, Python {c['python']}"
+            f"{md_text(_row_label(c)[0])}, Python {md_text(c['python'])}"
+            + (f" ({_md_code(_log_name(c['log']))})" if c.get("log") else "")
             for c in explained
         )
-        out.append(f"{number}. {explained[0]['outcome']}: {_md_escape(text)} — {where}\n")
+        out.append(f"{number}. {md_text(explained[0]['outcome'])}: {md_text(text)} — {where}\n")
     if notes:
         out.append("\n")
     return "".join(out)
@@ -326,14 +357,15 @@ def _log_name(path: str) -> str:
 
 def _common_markdown(common: Mapping[str, Any] | None, written_to: str) -> str:
     """One Python's common set; the default Python's is the one the checkout's commands use."""
-    out = [f"## The common set on Python {common['python']}\n\n" if common else "## The common set\n\n"]
     if not common:
-        return out[0] + "Not computed yet.\n\n"
+        return "## The common set\n\nNot computed yet.\n\n"
+    python = md_text(common.get("python"))
+    out = [f"## The common set on Python {python}\n\n"]
     joint = common.get("joint") or {}
     out.append(
-        f"The newest plugin versions that work together in one environment on Python {common.get('python')}, "
-        f"verified by the joint cell `{joint.get('id', '-')}`: "
-        f"{SYMBOLS.get(joint.get('outcome', 'not run'), '')} {joint.get('outcome', 'not run')}"
+        f"The newest plugin versions that work together in one environment on Python {python}, "
+        f"verified by the joint cell {_md_code(joint.get('id', '-'))}: "
+        f"{SYMBOLS.get(joint.get('outcome', 'not run'), '')} {md_text(joint.get('outcome', 'not run'))}"
         f"{' in ' + seconds_text(joint.get('seconds')) if joint.get('seconds') else ''}. "
         f"Written to `{written_to}`.\n\n"
     )
@@ -343,7 +375,7 @@ def _common_markdown(common: Mapping[str, Any] | None, written_to: str) -> str:
         for m in members:
             pins = ", ".join(f"{k}=={v}" for k, v in m["pins"].items())
             out.append(
-                f"| {m['plugin']} | {m.get('distribution') or 'built in'} | {pins} | "
+                f"| {md_text(m['plugin'])} | {md_text(m.get('distribution') or 'built in')} | {md_text(pins)} | "
                 f"{'yes' if m.get('newest') else 'no (an older one agrees with the set)'} |\n"
             )
         out.append("\n")
@@ -351,7 +383,7 @@ def _common_markdown(common: Mapping[str, Any] | None, written_to: str) -> str:
     if dropped:
         out.append("Left out:\n\n")
         for plugin, reason in dropped.items():
-            out.append(f"- **{plugin}**: {_md_escape(reason)}\n")
+            out.append(f"- **{md_text(plugin)}**: {md_text(reason)}\n")
         out.append("\n")
     return "".join(out)
 
