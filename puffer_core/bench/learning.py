@@ -198,7 +198,7 @@ def _row(plan: Any, minutes: float, curve: Any, baseline: dict[str, Any]) -> dic
         "steps": steps,
         "seconds": seconds,
         "steps_per_second": round(steps / seconds, 1) if seconds else None,
-        "episodes": len(curve.episodes),
+        "episodes": curve.episode_count,
         "window": WINDOW,
         "trained_mean_return": trained,
         "random": baseline,

@@ -251,7 +251,7 @@ def _report_training(
         "env": env_id,
         "steps": last.get("step", 0),
         "seconds": round(seconds, 2),
-        "episodes": len(curve.episodes),
+        "episodes": curve.episode_count,
         "mean_return": curve.mean_return(),
         "out": str(out),
         "files": [str(Path(out) / name) for name in ("policy.pt", "curve.csv", "curve.png", "tensorboard")],

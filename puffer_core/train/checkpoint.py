@@ -33,13 +33,17 @@ from puffer_core.atomic import remove_stale_temporaries, replace_durably, tempor
 from puffer_core.errors import APIUsageError
 from puffer_core.train.archive import MAX_ENTRIES, Archive, check_archive
 from puffer_core.train.config import PPOConfig
+from puffer_core.train.curve import MAX_STATE_VALUES, Curve
 from puffer_core.train.saved_data import Shape, check_plain, short
 
 __all__ = ["FILENAME", "FORMAT", "Checkpoint", "UnsafeCheckpointError", "load", "save"]
 
 #: The layout written now; bump the number when the layout changes, and teach ``_upgrade``
-#: to read the one before (or to say what to do instead).
-FORMAT = "puffer-train/1"
+#: to read the one before (or to say what to do instead). 2: the curve's bounded summary
+#: (:mod:`puffer_core.train.curve`), where 1 kept every update and every episode.
+FORMAT = "puffer-train/2"
+#: The layout before the curve was bounded: read, its curve summarised.
+LEGACY_CURVE_FORMAT = "puffer-train/1"
 FILENAME = "policy.pt"
 _FORMAT_PREFIX = "puffer-train/"
 
@@ -98,7 +102,7 @@ def load(directory: str | Path) -> Checkpoint:
     if not isinstance(data, dict) or not isinstance(data.get("format"), str):
         found = type(data).__name__ if not isinstance(data, dict) else "no format"
         raise APIUsageError(f"{path} is not a puffer train checkpoint ({found}); give a policy.pt `puffer train` wrote")
-    data = _upgrade(path, data)
+    data = _upgrade(path, data, archive)
     checkpoint = _checked(path, data, archive)
     checkpoint.settings(str(path))
     return checkpoint
@@ -122,10 +126,14 @@ def _read(path: Path) -> Any:
         raise APIUsageError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
 
 
-def _upgrade(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+def _upgrade(path: Path, data: dict[str, Any], archive: Archive) -> dict[str, Any]:
     """``data`` in today's layout, from any layout this version can read."""
     written = data.pop("format")
     if written == FORMAT:
+        return data
+    if written == LEGACY_CURVE_FORMAT:
+        if "curve" in data:  # else the missing field is named with the others
+            data["curve"] = _summarised_curve(path, data["curve"], archive)
         return data
     if not written.startswith(_FORMAT_PREFIX):
         raise APIUsageError(f"{path} is not a puffer train checkpoint (format {short(written)}, expected {FORMAT!r})")
@@ -139,6 +147,19 @@ def _upgrade(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         f"{path} has an old layout ({short(written)}) this puffer-core cannot read: retrain, or evaluate it with the "
         "puffer-core version that wrote it"
     )
+
+
+def _summarised_curve(path: Path, curve: Any, archive: Archive) -> dict[str, Any]:
+    """A format-1 curve (every row and episode; as large as its pickle allows), checked as plain
+    data that size, in today's bounded form."""
+    if not isinstance(curve, dict):
+        raise APIUsageError(f"{path}: field 'curve' is a {type(curve).__name__}, not a checkpoint's")
+    # A tree's every value costs at least a byte of pickle: more values than that means shared ones.
+    check_plain(curve, f"{path}: curve", Shape(max_nodes=archive.pickle_bytes + 1024, max_depth=3, max_text=256))
+    try:
+        return Curve.from_legacy(curve).to_state()
+    except APIUsageError as exc:
+        raise APIUsageError(f"{path}: {exc}") from None
 
 
 #: What each field of a checkpoint must be (after weights_only loading, only plain types remain).
@@ -156,11 +177,12 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-#: How large each field's data may be (the curve's and the optimizer's depend on the file).
+#: How large each field's data may be (the optimizer's depends on the policy).
 _SHAPES: dict[str, Shape] = {
     "env_kwargs": Shape(max_nodes=10_000, max_depth=8),
     "config": Shape(max_nodes=256, max_depth=1, max_text=256),
     "spaces": Shape(max_nodes=16, max_depth=1, max_text=65_536),
+    "curve": Shape(max_nodes=MAX_STATE_VALUES, max_depth=4, max_text=256),  # bounded, however long the run
     "extra": Shape(max_nodes=1_000, max_depth=8),  # nothing writes it: small, plain
     "policy": Shape(max_nodes=MAX_ENTRIES, max_depth=1, max_text=1024, leaves=(torch.Tensor,)),
 }
@@ -183,7 +205,11 @@ def _checked(path: Path, data: dict[str, Any], archive: Archive) -> Checkpoint:
     env = data["env"]
     if len(env) > MAX_ENV_NAME or not env.isprintable():
         raise APIUsageError(f"{path}: its env {short(env)} is not an env id or a creator's name: refused")
-    _check_fields(path, data, archive)
+    _check_fields(path, data)
+    try:
+        Curve.from_state(data["curve"])  # the curve.csv and --resume will use: checked now, named
+    except APIUsageError as exc:
+        raise APIUsageError(f"{path}: {exc}") from None
     bad_keys = [
         key
         for key in data["env_kwargs"]
@@ -198,11 +224,9 @@ def _checked(path: Path, data: dict[str, Any], archive: Archive) -> Checkpoint:
     return Checkpoint(**data)
 
 
-def _check_fields(path: Path, data: dict[str, Any], archive: Archive) -> None:
+def _check_fields(path: Path, data: dict[str, Any]) -> None:
     """Each field a plain tree of its own bounded shape (tensors only in the policy and optimizer)."""
     shapes = dict(_SHAPES)
-    # A tree's every value costs at least a byte of pickle: more values than that means shared ones.
-    shapes["curve"] = Shape(max_nodes=archive.pickle_bytes + 1024, max_depth=3, max_text=256)
     weights = len(data["policy"]) if isinstance(data["policy"], dict) else 0
     shapes["optimizer"] = Shape(max_nodes=64 * (weights + 16), max_depth=4, max_text=256, leaves=(torch.Tensor,))
     for name, shape in shapes.items():

@@ -96,7 +96,8 @@ def ppo(
             on top of the env's ``train_defaults`` (its plugin's ``EnvSpec``).
 
     Returns:
-        The ``Curve``: one row per update and every finished episode.
+        The ``Curve``: a row per update (merged pairwise past ``MAX_ROWS``), every finished
+        episode in bins over steps, and the last ``RECENT`` episodes as they were.
 
     Raises:
         APIUsageError: a bad setting (one line naming it), a directory another run holds or

@@ -201,8 +201,7 @@ class Trainer:
             for info in infos:
                 ended = info.get("final_info", info)  # same-step autoreset: the ended episode's info
                 if EPISODE_RETURN in ended:
-                    episode = (self.step, float(ended[EPISODE_RETURN]), int(ended[EPISODE_LENGTH]))
-                    self.curve.episodes.append(episode)
+                    self.curve.add_episode(self.step, float(ended[EPISODE_RETURN]), int(ended[EPISODE_LENGTH]))
                     if self.on_episode is not None:
                         self.on_episode(self.step, ended)
             if collector.full:

@@ -130,3 +130,37 @@ def test_a_save_killed_midway_leaves_the_previous_checkpoint(run_dir):
     # The next save sweeps the dead writer's temporary file.
     checkpoints.save(run_dir, after)
     assert not [name for name in os.listdir(run_dir) if name.startswith(".policy.pt.")]
+
+
+def test_a_checkpoints_size_does_not_grow_with_the_episodes_of_its_run(run_dir):
+    """probe_1 ends an episode every step: a run of 10**7 steps saves no more than one of 256."""
+    from puffer_core.train.archive import check_archive
+    from puffer_core.train.curve import Curve
+
+    short_run = check_archive(run_dir / "policy.pt").pickle_bytes
+    saved = train.load(run_dir)
+    curve = Curve.from_state(saved.curve)
+    for step in range(saved.step + 8, 10**7, 8):
+        for _ in range(8):
+            curve.add_episode(step, 1.0, 1)
+        if step % 8192 == 0:
+            curve.add_row(step=step, seconds=step / 1e5, steps_per_second=1e5, policy_loss=0.0, learning_rate=1e-3)
+    saved.curve, saved.step = curve.to_state(), 10**7
+    checkpoints.save(run_dir, saved)
+    long_run = check_archive(run_dir / "policy.pt").pickle_bytes
+    assert long_run < short_run + 512 * 1024, (short_run, long_run)
+    loaded = train.load(run_dir)
+    assert Curve.from_state(loaded.curve).episode_count == curve.episode_count > 9 * 10**6
+
+
+def test_a_run_from_before_the_bounded_curve_resumes_its_curve(tmp_path):
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "policy.pt").write_bytes(OLD_CHECKPOINT.read_bytes())
+    old = torch.load(OLD_CHECKPOINT, weights_only=True)
+    assert old["format"] == "puffer-train/1" and old["curve"]["episodes"]
+    curve = train.ppo(resume=run, steps=1024)
+    assert curve.episode_count > len(old["curve"]["episodes"])
+    assert [row["step"] for row in curve.rows[: len(old["curve"]["rows"])]] == [r["step"] for r in old["curve"]["rows"]]
+    assert train.load(run).curve["episode_count"] == curve.episode_count
+    assert torch.load(run / "policy.pt", weights_only=True)["format"] == checkpoints.FORMAT

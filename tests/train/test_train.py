@@ -254,6 +254,9 @@ def test_resume_continues_the_curve_and_refuses_another_env(tmp_path):
     assert [r["step"] for r in more.rows[:8]] == [r["step"] for r in first.rows]  # the old rows, then new ones
     assert more.rows[8]["seconds"] > first.rows[-1]["seconds"]
     assert train.load(tmp_path).step == 4096
+    # The episodes too: those before the resume, then as many again (probe_1's are all alike).
+    assert more.episode_count == 2 * first.episode_count == more.bins.total == more.rows[-1]["episodes"]
+    assert first.episode_count >= 1000 and more.rows[7]["episodes"] == first.episode_count
 
 
 def test_bad_input_is_one_line(tmp_path, site):
