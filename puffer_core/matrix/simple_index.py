@@ -209,7 +209,7 @@ class _Deadline:
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.end = time.monotonic() + seconds
-        self.passed = False
+        self._expired = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
@@ -222,6 +222,11 @@ class _Deadline:
     def __exit__(self, *exc_info: object) -> None:
         self._timer.cancel()
 
+    @property
+    def passed(self) -> bool:
+        """Whether the deadline has passed (the watchdog fired, or a timeout just before it did)."""
+        return self._expired or time.monotonic() >= self.end
+
     def remaining(self) -> float:
         """Seconds left; past the deadline, a TimeoutError."""
         left = self.end - time.monotonic()
@@ -230,17 +235,21 @@ class _Deadline:
             raise TimeoutError("the request's deadline passed")
         return left
 
+    def socket_timeout(self) -> float:
+        """A socket's own timeout: a little after the deadline, so that the watchdog ends a late request."""
+        return self.remaining() + 1.0
+
     def watch(self, sock: socket.socket) -> None:
         """Shut ``sock`` when the deadline passes (at once if it has)."""
         with self._lock:
             self._sockets.append(sock)
-            passed = self.passed
+            passed = self._expired
         if passed:
             _shut(sock)
 
     def _expire(self) -> None:
         with self._lock:
-            self.passed = True
+            self._expired = True
             sockets = list(self._sockets)
         for sock in sockets:
             _shut(sock)
@@ -260,12 +269,13 @@ class _WatchedHTTPConnection(http.client.HTTPConnection):
     """An HTTP connection whose socket the request's deadline watches from its creation."""
 
     def __init__(self, host: str, *, deadline: _Deadline, timeout: object = None, **kwargs: Any):
-        super().__init__(host, timeout=deadline.remaining(), **kwargs)
+        super().__init__(host, timeout=deadline.socket_timeout(), **kwargs)
         self.deadline = deadline
         self._create_connection = self._watched_socket  # before any proxy tunnel or TLS handshake
 
     def _watched_socket(self, address: tuple[str, int], timeout: object, source_address: Any = None) -> socket.socket:
-        sock = socket.create_connection(address, self.deadline.remaining(), source_address)
+        sock = socket.create_connection(address, self.deadline.remaining(), source_address)  # connect: the deadline
+        sock.settimeout(self.deadline.socket_timeout())  # reads: the watchdog's
         self.deadline.watch(sock)
         return sock
 
@@ -365,7 +375,7 @@ def _request(url: str) -> urllib.request.Request:
 def _fetch(request: urllib.request.Request, deadline: _Deadline) -> tuple[bytes, str]:
     """The page's bytes and Content-Type, redirects followed, everything within ``deadline``."""
     opener = urllib.request.build_opener(_WatchedHTTPHandler(deadline), _WatchedHTTPSHandler(deadline), _Redirects())
-    with opener.open(request, timeout=deadline.remaining()) as response:
+    with opener.open(request, timeout=deadline.socket_timeout()) as response:
         chunks, size = [], 0
         while chunk := response.read(1 << 16):
             size += len(chunk)
