@@ -168,19 +168,19 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
         elif event == "cell":
             colour = colours.get(record.outcome, "red")
             line = (
-                f"{SYMBOLS.get(record.outcome, '?')} [{colour}]{record.outcome:<19}[/] {record.id}  "
+                f"{SYMBOLS.get(record.outcome, '?')} [{colour}]{record.outcome:<19}[/] {escape(record.id)}  "
                 f"{seconds_text(record.seconds)}"
             )
-            if record.error and record.outcome != "pass":
-                line += f"\n    [dim]{record.error}[/]"
+            if record.error and record.outcome != "pass":  # a log's text: shown as text, never as markup
+                line += f"\n    [dim]{escape(record.error)}[/]"
             out.print(line, highlight=False, soft_wrap=True)
             if "task" in task_holder:
                 progress.advance(task_holder["task"])
         elif event == "building":
-            out.print(f"building wheels: {', '.join(info['wheels'])}", highlight=False, soft_wrap=True)
+            out.print(f"building wheels: {', '.join(info['wheels'])}", highlight=False, soft_wrap=True, markup=False)
         elif event == "common-start":
             out.print(
-                f"[bold]common set (Python {info['python']}):[/] joint cell with {', '.join(info['members'])}",
+                f"[bold]common set (Python {info['python']}):[/] joint cell with {escape(', '.join(info['members']))}",
                 highlight=False,
                 soft_wrap=True,
             )
@@ -190,6 +190,7 @@ def _progress_reporter(progress: Any, task_holder: dict[str, Any]) -> Any:
                 + (f" — {info['error']}" if info.get("error") else ""),
                 highlight=False,
                 soft_wrap=True,
+                markup=False,
             )
 
     return report
@@ -419,6 +420,8 @@ def print_discovery(report: DiscoveryReport, out: Console) -> None:
             line += ", ".join(shown)
             if news.cells:
                 line += " → cells added: " + ", ".join(f"{plugin} {len(ids)}" for plugin, ids in news.cells.items())
+        if news.refused:
+            line += f"; {news.refused} file(s) left out: their Requires-Python is not a PEP 440 version specifier"
         out.print(line, highlight=False, soft_wrap=True, markup=False)
     releases = sum(len(news.releases) for news in report.packages.values())
     added = sum(len(ids) for ids in report.added.values())
@@ -444,13 +447,13 @@ def _print_common(common: Mapping[str, Any], out: Console) -> None:
         f"{m['plugin']} ({', '.join(f'{k}=={v}' for k, v in m['pins'].items())})" for m in common.get("members", [])
     )
     out.print(
-        f"[bold]common set[/] (Python {common.get('python')}, joint cell "
-        f"{joint.get('outcome', 'not run')}): {members or 'empty'}",
+        f"[bold]common set[/] (Python {escape(str(common.get('python')))}, joint cell "
+        f"{escape(str(joint.get('outcome', 'not run')))}): {escape(members) or 'empty'}",
         highlight=False,
         soft_wrap=True,
     )
     for plugin, reason in (common.get("dropped") or {}).items():
-        out.print(f"  left out [yellow]{plugin}[/]: {reason}", highlight=False, soft_wrap=True)
+        out.print(f"  left out [yellow]{escape(plugin)}[/]: {escape(reason)}", highlight=False, soft_wrap=True)
 
 
 def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] | None = None) -> None:
@@ -458,7 +461,9 @@ def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] |
     for table in plugin_tables(data, plugins):
         if table.get("error"):
             out.print(
-                f"[red]{table['plugin']}: could not be loaded:[/] {table['error']}", highlight=False, soft_wrap=True
+                f"[red]{escape(table['plugin'])}: could not be loaded:[/] {escape(table['error'])}",
+                highlight=False,
+                soft_wrap=True,
             )
         if not table["rows"]:
             continue
@@ -476,10 +481,11 @@ def print_matrix(data: Mapping[str, Any], out: Console, plugins: Iterable[str] |
 
 def _plugin_table(table: Mapping[str, Any], numbers: dict[str, int]) -> Table:
     """One plugin's rich table; each failure's error gets a number in ``numbers``."""
-    view = Table(title=f"{table['plugin']} — {table['package']}", show_lines=True)
-    view.add_column(f"{table['package']} (pins)", overflow="fold")
+    # a title and a column header are read as markup: the texts in them are escaped
+    view = Table(title=escape(f"{table['plugin']} — {table['package']}"), show_lines=True)
+    view.add_column(escape(f"{table['package']} (pins)"), overflow="fold")
     for py in table["pythons"]:
-        view.add_column(f"Python {py}", overflow="fold")
+        view.add_column(escape(f"Python {py}"), overflow="fold")
     for row in table["rows"]:
         label = Text(row["label"], style="bold")
         if row["detail"]:

@@ -5,7 +5,9 @@ For every package some plugin follows (:mod:`~puffer_core.matrix.follow`), every
 (:mod:`~puffer_core.matrix.simple_index`); their final, not yanked releases
 (:mod:`~puffer_core.matrix.releases`) that some plugin wants go to discovered.json
 (:mod:`~puffer_core.matrix.discovered`), from which the plan adds cells. Any index that
-cannot be read stops discovery before anything is written.
+cannot be read stops discovery before anything is written. Files the index client left out
+(a ``Requires-Python`` that is not a PEP 440 specifier) are counted per package
+(``PackageNews.refused``) and told, never kept or shown.
 """
 
 from __future__ import annotations
@@ -40,9 +42,16 @@ class PackageNews:
     releases: list[str] = field(default_factory=list)  # newest first
     new: list[str] = field(default_factory=list)  # not in the previous discovered.json
     cells: dict[str, list[str]] = field(default_factory=dict)  # plugin → ids of the cells it adds
+    refused: int = 0  # files the index client left out (IndexFile.refused)
 
     def to_json(self) -> dict[str, Any]:
-        return {"followed_by": self.followed_by, "releases": self.releases, "new": self.new, "cells": self.cells}
+        return {
+            "followed_by": self.followed_by,
+            "releases": self.releases,
+            "new": self.new,
+            "cells": self.cells,
+            "refused_files": self.refused,
+        }
 
 
 @dataclass
@@ -88,12 +97,12 @@ def follows_by_package(sources: Mapping[str, PluginSource]) -> dict[str, dict[st
     return dict(sorted(found.items()))
 
 
-def _releases(urls: list[str], name: str, timeout: float, fetch: Fetch) -> dict[str, Release]:
-    """The releases of ``name`` on all the indexes together."""
+def _releases(urls: list[str], name: str, timeout: float, fetch: Fetch) -> tuple[dict[str, Release], int]:
+    """The releases of ``name`` on all the indexes together, and how many files the client refused."""
     files: list[IndexFile] = []
     for url in urls:
         files += fetch(url, name, timeout)
-    return releases_from_files(files)
+    return releases_from_files(files), sum(1 for file in files if file.refused)
 
 
 def _added_cells(
@@ -134,9 +143,10 @@ def discover_releases(
     path = discovered_path(out)
     old = load_discovered(path)
     kept: dict[str, dict[str, Release]] = {}
+    refused: dict[str, int] = {}
     follows = follows_by_package(sources)
     for key, by_plugin in follows.items():
-        releases = _releases(urls, key, timeout, fetch)
+        releases, refused[key] = _releases(urls, key, timeout, fetch)
         chosen = {v for follow in by_plugin.values() for v in follow.new_versions(releases)}
         wanted = {v: r for v, r in releases.items() if v in chosen}
         if wanted:
@@ -151,6 +161,7 @@ def discover_releases(
             releases=releases,
             new=[v for v in releases if v not in old.get(key, {})],
             cells={plugin: sorted(ids) for plugin, ids in sorted(added.get(key, {}).items())},
+            refused=refused[key],
         )
     if not dry_run:
         followers = {key: list(by_plugin) for key, by_plugin in follows.items()}

@@ -14,6 +14,10 @@ Layout::
 
 Only the releases some plugin follows are kept (newer than what it declares, inside its
 bound), newest first. Written atomically; a missing file means nothing was discovered.
+``requires_python`` is the one text kept from the index, and only after the index client's
+check (:func:`~puffer_core.matrix.simple_index.requires_python_problem`: a PEP 440 specifier,
+at most 200 characters); reading the file checks it again (an older file may hold one the
+check refuses: that file entry is dropped).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import shutil
 
 from click.testing import CliRunner
 from matrix_samples import results_data
+from test_matrix_views import hostile_results
 
 from puffer_core.cli import matrix as cli_matrix
 from puffer_core.cli.matrix import matrix
@@ -125,3 +126,17 @@ def test_run_refuses_a_python_that_no_selected_plugin_lists(tmp_path):
         else:
             assert "--python 3.7: no selected plugin lists it" in message and "they list 3.11" in message
     assert not (out / "results.json").exists()
+
+
+def test_show_prints_the_texts_of_the_results_as_text_never_as_markup(tmp_path):
+    markup = "[/] [link=file:///etc/passwd]x[/link] [bold red]LOUD"  # rich markup in a log or a plugin's error
+    data = hostile_results()
+    data["cells"]["fixture-gymnasium1.2.0-py3.12"]["error"] = markup
+    data["plugins"]["broken<b>"] = {"error": markup}
+    data["common"]["dropped"] = {"[red]broken": markup}
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    result = CliRunner().invoke(matrix, ["show", "--out", str(tmp_path)], env={"COLUMNS": "500"})
+    assert result.exit_code == 0, result.output  # "[/]" closing nothing was a MarkupError
+    assert f"broken<b>: could not be loaded: {markup}" in result.output
+    assert f"left out [red]broken: {markup}" in result.output
+    assert f"[2] {markup}" in result.output

@@ -8,29 +8,42 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
 import http.server
 import json
 import shutil
 import ssl
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from click.testing import CliRunner
 from local_index import serve
+from test_matrix_discover import PACKAGE, write_follow_plugin
 
+from puffer_core.cli.matrix import matrix
+from puffer_core.matrix.discover import discover_releases
+from puffer_core.matrix.discovered import SCHEMA, load_discovered
+from puffer_core.matrix.releases import releases_from_files
 from puffer_core.matrix.simple_index import (
     JSON_TYPE,
     MAX_REDIRECTS,
     IndexUnreachable,
     keeps_credentials,
+    parse_html,
+    parse_json,
     project_files,
     redirect_problem,
+    requires_python_problem,
 )
+from puffer_core.matrix.sources import discover as discover_plugins
 
 PAGE = {"meta": {"api-version": "1.1"}, "name": "demo", "files": [{"filename": "demo-1.0.tar.gz", "url": "x"}]}
 BASIC = "Basic " + base64.b64encode(b"me:s3cret").decode()
+JSON = {"Content_Type": JSON_TYPE}
 
 
 class Seen:
@@ -297,3 +310,75 @@ def test_a_garbled_status_line_is_a_one_line_error(tmp_path):
     message = one_line_without_secret(unreadable)
     assert message.startswith(f"cannot reach the package index {url}/simple: ")
     assert "\x1b" not in message and "\x07" not in message  # the server's bytes never reach the terminal raw
+
+
+# -- Requires-Python: checked before anything is kept ---------------------------------------------
+
+ATTACK = "===<img/src=x/onerror=alert(1)>"  # a valid PEP 440 specifier (arbitrary equality)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [">=3.8", ">=3.6, <4", ">=2.7,!=3.0.*,!=3.1.*", "~=3.10", ">= 3.9", ">=3.6,", "==3.11.*", "<3.14.0rc1", "3.6"],
+)
+def test_real_requires_python_values_are_kept(value):
+    assert requires_python_problem(value) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        (ATTACK, "not a PEP 440 version specifier"),
+        ("===<script>", "not a PEP 440 version specifier"),
+        ("<img", "not a PEP 440 version specifier"),
+        (">=3.8\n<b>", "not a PEP 440 version specifier"),
+        (">=3.8 [x](javascript:y)", "not a PEP 440 version specifier"),
+        (">=3.8," + ",".join(["!=3.0"] * 40), "over 200 characters"),
+    ],
+)
+def test_other_requires_python_values_leave_their_file_out(value, problem):
+    assert problem in requires_python_problem(value)
+    page = {"files": [{"filename": "demo-1.0.tar.gz", "requires-python": value}, {"filename": "demo-1.1.tar.gz"}]}
+    refused, kept = parse_json(json.dumps(page).encode())
+    assert refused.requires_python is None and problem in refused.refused and kept.refused is None
+    assert list(releases_from_files([refused, kept])) == ["1.1"]  # the refused file counts nowhere
+    (anchor,) = parse_html(f'<a href="demo-1.0.tar.gz" data-requires-python="{html.escape(value)}">x</a>')
+    assert anchor.requires_python is None and problem in anchor.refused
+
+
+def test_discover_keeps_no_hostile_requires_python_and_says_so(tmp_path):
+    plugins = tmp_path / "plugins"
+    write_follow_plugin(plugins)
+    wheels = {v: f"puffer_test_follow-{v}-py3-none-any.whl" for v in ("1.0", "1.1", "1.2")}
+    page = {
+        "files": [
+            {"filename": wheels["1.0"], "requires-python": ">=3.8"},
+            {"filename": wheels["1.1"], "requires-python": ATTACK},  # its only file: 1.1 is not discovered
+            {"filename": wheels["1.2"], "requires-python": ">=3.8"},
+        ]
+    }
+    out = tmp_path / "out"
+    try:
+        with serve(tmp_path, handler(Seen(), lambda req: reply(req, 200, json.dumps(page).encode(), **JSON))) as url:
+            sources = discover_plugins(plugins, include_builtins=False)
+            report = discover_releases(sources, out, f"{url}/simple", timeout=5)
+            args = ["--index", f"{url}/simple", "--plugins-dir", str(plugins), "--no-builtins", "--out", str(out)]
+            result = CliRunner().invoke(matrix, ["discover", *args, "--dry-run"], env={"COLUMNS": "300"})
+    finally:
+        sys.modules.pop("puffer_plugin_follow", None)  # the next test imports its own copy
+    assert report.packages[PACKAGE].releases == ["1.2"] and report.packages[PACKAGE].refused == 1
+    stored = (out / "discovered.json").read_text()
+    assert "img" not in stored and "onerror" not in stored and '"requires_python": ">=3.8"' in stored
+    assert result.exit_code == 0, result.output
+    assert "1 file(s) left out: their Requires-Python is not a PEP 440 version specifier" in result.output
+    assert "img" not in result.output
+
+
+def test_a_hostile_requires_python_kept_before_the_check_is_dropped_on_reading(tmp_path):
+    path = tmp_path / "discovered.json"
+    files = [{"python": "any", "requires_python": ATTACK}, {"python": "source", "requires_python": ">=3.8"}]
+    document = {"schema": SCHEMA, "packages": {"demo": {"followed_by": ["x"], "releases": {"1.0": {"files": files}}}}}
+    path.write_text(json.dumps(document))
+    release = load_discovered(path)["demo"]["1.0"]
+    assert [f.requires_python for f in release.files] == [">=3.8"]
+    assert release.install_problem("demo", "3.7") == "demo 1.0 declares Requires-Python >=3.8"
