@@ -308,7 +308,7 @@ def run_cmd(
     )
     summary = _run_with_progress(options)
     for warning in summary.warnings:
-        console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(
             f"dry run: {summary.skipped} unchanged, {summary.excluded} excluded; nothing was run", highlight=False
