@@ -8,7 +8,6 @@ and hands out its rows in place. A fault ends here, in ``_fault``: raise, or res
 
 from __future__ import annotations
 
-import tempfile
 import weakref
 from dataclasses import dataclass
 from typing import Any, NamedTuple, cast
@@ -25,6 +24,7 @@ from puffer_core.vector.mp.commands import Commands
 from puffer_core.vector.mp.main_share import MainShare, ResetRows, plan_units
 from puffer_core.vector.mp.processes import Resources, UnitPlan, Workers, release
 from puffer_core.vector.mp.protocol import CALL, HAS_MASK, HAS_SEEDS, RESET, STEP, spin_of
+from puffer_core.vector.mp.scratch import make_scratch
 from puffer_core.vector.mp.shared_memory import ROW_FIELDS, Layout, map_shared
 from puffer_core.vector.mp.start import Lifeline, check_not_bootstrapping, check_start_method, resolve_start_method
 from puffer_core.vector.vector_settings import Counts, VectorSettings, WorkerOptions, option
@@ -129,7 +129,7 @@ class Multiprocessing(VectorEnv):
             res.memfd.append(memfd)
         res.lifeline.append(Lifeline())  # what workers watch to die with this process (see .start)
         try:
-            res.scratch.append(tempfile.mkdtemp(prefix="puffer-vector-"))
+            res.scratch.append(make_scratch())  # stale ones of dead processes swept first
         except OSError:  # no writable temp dir: the workers use the usual one (and envs may fail there too)
             pass
         return res

@@ -18,6 +18,8 @@ workers and frees all of it; the vector env runs it from ``close()`` and from a
 The workers' temp dir (``TMPDIR`` and :mod:`tempfile`'s) is a folder of the vector env's
 own, shared by its workers and removed by ``release``: what a killed worker's envs could not
 remove (each NetHack game keeps a folder there) goes with it, however many restarts a run had.
+Where the owner itself was killed, the next vector env made on the machine sweeps the folder
+(:mod:`.scratch`).
 """
 
 from __future__ import annotations
