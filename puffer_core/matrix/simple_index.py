@@ -396,7 +396,8 @@ def _read_http_index(index_url: str, project: str, timeout: float) -> tuple[byte
             exc.close()
             if exc.code in (404, 410):
                 return None  # the index does not hold this project
-            raise IndexUnreachable(f"cannot read the package index {where}: HTTP {exc.code}") from None
+            refused = " (a redirect to a URL that is not http(s)://)" if 300 <= exc.code < 400 else ""
+            raise IndexUnreachable(f"cannot read the package index {where}: HTTP {exc.code}{refused}") from None
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
             if deadline.passed:
                 raise IndexUnreachable(late) from None

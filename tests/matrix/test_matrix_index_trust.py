@@ -168,6 +168,15 @@ def test_at_most_five_redirects(tmp_path):
     assert len(seen.requests) == MAX_REDIRECTS + 1  # the sixth redirect's target was never asked
 
 
+def test_a_redirect_to_a_file_url_is_refused(tmp_path):
+    seen = Seen()
+    with serve(tmp_path, handler(seen, redirect_to("file:///etc/passwd"))) as url:
+        with pytest.raises(IndexUnreachable) as refused:
+            project_files(with_credentials(url) + "/simple", "demo", timeout=5)
+    message = one_line_without_secret(refused)
+    assert message.startswith(f"cannot read the package index {url}/simple: HTTP 302 (a redirect to a URL that is not")
+
+
 # -- https → http, on a real TLS server ------------------------------------------------------------
 
 
