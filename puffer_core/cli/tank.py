@@ -22,7 +22,6 @@ with the command's own exit code. The terminal side only: what the commands do i
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import pathlib
 import sys
@@ -33,7 +32,7 @@ from rich.table import Table
 from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.tables import output_console, print_table
-from puffer_core.cli.tank_registry import REGISTRY_HELP, pull_cmd, push_cmd
+from puffer_core.cli.tank_registry import REGISTRY_HELP, lock_cmd, pull_cmd, push_cmd
 from puffer_core.errors import PufferError
 from puffer_core.tank import container, login
 from puffer_core.tank.base_image import IMAGE_ID
@@ -51,15 +50,10 @@ from puffer_core.tank.hashlock import (
     roots_drift,
 )
 from puffer_core.tank.lock import (
-    image_lock,
-    lock_base_image,
-    lock_digest,
-    lock_hashes,
-    parse_lock,
     read_build_lock,
 )
-from puffer_core.tank.pins import read_pins
-from puffer_core.tank.registry import image_reference, parse_registry
+from puffer_core.tank.pins import Pins, read_pins
+from puffer_core.tank.registry import RegistryRef, image_reference, parse_registry
 from puffer_core.tank.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
@@ -338,13 +332,7 @@ def build_cmd(
     extra = _key_values(build_args, "--build-arg")
     stages = STAGES if stage == "all" else (stage,)
     tags = image_tags(tag)
-    registry = None if from_registry is None else parse_registry(from_registry)
-    if (registry is None) != (pins_path is None):
-        raise TankError(
-            "--from-registry REG and --pins FILE go together: a layer is taken from the registry only by the "
-            "digest the pins file (puffer tank push --pins) gives for its inputs, never by a tag or a label"
-        )
-    pins = None if pins_path is None else read_pins(pins_path)
+    registry, pins = _from_registry(from_registry, pins_path)
     if base_image is not None and not IMAGE_ID.match(base_image):
         image_reference(base_image, "--base-image")
     lock = None if lock_path is None else read_build_lock(lock_path, network, root)
@@ -383,6 +371,18 @@ def build_cmd(
     )
     console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))
+
+
+def _from_registry(given: str | None, pins_path: pathlib.Path | None) -> tuple[RegistryRef | None, Pins | None]:
+    """``--from-registry`` and ``--pins``, both or neither: a layer is taken only by a pinned digest."""
+    if (given is None) != (pins_path is None):
+        raise TankError(
+            "--from-registry REG and --pins FILE go together: a layer is taken from the registry only by the "
+            "digest the pins file (puffer tank push --pins) gives for its inputs, never by a tag or a label"
+        )
+    if given is None or pins_path is None:
+        return None, None
+    return parse_registry(given), read_pins(pins_path)
 
 
 def _build_args_noted(
@@ -557,50 +557,6 @@ def login_cmd(fresh: bool, image: str | None, command: str | None) -> None:
     login.login(login.LoginArgs(fresh=fresh, image=image, command=command))
 
 
-# -- locks --------------------------------------------------------------------------------------
-
-
-@tank.command("lock")
-@click.argument("image")
-@click.option(
-    "--json",
-    "as_json",
-    is_flag=True,
-    help="Print {image, id, python, base_image, sha256, packages, hashes} as JSON.",
-)
-def lock_cmd(image: str, as_json: bool) -> None:
-    """Print IMAGE's lock: every Python package in it, its version and the sha256 of its file.
-
-    Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`. A
-    package pip installed from a file carries --hash=sha256:... (the file's digest, from
-    pip's install report); one installed from the checkout says so. Equal sha256 digests of
-    two locks mean equal environments, bytes included. Rebuild: puffer tank build --lock FILE.
-    """
-    text, found = image_lock(connect(), image)
-    packages = parse_lock(text, f"the lock of {image}")
-    hashes = lock_hashes(text)
-    digest = lock_digest(packages, hashes)
-    if as_json:
-        python = next((line.split()[-1] for line in text.splitlines() if line.startswith("# python ")), None)
-        record = {
-            "image": image,
-            "id": found.id,
-            "python": python,
-            "base_image": lock_base_image(text),
-            "sha256": digest,
-            "packages": packages,
-            "hashes": hashes,
-        }
-        click.echo(json.dumps(record, indent=2))
-        return
-    click.echo(text, nl=not text.endswith("\n"))
-    console.print(
-        f"{image} ({found.short_id}): {len(packages)} packages, {len(hashes)} with the sha256 of their file; "
-        f"lock sha256 {digest}",
-        highlight=False,
-        soft_wrap=True,
-    )
-
-
+tank.add_command(lock_cmd)
 tank.add_command(push_cmd)
 tank.add_command(pull_cmd)

@@ -1,12 +1,13 @@
-"""``puffer tank push`` and ``puffer tank pull``: PufferTank images to and from a registry.
+"""``puffer tank push``, ``pull`` and ``lock``: PufferTank images to and from a registry, and what is in one.
 
     puffer tank push [IMAGE] --registry HOST[:PORT]/NAME [--pins FILE] [--json]
     puffer tank pull REPO@sha256:DIGEST | --pins FILE  [--tag LOCAL] [--json]   (verified: by digest)
     puffer tank pull --registry HOST[:PORT]/NAME [--lock DIGEST] [--json]      (unverified: a tag, to look)
+    puffer tank lock IMAGE [--json]
 
 Registered on the ``puffer tank`` group by :mod:`puffer_core.cli.tank` (which holds
-``build --from-registry``); what the commands do is :mod:`puffer_core.tank.push` and
-:mod:`puffer_core.tank.pull`.
+``build --from-registry``); what the commands do is :mod:`puffer_core.tank.push`,
+:mod:`puffer_core.tank.pull` and :mod:`puffer_core.tank.lock`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ from puffer_core.cli.tables import output_console
 from puffer_core.tank.container import DEFAULT_IMAGE
 from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import TankError
+from puffer_core.tank.lock import image_lock, lock_base_image, lock_digest, lock_hashes, parse_lock
 from puffer_core.tank.login import box_image
 from puffer_core.tank.pins import read_pins, write_pins
 from puffer_core.tank.pull import pull_pinned, pull_unverified
 from puffer_core.tank.push import push_image
 from puffer_core.tank.registry import image_reference, parse_digest, parse_local_tag, parse_registry, registry_of
 
-__all__ = ["REGISTRY_HELP", "pull_cmd", "push_cmd", "transfer_printer"]
+__all__ = ["REGISTRY_HELP", "lock_cmd", "pull_cmd", "push_cmd", "transfer_printer"]
 
 console = output_console(stderr=True, highlight=False)
 
@@ -202,3 +204,45 @@ def _box_image() -> str | None:
         return box_image()
     except TankError:
         return None
+
+
+@click.command("lock")
+@click.argument("image")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {image, id, python, base_image, sha256, packages, hashes} as JSON.",
+)
+def lock_cmd(image: str, as_json: bool) -> None:
+    """Print IMAGE's lock: every Python package in it, its version and the sha256 of its file.
+
+    Read from the image's label (org.puffer.tank.lock), written by `puffer tank build`. A
+    package pip installed from a file carries --hash=sha256:... (the file's digest, from
+    pip's install report); one installed from the checkout says so. Equal sha256 digests of
+    two locks mean equal environments, bytes included. Rebuild: puffer tank build --lock FILE.
+    """
+    text, found = image_lock(connect(), image)
+    packages = parse_lock(text, f"the lock of {image}")
+    hashes = lock_hashes(text)
+    digest = lock_digest(packages, hashes)
+    if as_json:
+        python = next((line.split()[-1] for line in text.splitlines() if line.startswith("# python ")), None)
+        record = {
+            "image": image,
+            "id": found.id,
+            "python": python,
+            "base_image": lock_base_image(text),
+            "sha256": digest,
+            "packages": packages,
+            "hashes": hashes,
+        }
+        click.echo(json.dumps(record, indent=2))
+        return
+    click.echo(text, nl=not text.endswith("\n"))
+    console.print(
+        f"{image} ({found.short_id}): {len(packages)} packages, {len(hashes)} with the sha256 of their file; "
+        f"lock sha256 {digest}",
+        highlight=False,
+        soft_wrap=True,
+    )
