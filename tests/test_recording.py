@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import os
 import re
 import subprocess
@@ -16,11 +17,11 @@ import imageio.v3 as iio
 import numpy as np
 import pytest
 from PIL import Image, ImageSequence
-from plugin_site import puffer_env, run_puffer
+from plugin_site import puffer_env, run_puffer, write_plugin
 
 from puffer_core import vector
 from puffer_core.env.gif import gif_frame_ms
-from puffer_core.env.recording import Recorder, plan_recording, plan_watch
+from puffer_core.env.recording import Recorder, plan_recording, plan_watch, published, receipted
 from puffer_core.env.sinks import GIF_NOTE_FRAMES, CastSink, GifSink, text_size
 from puffer_core.errors import APIUsageError, MissingDependencyError, PluginError
 from puffer_core.specs.declarations import EnvSpec
@@ -433,3 +434,66 @@ def test_a_directory_others_can_write_is_no_place_for_a_recording(tmp_path, monk
     proc = run_puffer(None, "run", "classic/cartpole", "--steps", "5", "--record", "x.gif")
     assert proc.returncode == 1 and f"cannot record to 'x.gif': {shared} is writable by others" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and os.listdir(shared) == []
+
+
+# -- the file actually written ---------------------------------------------------------------
+
+APPEARING = """
+import os
+import gymnasium
+import puffer_core
+from puffer_core import EnvSpec
+
+class Appearing(gymnasium.Wrapper):
+    '''CartPole that, at its first step, writes the file named by APPEAR_AT (another program's).'''
+
+    def step(self, action):
+        target = os.environ.get("APPEAR_AT")
+        if target and not os.path.exists(target):
+            with open(target, "w") as file:
+                file.write("appeared meanwhile")
+        return self.env.step(action)
+
+def _make(render_mode=None):
+    return Appearing(gymnasium.make("CartPole-v1", render_mode=render_mode))
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("appearing/cartpole", _make)]
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_published_names_the_file_a_worker_wrote(tmp_path, backend):
+    path = tmp_path / "run.gif"
+    workers = {"num_workers": 2} if backend != "serial" else {}
+    with receipted(plan_recording("classic/cartpole", path)) as recording:
+        with vector.make("classic/cartpole", num_envs=2, backend=backend, record=recording, **workers) as envs:
+            envs.reset(seed=0)
+            path.write_bytes(b"appeared meanwhile")
+            envs.step(np.zeros(2, dtype=np.int64))
+        assert published(recording) == str(tmp_path / "run-2.gif")
+        receipt = os.path.dirname(recording.receipt)
+    assert not os.path.exists(receipt)  # the receipt's folder goes with the context
+    with receipted(plan_recording("classic/cartpole", tmp_path / "other.gif")) as recording:
+        with vector.make("classic/cartpole", num_envs=1, record=recording):
+            pass  # never reset: not one frame
+        assert published(recording) is None
+    assert published(plan_recording("classic/cartpole", tmp_path / "x.gif")) == str(tmp_path / "x.gif")  # no receipt
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_puffer_run_prints_the_file_it_wrote(tmp_path, site, backend):
+    write_plugin(site, "appearing", APPEARING)
+    workers = ("--num-envs", "2", "--num-workers", "2") if backend != "serial" else ()
+    for extra in ((), ("--json",)):
+        path = tmp_path / f"run{len(extra)}.gif"
+        args = ("run", "appearing/cartpole", "--steps", "20", "--backend", backend, *workers, "--record", str(path))
+        proc = run_puffer(site, *args, *extra, extra_env={"APPEAR_AT": str(path)})
+        assert proc.returncode == 0, proc.stderr
+        written = tmp_path / f"run{len(extra)}-2.gif"
+        assert path.read_text() == "appeared meanwhile" and played_frames(written, 50) >= 2
+        if extra:
+            assert json.loads(proc.stdout)["record"] == str(written)
+        else:
+            assert f"recorded env 0 to {written}\n" in proc.stdout and f"to {path}\n" not in proc.stdout

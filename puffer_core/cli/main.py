@@ -36,7 +36,7 @@ from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
 from puffer_core.cli.version import print_version
 from puffer_core.env.environments import missing_requirements
-from puffer_core.env.recording import plan_recording, plan_watch
+from puffer_core.env.recording import plan_recording, plan_watch, published, receipted
 from puffer_core.plugins import get_plugins
 from puffer_core.vector.random_run import run_random
 
@@ -216,11 +216,17 @@ def run_cmd(
         record=recording,
         vector_kwargs=vector_kwargs or None,
     )
+    with receipted(recording) as tracked:
+        options["record"] = tracked
+        if as_json:
+            result = run_random(env_id, **options, **env_kwargs)
+        else:
+            result = _run_with_progress(env_id, steps, watch, options, env_kwargs)
+        written = published(tracked)  # NAME-2.SUFFIX where NAME appeared meanwhile
     if as_json:
-        print_json(run_random(env_id, **options, **env_kwargs).to_json())
+        print_json({**result.to_json(), **({"record": written} if record_path is not None else {})})
         return
-    result = _run_with_progress(env_id, steps, watch, options, env_kwargs)
-    _print_run(env_id, result, record_path)
+    _print_run(env_id, result, record_path, written)
 
 
 def _run_with_progress(
@@ -245,7 +251,7 @@ def _run_with_progress(
         return run_random(env_id, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
 
 
-def _print_run(env_id: str, result: Any, record_path: str | None) -> None:
+def _print_run(env_id: str, result: Any, record_path: str | None, written: str | None) -> None:
     """The summary of a random run: steps/second, the placement of its workers, episode means."""
     console.print(
         f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
@@ -261,8 +267,10 @@ def _print_run(env_id: str, result: Any, record_path: str | None) -> None:
         console.print(f"{result.episodes} episodes finished; mean {stats}", highlight=False)
     else:
         console.print("no episode finished within the steps run (try more --steps)")
-    if record_path is not None:
-        console.print(f"recorded env 0 to {record_path}", highlight=False, markup=False, soft_wrap=True)
+    if record_path is not None and written is None:
+        console.print(f"nothing recorded to {record_path}: env 0 rendered no frame", highlight=False, markup=False)
+    elif record_path is not None:
+        console.print(f"recorded env 0 to {written}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _placement_lines(placement: list[dict[str, Any]] | None) -> list[str]:

@@ -180,8 +180,8 @@ def train_cmd(
     if recording is not None:
         # The run's own checkpoint, written just now from the kwargs the run was checked with.
         played = train.evaluate(plan.out, record_episodes, record=recording, overwrite=overwrite, saved_kwargs="trust")
-        recorded = played.to_json()
-        recorded["record"] = record_path
+        # "record": the file written (NAME-2.SUFFIX where NAME appeared meanwhile; None: no frame came)
+        recorded = {"record": None, **played.to_json()}
     _report_training(curve, plan.out, plan.env_name, time.perf_counter() - started, as_json, recorded)
 
 
@@ -326,4 +326,4 @@ def eval_cmd(
         f"(min {data['min_return']:.2f}, max {data['max_return']:.2f}), mean length {data['mean_length']:.1f}"
     )
     if record_path is not None:
-        click.echo(f"recorded them to {record_path}")
+        click.echo(f"recorded them to {result.record}" if result.record else f"nothing recorded to {record_path}")

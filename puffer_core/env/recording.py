@@ -16,9 +16,11 @@ the rename never replaces a file that took the name during the run (``publish_ne
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,8 @@ __all__ = [
     "open_sink",
     "plan_recording",
     "plan_watch",
+    "published",
+    "receipted",
 ]
 
 #: Render mode each file suffix records.
@@ -52,7 +56,8 @@ RECORD_INSTALL = "pip install 'puffer-core[record]'"
 class Recording:
     """What env 0 records: ``path`` (None: the terminal), the render ``mode``, the creator
     kwargs that make the env render that way, frames per second, how many episodes
-    (None: every one until the vector env closes), and whether the file may replace one."""
+    (None: every one until the vector env closes), whether the file may replace one, and
+    where the name the file got is written when it ends (``receipted``)."""
 
     path: str | None
     mode: str
@@ -60,6 +65,7 @@ class Recording:
     fps: float = DEFAULT_FPS
     episodes: int | None = None
     overwrite: bool = False
+    receipt: str | None = None
 
     @property
     def watch(self) -> bool:
@@ -104,6 +110,32 @@ def plan_recording(
     if mode == "rgb_array":
         _require_imageio(suffix)
     return replace(_plan(env, str(target), mode, env_kwargs, episodes, f"record to {suffix}"), overwrite=overwrite)
+
+
+@contextlib.contextmanager
+def receipted(recording: Recording | None) -> Iterator[Recording | None]:
+    """``recording`` with a receipt in a private temporary folder (removed on the way out),
+    for ``published`` to read: the file is written where env 0 steps (a worker), and without
+    ``overwrite`` it becomes ``NAME-2.SUFFIX`` when ``NAME`` appeared during the run."""
+    if recording is None or recording.watch:
+        yield recording
+        return
+    with tempfile.TemporaryDirectory(prefix="puffer-recording-") as folder:
+        yield replace(recording, receipt=os.path.join(folder, "published"))
+
+
+def published(recording: Recording | None) -> str | None:
+    """The file a ``receipted`` recording wrote, once its vector env closed: its path, None when
+    not one frame came; the planned path where the recorder could not say (another machine)."""
+    if recording is None or recording.path is None:
+        return None
+    if recording.receipt is None:
+        return recording.path
+    try:
+        with open(recording.receipt, encoding="utf-8") as receipt:
+            return receipt.read() or None
+    except OSError:
+        return recording.path
 
 
 def plan_watch(env: Any, env_kwargs: Mapping[str, Any] | None = None, fps: float | None = None) -> Recording:
@@ -314,6 +346,6 @@ def open_sink(recording: Recording) -> Any:
     if recording.watch:
         return TerminalSink(recording.fps)
     if recording.mode == "ansi":
-        return CastSink(recording.path, recording.fps, overwrite=recording.overwrite)
+        return CastSink(recording.path, recording.fps, overwrite=recording.overwrite, receipt=recording.receipt)
     sink = GifSink if Path(recording.path).suffix.lower() == ".gif" else VideoSink
-    return sink(recording.path, recording.fps, overwrite=recording.overwrite)
+    return sink(recording.path, recording.fps, overwrite=recording.overwrite, receipt=recording.receipt)

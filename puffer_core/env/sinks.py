@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.atomic import make_temporary, publish_new, remove_stale_temporaries, replace_durably
+from puffer_core.atomic import make_temporary, publish_new, remove_stale_temporaries, replace_durably, write_atomically
 from puffer_core.env.gif import GifWriter, gif_frame_ms
 
 __all__ = ["GIF_NOTE_FRAMES", "CastSink", "GifSink", "TerminalSink", "VideoSink", "text_size"]
@@ -37,10 +37,12 @@ def _partial(path: str) -> Path:
 class _FileSink:
     """Frames into ``path`` through a hidden partial file, renamed when the recording ends (over
     a file of that name only with ``overwrite``); subclasses open the writer at the first frame
-    (``_open``) and write each (``_write``)."""
+    (``_open``) and write each (``_write``). With a ``receipt`` (a file of the process that
+    planned the recording), the name the recording got is written there when it ends (empty:
+    not one frame came), so that process names the file actually written."""
 
-    def __init__(self, path: str, fps: float, overwrite: bool = False):
-        self.path, self.fps, self.overwrite = path, fps, overwrite
+    def __init__(self, path: str, fps: float, overwrite: bool = False, receipt: str | None = None):
+        self.path, self.fps, self.overwrite, self.receipt = path, fps, overwrite, receipt
         self.partial = _partial(path)
         self.out: Any = None
         self.frames = 0
@@ -54,13 +56,16 @@ class _FileSink:
     def close(self) -> None:
         if self.out is None:  # not one frame came: nothing to keep
             self.partial.unlink(missing_ok=True)
+            self._receipt("")
             return
         out, self.out = self.out, None
         out.close()
         if self.overwrite:
             replace_durably(self.partial, self.path)
+            self._receipt(self.path)
             return
         kept = publish_new(self.partial, self.path)
+        self._receipt(str(kept))
         if kept != Path(self.path):
             # A note, not an error: the run (perhaps hours of training) stands, and the vector
             # env's close, which may call this one, reports nothing raised in it.
@@ -70,6 +75,14 @@ class _FileSink:
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _receipt(self, published: str) -> None:
+        if self.receipt is None:
+            return
+        try:
+            write_atomically(self.receipt, published.encode())
+        except OSError:  # another machine's worker (Ray), or the planner gone: it names the planned path
+            pass
 
     def _open(self, first: Any) -> Any:
         raise NotImplementedError

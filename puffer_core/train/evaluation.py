@@ -11,7 +11,7 @@ import torch
 
 from puffer_core import vector
 from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN
-from puffer_core.env.recording import Recording, plan_recording
+from puffer_core.env.recording import Recording, plan_recording, published, receipted
 from puffer_core.errors import APIUsageError
 from puffer_core.specs.limits import MAX_EPISODES, check_int
 from puffer_core.train import checkpoint as checkpoints
@@ -29,11 +29,13 @@ DEFAULT_MAX_STEPS = 1_000_000
 
 @dataclass
 class EvalResult:
-    """What ``evaluate`` played: the env id and each finished episode's return and length."""
+    """What ``evaluate`` played: the env id, each finished episode's return and length, and the
+    file its recording was written to (None: none)."""
 
     env: str
     returns: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    record: str | None = None
 
     @property
     def mean_return(self) -> float:
@@ -51,6 +53,7 @@ class EvalResult:
             "mean_length": float(np.mean(self.lengths)) if self.lengths else None,
             "returns": self.returns,
             "lengths": self.lengths,
+            **({"record": self.record} if self.record is not None else {}),
         }
 
 
@@ -87,8 +90,9 @@ def evaluate(
             they are) or ``"drop"`` (left out).
 
     Returns:
-        An ``EvalResult``: the env id, each episode's return and length, ``mean_return`` and
-        ``to_json()``.
+        An ``EvalResult``: the env id, each episode's return and length, the file ``record``
+        went to (``NAME-2.SUFFIX`` when ``NAME`` appeared during the run), ``mean_return``
+        and ``to_json()``.
 
     Raises:
         UnsafeCheckpointError: the checkpoint would run code on load.
@@ -119,17 +123,19 @@ def evaluate_plan(
     saved = plan.checkpoint
     if record is not None and not isinstance(record, Recording):
         record = plan_recording(plan.env, record, plan.env_kwargs, episodes, overwrite=overwrite)
-    envs = vector.make(plan.vector_env(), num_envs=1, seed=seed, record=record, **plan.env_kwargs)
-    with envs:
-        if spaces_of(envs) != saved.spaces:
-            raise APIUsageError(
-                f"{saved.env!r} no longer has the spaces the policy was trained on ({short(saved.spaces)})"
-            )
-        config = plan.config
-        policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
-        policy.load_state_dict(saved.policy)
-        policy.to(pick_device(device)).eval()
-        return _play(envs, policy, episodes, greedy, max_steps, saved.env)
+    with receipted(record) as record:
+        with vector.make(plan.vector_env(), num_envs=1, seed=seed, record=record, **plan.env_kwargs) as envs:
+            if spaces_of(envs) != saved.spaces:
+                raise APIUsageError(
+                    f"{saved.env!r} no longer has the spaces the policy was trained on ({short(saved.spaces)})"
+                )
+            config = plan.config
+            policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
+            policy.load_state_dict(saved.policy)
+            policy.to(pick_device(device)).eval()
+            result = _play(envs, policy, episodes, greedy, max_steps, saved.env)
+        result.record = published(record)  # once closed: NAME-2.SUFFIX where NAME appeared meanwhile
+    return result
 
 
 def _play(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int, name: str) -> EvalResult:
