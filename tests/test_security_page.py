@@ -64,3 +64,14 @@ def test_the_matrix_and_ray_names_it_gives_exist():
         assert name in INDEX_VARIABLES and f"`{name}`" in PAGE
     assert "HOME" in NEVER_PASSED and "`HOME`" in PAGE
     assert f"`~/.ray/{TOKEN_NAME}`" in PAGE and "`RAY_AUTH_TOKEN_PATH`" in PAGE
+
+
+def test_the_registry_names_it_gives_exist():
+    from puffer_core.cli import tank_registry
+    from puffer_core.tank.login import IMAGE_FILE
+
+    assert "`puffer_core/specs/images.py`" in PAGE and (ROOT / "puffer_core" / "specs" / "images.py").is_file()
+    push = {option for param in tank_registry.push_cmd.params for option in param.opts}
+    pull = {option for param in tank_registry.pull_cmd.params for option in param.opts}
+    assert "--pins" in push and {"--pins", "--registry", "--lock"} <= pull
+    assert f"`{IMAGE_FILE}`" in PAGE and "valid_image()" in (ROOT / "tank" / "setup-host.sh").read_text()

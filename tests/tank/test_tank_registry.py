@@ -299,3 +299,13 @@ def test_push_needs_a_registry_and_pull_a_digest():
     assert proc.returncode == 2 and "Missing option '--registry'" in proc.stderr, proc.stderr
     proc = _puffer("pull")
     assert proc.returncode == 1 and "give one of REPO@sha256:DIGEST, --pins FILE or --registry REG" in proc.stderr
+
+
+def test_a_pull_by_tag_never_touches_the_boxs_image():
+    """Refused before the engine is asked (None stands for it): a tag pull of the image
+    /etc/puffertank/image names would change the box's image unverified."""
+    from puffer_core.tank.pull import pull_unverified
+
+    ref = parse_registry("127.0.0.1:5000/pt")
+    with pytest.raises(TankError, match="127.0.0.1:5000/pt:latest is this box's image .*pull it by digest"):
+        pull_unverified(None, ref, None, lambda kind, line: None, box_image="127.0.0.1:5000/pt:latest")
