@@ -69,6 +69,7 @@ def cli() -> None:
 def plugins_cmd(as_json: bool, show_tb: bool) -> None:
     """List plugins: status, version, hooks, envs, and why a plugin failed."""
     plugins = get_plugins()
+    plugins.check_make_hooks()  # make's hooks too: one that raises fails its plugin here, not in make
     if as_json:
         print_json({"plugins": [info.to_json() for info in plugins.plugins.values()], "warnings": plugins.warnings})
         return
@@ -102,6 +103,7 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
 def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
     """List every environment id, its API, and whether it can be made here."""
     plugins = get_plugins()
+    plugins.check_make_hooks()
     if plugin_name is not None and plugin_name not in plugins.plugins:
         fail(f"no plugin named {plugin_name!r}; installed: {', '.join(plugins.plugins) or 'none'}")
     rows = []

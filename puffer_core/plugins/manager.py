@@ -11,7 +11,9 @@ caught but ``KeyboardInterrupt`` (Ctrl-C is the user's): ``SystemExit`` and
 ``make`` calls ``puffer_adapt`` / ``puffer_wrappers`` for one env, a plugin whose hook
 raises for *its own* env makes that env's error (naming the plugin and the hook); one that
 raises for *another plugin's* env is marked failed as above (a warning says so once) and
-skipped, so one broken plugin cannot break ``classic/cartpole``. The built-in plugins are
+skipped, so one broken plugin cannot break ``classic/cartpole``. ``puffer plugins`` calls
+these two hooks of each plugin once as ``make`` would (``check_make_hooks``), so one that
+raises is listed as failed before any env is made. The built-in plugins are
 Puffer Core's own code: what one raises is the env's error, as it is. This isolates
 mistakes, not malice: a plugin is code you installed, and runs with your rights.
 """
@@ -50,6 +52,9 @@ __all__ = [
 
 DISABLE_ENV = "PUFFER_DISABLE_PLUGINS"
 LOAD_ENV = "PUFFER_LOAD_PLUGINS"
+#: The env whose raw env ``check_make_hooks`` hands each plugin's ``puffer_adapt``: built in,
+#: quick to make, and what a plugin meets first in ``make`` (``puffer run classic/cartpole``).
+PROBE_ENV = "classic/cartpole"
 
 #: Built-in plugins: name -> the module or class that holds their hooks (imported, not named
 #: by strings: the layer test and import-linter see these dependencies).
@@ -367,21 +372,62 @@ class PluginSet:
         found: list[Callable[[Any], Any]] = []
         # pluggy calls the last-registered plugin first; reverse to registration order.
         for name, caller in reversed(self._callers("puffer_wrappers")):
-            for result in self._call_one(name, caller, spec) or []:
-                if result is None:
-                    continue
-                if callable(result) and not isinstance(result, (list, tuple)):
-                    result = [result]
-                for wrapper in result:
-                    if not callable(wrapper):
-                        raise PluginError(
-                            f"plugin '{name}': a puffer_wrappers() result for {spec.id!r} is {wrapper!r}, "
-                            "which is not callable",
-                            plugin=name,
-                            field="puffer_wrappers",
-                        )
-                    found.append(wrapper)
+            found += _wrapper_list(name, spec, self._call_one(name, caller, spec))
         return found
+
+    def check_make_hooks(self) -> None:
+        """Call each installed plugin's hooks that ``make`` calls as it would: ``puffer_wrappers``
+        for every env, ``puffer_adapt`` for the raw env of ``PROBE_ENV``. A plugin whose hook
+        raises or returns what ``make`` refuses is marked failed, with the hook, the env and the
+        cause (``puffer plugins`` shows it): ``make`` calls these hooks only as it builds an env,
+        so a broken one would look loaded until then. An ImportError for one of the plugin's own
+        envs is that env's missing package (``puffer envs`` says so), not the plugin's failure.
+        Built-in plugins, Puffer Core's own code, are not called."""
+        specs = list(self.env_specs.values())
+        for name, caller in self._callers("puffer_wrappers"):
+            if self.plugins[name].source == "builtin":
+                continue
+            for spec in specs:
+                if not self._probe(name, caller, spec):
+                    break  # failed: one cause is enough
+        probe = self.env_specs.get(PROBE_ENV)
+        adapters = [(n, c) for n, c in self._callers("puffer_adapt") if self.plugins[n].source != "builtin"]
+        if probe is None or not adapters:
+            return
+        try:
+            raw = probe.creator(**probe.kwargs)
+        except Exception:  # nothing to probe with (gymnasium broken): `puffer envs` says so
+            return
+        try:
+            for name, caller in adapters:
+                self._probe(name, caller, probe, env=raw)
+        finally:
+            raw.close()
+
+    def _probe(self, name: str, caller: Any, spec: EnvSpec, **kwargs: Any) -> bool:
+        """Plugin ``name``'s part of a make hook for ``spec``; False (and the plugin marked failed)
+        when it raised or returned what ``make`` refuses."""
+        own = self.env_owner.get(spec.id) == name
+        try:
+            result = caller(spec=spec, **kwargs)
+            if caller.name == "puffer_wrappers":
+                _wrapper_list(name, spec, result)
+            return True
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit included: see the module docstring
+            if own and isinstance(exc, ImportError):
+                return True  # its own env's missing package: `puffer envs` says so
+            if isinstance(exc, PluginError) and exc.plugin == name:  # a result make refuses, named already
+                error = f"{exc}; make calls {caller.name}() for every env it builds"
+            else:
+                whose = "its own env" if own else "another plugin's env"
+                error = (
+                    f"plugin '{name}': {caller.name}() raised {_short_error(exc)} for {spec.id!r} ({whose}); make "
+                    f"calls it for every env it builds: fix or update the plugin, or disable it ({DISABLE_ENV}={name})"
+                )
+            self._mark_failed(name, error, exc)
+            return False
 
     def _callers(self, hook_name: str) -> list[tuple[str, Any]]:
         """(plugin, a caller of that plugin's part of ``hook_name`` alone), in pluggy's call order."""
@@ -424,6 +470,29 @@ class PluginSet:
                     self._mark_failed(name, error, exc)
                     warnings.warn(error, RuntimeWarning, stacklevel=4)
             return None
+
+
+def _wrapper_list(name: str, spec: EnvSpec, results: Any) -> list[Callable[[Any], Any]]:
+    """The wrappers in ``results`` (what plugin ``name``'s ``puffer_wrappers`` implementations
+    returned for ``spec``: None, a callable or a list of callables each).
+
+    Raises:
+        PluginError: a result that is not callable (naming the plugin and the env).
+    """
+    found = []
+    for result in results or []:
+        if result is None:
+            continue
+        for wrapper in result if isinstance(result, (list, tuple)) else [result]:
+            if not callable(wrapper):
+                raise PluginError(
+                    f"plugin '{name}': a puffer_wrappers() result for {spec.id!r} is {wrapper!r}, "
+                    "which is not callable",
+                    plugin=name,
+                    field="puffer_wrappers",
+                )
+            found.append(wrapper)
+    return found
 
 
 def load_plugins(

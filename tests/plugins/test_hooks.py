@@ -297,7 +297,11 @@ def test_through_the_cli_a_plugin_exiting_in_any_hook_breaks_no_other_env(site):
         info = infos[names[hook]]
         assert info["status"] == "failed" and f"{hook}() raised SystemExit: 3" in info["error"], info
         assert f"✗ {names[hook]}" in table.stdout
-    assert all(infos[names[hook]]["status"] == "loaded" for hook in MAKE_HOOKS)  # make calls them, not loading
+    for hook in MAKE_HOOKS:  # make calls them, not loading: `puffer plugins` calls them as make would
+        info = infos[names[hook]]
+        assert info["status"] == "failed" and f"{hook}() raised SystemExit: 3 for " in info["error"], info
+        assert f"✗ {names[hook]}" in table.stdout
+    assert infos["exit-in-workers"]["status"] == "loaded"  # its hook raises in workers only
     assert infos["classic"]["status"] == "loaded" and "puffer_envs() raised SystemExit: 3" in table.stdout
     for done in (run, run_workers):
         assert done.returncode == 0, done.stderr
@@ -309,3 +313,63 @@ def test_through_the_cli_a_plugin_exiting_in_any_hook_breaks_no_other_env(site):
     assert own.returncode == 1 and wrappers in own.stderr, own.stderr
     assert own_in_workers.returncode == 1 and "worker" in own_in_workers.stderr
     assert "its plugin 'exit-in-workers' raised SystemExit: 3 in puffer_wrappers()" in own_in_workers.stderr
+
+
+@pytest.mark.parametrize("exception", RAISED)
+@pytest.mark.parametrize("hook", MAKE_HOOKS)
+def test_check_make_hooks_fails_a_plugin_whose_make_hook_raises_and_no_other(site, hook, exception):
+    write_plugin(site, "exiter", raises_in(hook, exception))
+    write_plugin(site, "good", GOOD)
+    plugins = _plugins(site)
+    assert plugins.plugins["exiter"].status == "loaded"  # loading does not call make's hooks
+    plugins.check_make_hooks()
+    info = plugins.plugins["exiter"]
+    assert info.status == "failed" and info.traceback and info.envs == []
+    assert info.error.startswith(f"plugin 'exiter': {hook}() raised {RAISED[exception]} for '")
+    assert "make calls it for every env it builds" in info.error and "PUFFER_DISABLE_PLUGINS=exiter" in info.error
+    assert {name: i.status for name, i in plugins.plugins.items() if name != "exiter"} == dict.fromkeys(
+        ("classic", "gym", "pettingzoo-legacy", "good"), "loaded"
+    )
+    _steps(environments.make_raw("good/cartpole", plugins=plugins))
+    _steps(environments.make_raw("classic/cartpole", plugins=plugins))
+
+
+WRAPPERS_ONLY = """
+import puffer_core
+from puffer_core import EnvSpec
+
+def _make():
+    import gymnasium
+    return gymnasium.make("CartPole-v1")
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec(__name__.removeprefix("puffer_plugin_") + "/cartpole", _make)]
+
+@puffer_core.hookimpl
+def puffer_wrappers(spec):
+    {body}
+"""
+
+
+def test_check_make_hooks_judges_what_make_would(site):
+    """A result make refuses fails the plugin; its own env's missing package does not (that env
+    says so in `puffer envs`); a good plugin's hooks pass; the built-ins are not called."""
+    bodies = {
+        "badresult": "return ['not a wrapper'] if spec.plugin == 'badresult' else None",
+        "needy": "if spec.plugin == 'needy':\n        import definitely_missing_pkg_xyz",
+        "strict": "if spec.plugin != 'strict':\n        import definitely_missing_pkg_xyz",
+        "fine": "return [lambda env: env] if spec.plugin == 'fine' else None",
+    }
+    for name, body in bodies.items():
+        write_plugin(site, name, WRAPPERS_ONLY.format(body=body))
+    plugins = _plugins(site)
+    plugins.check_make_hooks()
+    status = {name: plugins.plugins[name].status for name in bodies}
+    assert status == {"badresult": "failed", "needy": "loaded", "strict": "failed", "fine": "loaded"}
+    assert "a puffer_wrappers() result for 'badresult/cartpole' is 'not a wrapper', which is not callable" in (
+        plugins.plugins["badresult"].error
+    )
+    assert "ModuleNotFoundError" in plugins.plugins["strict"].error
+    assert "(another plugin's env)" in plugins.plugins["strict"].error
+    assert all(info.status == "loaded" for info in plugins.plugins.values() if info.source == "builtin")
