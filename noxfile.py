@@ -387,12 +387,18 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- --box [DIR]` times a new puffer box instead (root; tank/ci-setup.sh first):
     setup-host.sh in a bare Debian 12 container, a pull into an empty engine, the first and
     later logins, into bench-results/box/, and regenerates docs/puffer-box.md's table.
+    `nox -s bench -- --memory [DIR]` runs `puffer train classic/probe_1` for 20 minutes instead,
+    sampling its process tree's memory and its checkpoint's size, then resumes it, into
+    bench-results/memory/, and regenerates docs/performance.md.
     """
     if session.posargs[:1] == ["--cluster"]:
         _bench_cluster(session, session.posargs[1:])
         return
     if session.posargs[:1] == ["--box"]:
         _bench_box(session, session.posargs[1:])
+        return
+    if session.posargs[:1] == ["--memory"]:
+        _bench_memory(session, session.posargs[1:])
         return
     install_project(session)
     has_torch = install_torch(session)
@@ -411,6 +417,17 @@ def bench(session: nox.Session) -> None:
     else:
         session.warn("the learning section was not run: it trains, and this Python has no local torch wheel")
     if not session.posargs:
+        session.run("python", "-m", "puffer_core.bench.results")
+
+
+def _bench_memory(session: nox.Session, args: list[str]) -> None:
+    """`nox -s bench -- --memory [DIR]`: a long training run's memory and checkpoint (it trains: torch)."""
+    install_project(session)
+    install_torch(session, from_index=True)
+    install_torch_extras(session, "train")
+    out = args[0] if args else "bench-results/memory"
+    session.run("python", "-m", "puffer_core.bench.memory", "--out", out)
+    if not args:
         session.run("python", "-m", "puffer_core.bench.results")
 
 

@@ -7,8 +7,9 @@ the performance table of ``README.md`` (the newest run only); from the newest cl
 ``bench-results/cluster/`` (``puffer bench --cluster DIR``: Ray across nodes, bytes per step),
 a section of ``docs/performance.md`` and the table of ``docs/cluster.md``; from the newest
 learning run in ``bench-results/learning/`` (``puffer bench --learning DIR``: NetHack over
-seeds), another section of ``docs/performance.md``. ``--check`` exits 1 when any of them is not
-what the runs give.
+seeds), another section of ``docs/performance.md``; from the newest memory run in
+``bench-results/memory/`` (``python -m puffer_core.bench.memory``: a long run's memory and
+checkpoint), another. ``--check`` exits 1 when any of them is not what the runs give.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "render_box_section",
     "render_cluster_section",
     "render_learning_section",
+    "render_memory_section",
     "render_page",
     "render_readme_headline",
     "render_readme_table",
@@ -238,6 +240,23 @@ def render_learning_section(document: dict[str, Any] | None) -> str:
     return "\n".join([heading, "", provenance, *body]) + "\n"
 
 
+def render_memory_section(document: dict[str, Any] | None) -> str:
+    """A memory run (``puffer_core.bench.memory``) as Markdown, with its commit and machine."""
+    if document is None:
+        return "No memory run is stored yet: `nox -s bench -- --memory` makes one.\n"
+    from puffer_core.bench.memory import render_markdown
+
+    machine = document["machine"]
+    cpu = f", {machine['cpu_model']}" if machine.get("cpu_model") else ""
+    provenance = (
+        f"From the newest run in `bench-results/memory/` (`python -m puffer_core.bench.memory`; commit "
+        f"{(document.get('commit') or 'unknown')[:12]}; {machine['cpus']} CPUs{cpu}; Python {machine['python']}). "
+        "A run keeps a curve of bounded size however many episodes it finishes: its memory and its checkpoint "
+        "level off within minutes."
+    )
+    return "\n".join([provenance, "", render_markdown(document["memory"]).rstrip()]) + "\n"
+
+
 def _history(runs: list[dict[str, Any]]) -> list[str]:
     """One table per standard env: each run's fastest setting against its own run's baselines."""
     env_ids = list(dict.fromkeys(env_id for document in runs for env_id in document["results"]))
@@ -303,10 +322,11 @@ def render_page(
     runs: list[dict[str, Any]],
     cluster_runs: list[dict[str, Any]] | None = None,
     learning_runs: list[dict[str, Any]] | None = None,
+    memory_runs: list[dict[str, Any]] | None = None,
 ) -> str:
     """``docs/performance.md``: how to read the figures, every run's history, the newest run in
-    full, the newest learning run (NetHack over seeds) and the newest cluster run (Ray across
-    nodes)."""
+    full, the newest learning run (NetHack over seeds), the newest memory run (a long run's
+    memory and checkpoint) and the newest cluster run (Ray across nodes)."""
     lines = [
         PAGE_HEADER,
         "# Performance",
@@ -351,6 +371,8 @@ def render_page(
     else:
         lines.append("No run is stored yet: `nox -s bench` makes one.")
     lines += ["", render_learning_section(learning_runs[-1] if learning_runs else None).rstrip()]
+    memory = render_memory_section(memory_runs[-1] if memory_runs else None)
+    lines += ["", "## Memory over a long run", "", memory.rstrip()]
     if cluster_runs:
         lines += ["", "## Across nodes: Ray", "", render_cluster_section(cluster_runs[-1])]
     return "\n".join(lines).rstrip() + "\n"
@@ -378,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         default="bench-results/learning",
         help="the folder of learning runs [bench-results/learning]",
     )
+    parser.add_argument(
+        "--memory-results", default="bench-results/memory", help="the folder of memory runs [bench-results/memory]"
+    )
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file is out of date")
     args = parser.parse_args(argv)
     runs = load_runs(args.results)
@@ -385,10 +410,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.results} holds no run: `nox -s bench` (or `puffer bench --standard DIR`) makes one")
     cluster_runs = load_runs(args.cluster_results) if Path(args.cluster_results).is_dir() else []
     learning_runs = load_runs(args.learning_results) if Path(args.learning_results).is_dir() else []
+    memory_runs = load_runs(args.memory_results) if Path(args.memory_results).is_dir() else []
     page, readme, guide = Path(args.page), Path(args.readme), Path(args.guide)
     cluster_table = render_cluster_section(cluster_runs[-1] if cluster_runs else None)
     wanted = {
-        page: render_page(runs, cluster_runs, learning_runs),
+        page: render_page(runs, cluster_runs, learning_runs, memory_runs),
         readme: replace_between(
             replace_readme_table(readme.read_text(), render_readme_table(runs[-1])),
             HEADLINE_START,

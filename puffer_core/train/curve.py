@@ -155,7 +155,7 @@ class Curve:
     def png_bytes(self, title: str) -> bytes:
         from puffer_core.train.curve_plot import draw
 
-        return draw(self, title)
+        return draw(self, title, WINDOW)
 
     def write(self, directory: Path, title: str) -> None:
         write_atomically(directory / "curve.csv", self.csv_bytes())

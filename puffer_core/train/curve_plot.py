@@ -11,16 +11,14 @@ import numpy as np
 __all__ = ["draw"]
 
 
-def draw(curve: Any, title: str) -> bytes:
+def draw(curve: Any, title: str, window: int) -> bytes:
     """The PNG of ``curve``: each bin's mean return as a line and its least-to-greatest band,
-    the last episodes as faint dots with the mean of the last ``WINDOW`` of them; steps/second
+    the last episodes as faint dots with the mean of the last ``window`` of them; steps/second
     on a thin panel below."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display needed, and never a window
     from matplotlib.figure import Figure
-
-    from puffer_core.train.curve import WINDOW
 
     figure = Figure(figsize=(8, 5.5), dpi=110, layout="constrained")
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(4, 1))
@@ -30,7 +28,7 @@ def draw(curve: Any, title: str) -> bytes:
         least, greatest = [b["min_return"] for b in bins], [b["max_return"] for b in bins]
         top.fill_between(ends, least, greatest, step="pre", color="tab:blue", alpha=0.15, label="least to greatest")
         top.plot(ends, [b["mean_return"] for b in bins], color="tab:blue", lw=1.5, label="mean return (all episodes)")
-        _recent(top, curve.episodes, WINDOW)
+        _recent(top, curve.episodes, window)
         top.legend(loc="lower right")
     else:
         top.text(0.5, 0.5, "no episode finished yet", ha="center", va="center", transform=top.transAxes)

@@ -162,7 +162,10 @@ def test_the_committed_page_and_readme_table_are_what_the_stored_runs_give():
     )
     learning = runs.load_runs(ROOT / "bench-results" / "learning")
     assert learning, "bench-results/learning/ holds no run: nox -s bench"
-    assert (ROOT / "docs" / "performance.md").read_text() == results.render_page(stored, cluster, learning)
+    memory = runs.load_runs(ROOT / "bench-results" / "memory")
+    assert memory, "bench-results/memory/ holds no run: nox -s bench -- --memory"
+    page = results.render_page(stored, cluster, learning, memory)
+    assert (ROOT / "docs" / "performance.md").read_text() == page
     guide = (ROOT / "docs" / "cluster.md").read_text()
     table = results.render_cluster_section(cluster[-1] if cluster else None)
     assert guide == results.replace_between(guide, CLUSTER_START, CLUSTER_END, table, "docs/cluster.md")
@@ -284,6 +287,7 @@ def test_the_command_writes_then_checks(tmp_path, capsys):
     (tmp_path / "box.md").write_text(f"# Box\n{BOX_START}\nstale\n{BOX_END}\n")
     paths += ["--box-guide", str(tmp_path / "box.md"), "--box-results", str(tmp_path / "no-box-runs")]
     paths += ["--learning-results", str(tmp_path / "runs" / "learning")]
+    paths += ["--memory-results", str(tmp_path / "runs" / "memory")]
     assert results.main([*paths, "--check"]) == 1
     assert "perf.md is out of date" in capsys.readouterr().err
     assert results.main(paths) == 0
