@@ -9,7 +9,26 @@
 #
 # It never opens a port and never configures a VPN or sshd: how users reach the box
 # (Tailscale, WireGuard, a LAN, sshd's own settings) stays the admin's choice.
+#
+# It runs as root, so it takes nothing from anyone else: a fixed PATH, root's own HOME, umask
+# 022 (the venv is for every user), the caller's environment emptied except the settings
+# that reach the package index (KEPT_ENV), Debian's /usr/bin/python3 by absolute path (a
+# python3 of root's, e.g. pyenv's under 0700 /root, would make a venv no user can run), and
+# a source tree only root can change (check_source).
 set -Eeuo pipefail
+umask 022
+SYSFS="${PUFFER_SETUP_SYSFS:-/sys}"             # tests point this at a fake PCI bus
+# Kept from the caller: the package index, the CA bundle pip trusts for it (checked like the
+# source: root's alone), pip's timeout, the proxies. Root's own pip settings belong in
+# /etc/pip.conf or root's ~/.config/pip/pip.conf, which pip still reads.
+KEPT_ENV=" PIP_INDEX_URL PIP_CERT PIP_DEFAULT_TIMEOUT http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY TERM "
+for _name in $(compgen -e); do
+    [[ $KEPT_ENV == *" $_name "* ]] || unset -v "$_name" 2>/dev/null || true
+done
+unset -v _name
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+HOME=$(getent passwd 0 | cut -d: -f6) || true
+export HOME=${HOME:-/root}
 
 PROG=setup-host
 VENV=/opt/puffertank/venv
@@ -18,8 +37,8 @@ LOGIN=/usr/local/bin/puffertank-login
 IMAGE_FILE=/etc/puffertank/image
 DEFAULT_IMAGE=puffertank:latest
 LOG=/var/log/puffertank-setup.log               # output of the commands that change the box
-SYSFS="${PUFFER_SETUP_SYSFS:-/sys}"             # tests point this at a fake PCI bus
 BASE_PACKAGES=(git vim tmux curl ca-certificates python3 python3-venv)
+PYTHON=/usr/bin/python3                          # Debian's, from BASE_PACKAGES: the venv's home
 DOCKER_URL=https://download.docker.com/linux/debian
 DOCKER_KEY=/etc/apt/keyrings/docker.asc
 DOCKER_SOURCES=/etc/apt/sources.list.d/docker.sources
@@ -30,8 +49,6 @@ NV_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 APT=(apt-get -q -o DPkg::Lock::Timeout=120 -o Acquire::Retries=3
     -o Acquire::http::Timeout=60 -o Acquire::https::Timeout=60)
 CURL=(curl -fsSL --max-time 120 --retry 3)
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
-export LC_ALL=C
 
 usage() {
     cat <<EOF
@@ -46,7 +63,12 @@ Options:
   --docker-repo REPO   where the engine comes from: debian (default: Debian's docker.io) or
                        docker (Docker's own apt repository and signed key: docker-ce,
                        docker-ce-cli, containerd.io; refused while docker.io is installed)
-  --source DIR         the puffer-core checkout to install (default: the one holding this script)
+  --source DIR         the puffer-core checkout to install (default: the one holding this script).
+                       pip builds it as root, so it must be root's alone: DIR, each folder
+                       above it, and every file and folder pip reads in it (pyproject.toml,
+                       puffer_core/, the constraints file; a symbolic link by what it points
+                       to) owned by root and not writable by group or others; otherwise
+                       refused (chown -R root:root DIR && chmod -R go-w DIR, or a root-owned copy)
   --image TAG          the box's current PufferTank image, written to $IMAGE_FILE
                        (the login reads it; without the file it uses $DEFAULT_IMAGE)
   --user NAME          enrol NAME (repeatable): create it if missing (useradd -m), login shell
@@ -61,7 +83,8 @@ is missing), engine (systemctl enable --now docker where systemd is PID 1), nvid
 an NVIDIA GPU on the PCI bus: Debian's nvidia-driver from non-free, which needs the apt
 components contrib non-free non-free-firmware; NVIDIA's container toolkit from NVIDIA's
 repository; nvidia-ctk runtime configure --runtime=docker and a docker restart), puffer
-(puffer-core[tank] in the venv $VENV, reinstalled only when the source changed), links
+(puffer-core[tank] in the venv $VENV by $PYTHON, made again only when the source
+changed or users could not run it), links
 (/usr/local/bin/puffer and $LOGIN), shells ($LOGIN in /etc/shells), image, user NAME.
 
 Never: opens a port, touches the firewall or sshd, configures Tailscale or any VPN (the admin's
@@ -69,7 +92,10 @@ choice), removes a package. A failed step is undone where it can be (files are w
 temporary name and moved; a failed venv install puts the previous venv back) and the steps
 after it do not run. Command output goes to $LOG.
 
-Environment: PUFFER_SETUP_SYSFS (default /sys): where the PCI bus is read (for tests).
+Environment: emptied but for PIP_INDEX_URL, PIP_CERT (a file root's alone), PIP_DEFAULT_TIMEOUT,
+the proxy variables and TERM; PATH is /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin,
+HOME root's, umask 022; the venv is made by $PYTHON. PUFFER_SETUP_SYSFS (default /sys):
+where the PCI bus is read (for tests).
 Exit codes: 0 done, 1 a step failed, 2 refused (bad option, not root, not Debian 12).
 EOF
 }
@@ -109,6 +135,86 @@ check_system() {
 }
 
 is_checkout() { [[ -d $1/puffer_core ]] && grep -qs '^name = "puffer-core"' "$1/pyproject.toml"; }
+# What root builds and runs must be root's alone: pip builds puffer-core as root and
+# `puffer --version` runs it as root, so whoever can change a file it is built from, or a folder
+# above one, runs code as root. Root's alone: owned by root, writable by no group or other
+# user (a group's write also shows in the mode when an ACL grants it). A folder above may be
+# world-writable with the sticky bit, as /tmp is: no one else can rename or remove what root
+# owns there. A symbolic link is judged by what it points to (and the folders above that).
+not_roots() { # PATH [above]: why PATH (no link) is not root's alone, or nothing
+    local uid mode user who=others
+    read -r uid mode user <<<"$(stat -c '%u %a %U' -- "$1")"
+    if ((uid != 0)); then
+        echo "owned by $user (uid $uid), mode $mode"
+        return 0
+    fi
+    ((8#$mode & 8#022)) || return 0
+    if [[ -n ${2:-} && -d $1 ]] && ((8#$mode & 8#1000)); then return 0; fi  # a sticky folder above (/tmp)
+    if ((8#$mode & 8#020)); then who=group; fi
+    if ((8#$mode & 8#020 && 8#$mode & 8#002)); then who="group and others"; fi
+    echo "owned by root but writable by $who (mode $mode)"
+}
+
+folders_above() { # PATH (absolute, no links): /, then each folder down to PATH's own
+    local p=$1 folders=()
+    while [[ $p != / ]]; do p=$(dirname -- "$p"); folders=("$p" "${folders[@]}"); done
+    printf '%s\n' "${folders[@]}"
+}
+
+first_not_roots() { # PATH (absolute, no links): "P is WHY" for the first of its folders (from /), or it, not root's alone
+    local dir why
+    while IFS= read -r dir; do
+        why=$(not_roots "$dir" above)
+        if [[ -n $why ]]; then echo "$dir, a folder above it, is $why"; return; fi
+    done < <(folders_above "$1")
+    why=$(not_roots "$1")
+    if [[ -n $why ]]; then echo "$1 is $why"; fi
+}
+
+check_source() { # WHAT: refuse a source someone other than root could change (before anything changes)
+    local what=$1 copy="cp -r $SRC /usr/local/src/puffer-core as root and pass --source /usr/local/src/puffer-core"
+    local dir why entry target found=()
+    while IFS= read -r dir; do
+        why=$(not_roots "$dir" above)
+        [[ -z $why ]] ||
+            die "$what refused: $dir, a folder above it, is $why: whoever can change it can put another tree in its place, which pip builds as root; fix: copy the checkout to a folder root's alone ($copy), or make the folder root's (chown root:root $dir && chmod go-w $dir)"
+    done < <(folders_above "$SRC")
+    # The tree as source_files lists it (links in puffer_core/ are not copied): one find, its first offender.
+    mapfile -t found < <(find "$SRC/puffer_core" -name __pycache__ -prune -o ! -type l \( ! -uid 0 -o -perm /022 \) -print -quit)
+    for entry in "$SRC" "${found[@]}" "$SRC"/{pyproject.toml,setup.py,setup.cfg,MANIFEST.in,README.md,LICENSE,LICENSE.txt} \
+        "$SRC/compat_matrix" "$SRC/compat_matrix/constraints-common.txt"; do
+        if [[ -L $entry ]]; then
+            target=$(realpath -e -- "$entry") ||
+                die "$what refused: $entry is a link to $(readlink -- "$entry"), which does not exist: whoever makes it changes what pip builds as root; fix: remove the link or put a file root owns in its place"
+            why=$(first_not_roots "$target")
+            [[ -z $why ]] ||
+                die "$what refused: $entry is a link to $target; $why: whoever can change it changes what pip builds as root; fix: replace the link with a copy root owns (cp --remove-destination $target $entry && chmod go-w $entry)"
+        elif [[ -e $entry ]]; then
+            why=$(not_roots "$entry")
+            [[ -z $why ]] ||
+                die "$what refused: $entry is $why: pip builds it as root, so whoever can change it runs code as root; fix: once you trust what it holds, chown -R root:root $SRC && chmod -R go-w $SRC, or copy it ($copy)"
+        fi
+    done
+}
+
+check_script() { # this script, when it is a file: root runs it, so it too must be root's alone
+    local why
+    [[ -n ${BASH_SOURCE[0]:-} && -f ${BASH_SOURCE[0]} ]] || return 0
+    why=$(first_not_roots "$(realpath -e -- "${BASH_SOURCE[0]}")")
+    [[ -z $why ]] ||
+        die "this script refused: $why: whoever can change it runs code as root; fix: run it from a copy of the checkout root owns (as root: cp -r CHECKOUT /usr/local/src/puffer-core)"
+}
+
+check_pip_cert() { # PIP_CERT, when given: the CA bundle root's pip trusts for the index
+    [[ -n ${PIP_CERT:-} ]] || return 0
+    local target why
+    target=$(realpath -e -- "$PIP_CERT") ||
+        die "PIP_CERT=$PIP_CERT: no such file; name the CA bundle pip should trust, or unset it"
+    why=$(first_not_roots "$target")
+    [[ -z $why ]] ||
+        die "PIP_CERT=$PIP_CERT refused: $why: whoever can change the CA bundle root's pip trusts can serve it any package; fix: chown root:root $target && chmod go-w $target, or point PIP_CERT at a copy root owns"
+}
+
 installed() { [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]; }
 
 check_options() {
@@ -119,14 +225,19 @@ check_options() {
             ! installed "$pkg" || die "--docker-repo docker: Debian's $pkg is installed and conflicts with Docker's packages; remove it first (apt-get remove docker.io containerd runc) or use --docker-repo debian"
         done
     fi
+    local what="--source $SRC"
     if [[ -z $SRC ]]; then
         [[ -n ${BASH_SOURCE[0]:-} && -f ${BASH_SOURCE[0]} ]] || die "cannot tell which checkout holds this script; pass --source DIR"
-        SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+        SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+        what="the checkout holding this script, $SRC (the default --source),"
     fi
     [[ -d $SRC ]] || die "--source $SRC is not a directory; pass the puffer-core checkout's root"
-    SRC=$(cd "$SRC" && pwd)
+    SRC=$(cd "$SRC" && pwd -P)   # the real folders: a link above it is judged by where it leads
     is_checkout "$SRC" ||
         die "$SRC is not a puffer-core checkout (no puffer_core/ and pyproject.toml naming puffer-core); pass its root with --source DIR"
+    check_source "$what"
+    check_script
+    check_pip_cert
     [[ -z $IMAGE ]] || valid_image "$IMAGE" ||
         die "--image '$IMAGE' is not an image reference (NAME[:TAG][@sha256:DIGEST], e.g. $DEFAULT_IMAGE)"
     local name seen=" "
@@ -455,19 +566,31 @@ install_venv() {
     # (often read-only, or a user's) is never written, and exactly the fingerprinted files go in.
     stage=$(mktemp -d /tmp/puffertank-src.XXXXXX)
     TEMPS+=("$stage")
-    source_files | tar -C "$SRC" -cf - -T - | tar -C "$stage" -xf -
+    # -h: a link's target (checked by check_source), not the link, goes into the copy
+    source_files | tar -C "$SRC" -chf - -T - | tar -C "$stage" -xf -
     if [[ -n $(constraints) ]]; then cons=(-c "$(constraints)"); fi
     make_dir "$(dirname "$VENV")"
     rm -rf -- "$VENV.previous"  # left by an interrupted run
     if [[ -e $VENV ]]; then mv -T -- "$VENV" "$VENV.previous"; fi
     RB_NEW+=("$VENV")   # undo: remove the new venv, then RB_SAVED brings the previous one back
     if [[ -e $VENV.previous ]]; then RB_SAVED+=("$VENV $VENV.previous"); fi
-    run python3 -m venv "$VENV"
-    run "$VENV/bin/python" -m pip install --disable-pip-version-check --no-input "${stage}[tank]" "${cons[@]}"
+    run "$PYTHON" -I -m venv "$VENV"   # -I: no PYTHON* variables, no user site, not the cwd
+    run "$VENV/bin/python" -I -m pip install --disable-pip-version-check --no-input "${stage}[tank]" "${cons[@]}"
     run "$VENV/bin/puffer" --version
     printf '%s  %s\n' "$1" "$SRC" >"$FINGERPRINT.new"
     mv -f -- "$FINGERPRINT.new" "$FINGERPRINT"
     rm -rf -- "$VENV.previous"
+}
+
+venv_unusable() { # why a user could not run the venv (made by another python, or unreadable), or nothing
+    local home closed
+    home=$(sed -n 's/^home *= *//p' "$VENV/pyvenv.cfg" 2>/dev/null | head -n1)
+    if [[ $home != "${PYTHON%/*}" ]]; then
+        echo "$VENV was made by the python in ${home:-an unknown folder}, not $PYTHON: users may not reach it"
+        return 0
+    fi
+    closed=$(find "$VENV" \( \( -type d ! -perm -o=rx \) -o \( ! -type l ! -perm -o=r \) \) -print -quit)
+    if [[ -n $closed ]]; then echo "$VENV holds what other users cannot read ($closed; a umask like 077 at its install)"; fi
 }
 
 step_puffer() {
@@ -479,6 +602,8 @@ step_puffer() {
     elif [[ $want != "$have" ]]; then
         why="$VENV holds ${have:0:12}${have:+ }another source"
         [[ -n $have ]] || why="$VENV has no record of its source"
+    elif why=$(venv_unusable) && [[ -n $why ]]; then
+        :
     else
         already "$VENV holds $SRC, fingerprint ${want:0:12}"
         return
@@ -592,6 +717,7 @@ step_user() {
 # -- main ---------------------------------------------------------------------------------
 check_system
 check_options
+cd /  # no command runs in the caller's folder
 if ((!DRY)); then  # one run at a time
     exec 9>/run/puffertank-setup-host.lock
     flock -n 9 || die "another setup-host.sh is running (lock /run/puffertank-setup-host.lock)"

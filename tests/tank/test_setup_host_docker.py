@@ -5,8 +5,17 @@ a failed install that puts the previous venv back, and the cheap paths on fresh 
 --dry-run, a faked NVIDIA GPU, not root, not Debian 12, bad --user names.
 
 Each container carries the label ``org.puffer.test=setup-host`` and is removed after its
-tests. The checkout is mounted read-only at /src. PID 1 is docker-init, not systemd: package
-scripts start no service there, and the engine step says it did not start the engine.
+tests. The checkout is mounted read-only at /src, keeping the host's owners (in CI, the runner's
+user): the script refuses a source any user but root could change, so each container first
+copies what it needs to the root-owned /usr/src/puffer-core (``SRC``) and runs the script from
+there, as an admin would. PID 1 is docker-init, not systemd: package scripts start no service
+there, and the engine step says it did not start the engine.
+
+The full install runs in a hostile root environment (``HOSTILE``): a pyenv python3 under
+the 0700 /root first on PATH, a user's folder on PYTHONPATH and as TMPDIR, umask 077. Each
+would have made the venv no user can run, or run a user's code as root; the tests show it
+could, then that the box is fine. A --source (or the default one) a user could change is
+refused in one line that names the path, its owner and mode, and the fix.
 
 Environment: PUFFERTANK_DEBIAN_IMAGE (base image), PUFFERTANK_CA_CERT (CA bundle pip in the
 container trusts, default the system bundle when present).
@@ -27,9 +36,19 @@ from puffer_core.bench.box import CONTAINER_CA, machine_ca, machine_pip_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SCRIPT = "/src/tank/setup-host.sh"
+SRC = "/usr/src/puffer-core"  # a root-owned copy of what the script needs, in every container
+SCRIPT = f"{SRC}/tank/setup-host.sh"
+# The files pip builds from (the script's source_files), the constraints and the script, copied
+# as root (owner root, the host's modes less umask 022's group and other write).
+COPY_SOURCE = f"""
+cd /src && mkdir -p {SRC}
+for f in pyproject.toml setup.py setup.cfg MANIFEST.in README.md LICENSE LICENSE.txt \\
+         puffer_core tank compat_matrix/constraints-common.txt; do [ -e "$f" ] && echo "$f"; done |
+    tar -cf - --exclude=__pycache__ -T - | tar -C {SRC} --no-same-owner --no-same-permissions -xf -
+"""
 LABEL = "org.puffer.test"
 USER = "puffer-setup-alice"
+MALLORY = "puffer-setup-mallory"  # a user of the box who is not root
 LOGIN = "/usr/local/bin/puffertank-login"
 PACKAGES = ["docker.io", "git", "vim", "tmux", "curl", "ca-certificates", "python3", "python3-venv"]
 INSTALL_TIMEOUT = 1200
@@ -40,6 +59,30 @@ cat /etc/shells /etc/passwd /etc/group /etc/shadow /etc/gshadow
 find /etc /opt /home /usr/local /var/lib/apt /var/lib/dpkg /var/log -xdev \
     \( -type d -printf '%p/ %m\n' \) -o -printf '%p %s %m %T@ %l\n' | LC_ALL=C sort
 """
+
+
+# Root's environment on a real box may carry a pyenv python3 under 0700 /root first on PATH,
+# a user's folder on PYTHONPATH or as TMPDIR (`sudo -E`, `su` without `-`), a strict umask.
+# pyenv's layout: its own interpreter (a copy of Debian's, finding its standard library through
+# a link) under the 0700 /root, and a shim on PATH; MALLORY's folder holds a sitecustomize.py
+# that any python run with that folder on PYTHONPATH imports.
+PYENV = "/root/.pyenv/versions/3.11.2"
+HOSTILE = f"""
+set -e
+export DEBIAN_FRONTEND=noninteractive
+apt-get -q update >/dev/null && apt-get -q install -y --no-install-recommends python3 >/dev/null
+mkdir -p {PYENV}/bin {PYENV}/lib /root/.pyenv/shims
+cp /usr/bin/python3.11 {PYENV}/bin/python3.11 && ln -s python3.11 {PYENV}/bin/python3
+ln -s /usr/lib/python3.11 {PYENV}/lib/python3.11
+printf '#!/bin/sh\\nexec {PYENV}/bin/python3 "$@"\\n' >/root/.pyenv/shims/python3
+chmod 755 /root/.pyenv/shims/python3 && chmod 700 /root /root/.pyenv
+useradd -m {MALLORY}
+install -d -o {MALLORY} -g {MALLORY} -m 755 /tmp/{MALLORY}
+cd /tmp/{MALLORY}
+printf '%s\\n' 'import os' 'open("/tmp/{MALLORY}/ran-as-%d" % os.getuid(), "a").close()' >sitecustomize.py
+chown {MALLORY}: sitecustomize.py
+"""
+HOSTILE_ENV = f"umask 077; PATH=/root/.pyenv/shims:$PATH PYTHONPATH=/tmp/{MALLORY} TMPDIR=/tmp/{MALLORY}"
 
 
 def start(client, role: str, **options):
@@ -60,6 +103,11 @@ def start(client, role: str, **options):
         detach=True,
         **options,
     )
+    try:
+        sh(container, COPY_SOURCE)
+    except BaseException:
+        container.remove(force=True)
+        raise
     return container
 
 
@@ -76,10 +124,10 @@ def sh(container, script: str, user: str = "root", timeout: float = 120, check: 
     return proc
 
 
-def setup_host(container, *args: str, env: str = "", user: str = "root", timeout: float = 120):
+def setup_host(container, *args: str, env: str = "", user: str = "root", timeout: float = 120, script: str = SCRIPT):
     """tank/setup-host.sh with ARGS in the container, and the seconds it took."""
     started = time.monotonic()
-    command = f"{env} bash {SCRIPT} {shlex.join(args)}"
+    command = f"{env} bash {script} {shlex.join(args)}"
     proc = sh(container, command, user=user, timeout=timeout, check=False)
     return proc, time.monotonic() - started
 
@@ -103,12 +151,16 @@ def refused_in_one_line(proc) -> str:
 
 @pytest.fixture(scope="module")
 def box(client):
-    """One container through the full install (the expensive part, done once), shared by the module."""
+    """One container through the full install (the expensive part, done once), shared by the module,
+    run in the hostile root environment (HOSTILE, then HOSTILE_ENV)."""
     container = start(client, "box")
     try:
+        sh(container, HOSTILE, timeout=600)
         proc, seconds = setup_host(
-            container, "--source", "/src", "--user", USER, "--image", "puffertank-ci:latest", timeout=INSTALL_TIMEOUT
-        )
+            container,
+            "--source", SRC, "--user", USER, "--image", "puffertank-ci:latest",
+            env=HOSTILE_ENV, timeout=INSTALL_TIMEOUT,
+        )  # fmt: skip
         print(f"setup-host.sh first run: {seconds:.1f} s\n{proc.stdout}{proc.stderr[-3000:]}")
         assert proc.returncode == 0, f"first run failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-6000:]}"
         yield {"container": container, "first": proc, "seconds": seconds}
@@ -153,7 +205,7 @@ def test_first_run_installs_what_it_names(box):
 def test_second_run_changes_nothing_and_says_so(box):
     container = box["container"]
     before = snapshot(container)
-    proc, seconds = setup_host(container, "--source", "/src", "--user", USER, "--image", "puffertank-ci:latest")
+    proc, seconds = setup_host(container, "--source", SRC, "--user", USER, "--image", "puffertank-ci:latest")
     print(f"setup-host.sh second run: {seconds:.1f} s (first: {box['seconds']:.1f} s)\n{proc.stdout}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""
@@ -163,12 +215,68 @@ def test_second_run_changes_nothing_and_says_so(box):
     assert re.fullmatch(r"setup-host: done in \d+\.\d s \(nothing changed\)", proc.stdout.splitlines()[-1])
 
 
+def test_a_hostile_root_environment_still_makes_a_venv_every_user_can_run(box):
+    """The attack first: in the environment the box was installed in (HOSTILE_ENV), python3 is
+    pyenv's, and a venv made with it has its home under the 0700 /root, so a user cannot run it
+    (the issue's `su: failed to execute /usr/local/bin/puffertank-login: Permission denied`);
+    umask 077 makes a venv no other user can enter; a python run as root imports the user's
+    sitecustomize.py and puts its temporary files in the user's folder. Then the box: its venv
+    is Debian's /usr/bin/python3's, every user runs it and the login, and root ran nothing of
+    the user's and wrote nothing in the user's folder."""
+    container = box["container"]
+    rooted = sh(container, f"find /tmp/{MALLORY} -mindepth 1 ! -user {MALLORY}").stdout  # before the attack below
+    sh(container, "PATH=/root/.pyenv/shims:$PATH python3 -m venv --without-pip /tmp/pyenv-venv")
+    assert f"home = {PYENV}/bin" in sh(container, "cat /tmp/pyenv-venv/pyvenv.cfg").stdout.splitlines()
+    denied = sh(container, "/tmp/pyenv-venv/bin/python -c pass", user=USER, check=False)
+    assert denied.returncode != 0 and "permission denied" in (denied.stdout + denied.stderr).lower(), denied
+    sh(container, "umask 077; /usr/bin/python3 -m venv --without-pip /tmp/umask-venv")
+    denied = sh(container, "/tmp/umask-venv/bin/python -c pass", user=USER, check=False)
+    assert denied.returncode != 0 and "permission denied" in (denied.stdout + denied.stderr).lower(), denied
+    sh(container, f"PYTHONPATH=/tmp/{MALLORY} /usr/bin/python3 -c pass && test -e /tmp/{MALLORY}/ran-as-0")
+    tmp = sh(container, f"TMPDIR=/tmp/{MALLORY} /usr/bin/python3 -c 'import tempfile; print(tempfile.gettempdir())'")
+    assert tmp.stdout.strip() == f"/tmp/{MALLORY}"
+    sh(container, f"rm -rf /tmp/pyenv-venv /tmp/umask-venv /tmp/{MALLORY}/ran-as-0")
+
+    assert "home = /usr/bin" in sh(container, "cat /opt/puffertank/venv/pyvenv.cfg").stdout.splitlines()
+    assert sh(container, "readlink -f /opt/puffertank/venv/bin/python").stdout.strip().startswith("/usr/bin/python3")
+    assert sh(container, "stat -c %a /opt/puffertank /opt/puffertank/venv").stdout.split() == ["755", "755"]
+    for user in (USER, MALLORY):  # enrolled by the install's useradd, and made by the test's
+        sh(container, "/opt/puffertank/venv/bin/python -c 'import puffer_core, docker'", user=user)
+        assert "puffertank-login" in sh(container, f"{LOGIN} --help", user=user).stdout
+    assert rooted == "", f"root wrote in /tmp/{MALLORY} (TMPDIR) or ran its sitecustomize.py:\n{rooted}"
+
+
+@pytest.mark.parametrize(
+    ("spoil", "says"),
+    [
+        (f"sed -i 's|^home = .*|home = {PYENV}/bin|' /opt/puffertank/venv/pyvenv.cfg",
+         f"/opt/puffertank/venv was made by the python in {PYENV}/bin, not /usr/bin/python3"),
+        ("chmod 700 /opt/puffertank/venv/lib", "/opt/puffertank/venv holds what other users cannot read "
+         "(/opt/puffertank/venv/lib; a umask like 077"),
+    ],
+    ids=["made-by-pyenv", "umask-077"],
+)  # fmt: skip
+def test_a_venv_users_cannot_run_is_made_again(box, spoil, says):
+    """A box installed before the fix (its venv pyenv's, or closed by umask 077) gets a new venv
+    even though its source did not change: the dry run says why."""
+    container = box["container"]
+    cfg = "/opt/puffertank/venv/pyvenv.cfg"
+    sh(container, f"cp -a {cfg} /tmp/pyvenv.cfg.saved && {spoil}")
+    try:
+        proc, _ = setup_host(container, "--dry-run", "--source", SRC)
+    finally:
+        sh(container, f"cp -a /tmp/pyvenv.cfg.saved {cfg} && chmod 755 /opt/puffertank/venv/lib")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = lines_with(proc.stdout, "setup-host: puffer: would install")[0]
+    assert f"into a new venv /opt/puffertank/venv ({says}" in line, line
+
+
 def test_a_failed_install_puts_the_previous_venv_back(box):
     container = box["container"]
     # A copy of the checkout whose pyproject.toml pip cannot read: the puffer step fails after
     # moving the venv aside and making a new one.
-    sh(container, "rm -rf /tmp/broken && mkdir /tmp/broken && cp -r /src/pyproject.toml /src/README.md "
-       "/src/puffer_core /tmp/broken/ && echo 'this is [not toml' >> /tmp/broken/pyproject.toml")  # fmt: skip
+    sh(container, f"rm -rf /tmp/broken && mkdir /tmp/broken && cp -r {SRC}/pyproject.toml {SRC}/README.md "
+       f"{SRC}/puffer_core /tmp/broken/ && echo 'this is [not toml' >> /tmp/broken/pyproject.toml")  # fmt: skip
     before = snapshot(container)
     proc, _ = setup_host(container, "--source", "/tmp/broken")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -183,14 +291,14 @@ def test_a_failed_install_puts_the_previous_venv_back(box):
 
 def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     before = snapshot(fresh)
-    proc, seconds = setup_host(fresh, "--dry-run", "--source", "/src", "--user", USER, "--image", "x:1")
+    proc, seconds = setup_host(fresh, "--dry-run", "--source", SRC, "--user", USER, "--image", "x:1")
     print(f"setup-host.sh --dry-run on a fresh container: {seconds:.1f} s\n{proc.stdout}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert snapshot(fresh) == before
     out = proc.stdout
     assert lines_with(out, "setup-host: packages: would run apt-get update, then install docker.io git vim tmux")
     assert lines_with(out, "setup-host: engine: not started")
-    assert lines_with(out, "setup-host: puffer: would install puffer-core[tank] from /src")
+    assert lines_with(out, f"setup-host: puffer: would install puffer-core[tank] from {SRC}")
     assert lines_with(out, "setup-host: links: would link /usr/local/bin/puffer")
     assert lines_with(out, f"setup-host: shells: would add {LOGIN} to /etc/shells")
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
@@ -210,14 +318,14 @@ echo 0x10de > 0000:01:00.1/vendor; echo 0x040300 > 0000:01:00.1/class   # NVIDIA
 
 def test_a_faked_nvidia_gpu_lists_the_nvidia_steps_in_a_dry_run(fresh):
     sh(fresh, FAKE_PCI)
-    proc, _ = setup_host(fresh, "--dry-run", "--source", "/src", env="PUFFER_SETUP_SYSFS=/tmp/fakesys")
+    proc, _ = setup_host(fresh, "--dry-run", "--source", SRC, env="PUFFER_SETUP_SYSFS=/tmp/fakesys")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert lines_with(proc.stdout, "setup-host: nvidia: skipped: no NVIDIA GPU"), "an NVIDIA audio device is no GPU"
 
     gpu = "/tmp/fakesys/bus/pci/devices/0000:01:00.0"
     sh(fresh, f"echo 0x10de > {gpu}/vendor && echo 0x030200 > {gpu}/class")
     before = snapshot(fresh)
-    proc, _ = setup_host(fresh, "--dry-run", "--source", "/src", env="PUFFER_SETUP_SYSFS=/tmp/fakesys")
+    proc, _ = setup_host(fresh, "--dry-run", "--source", SRC, env="PUFFER_SETUP_SYSFS=/tmp/fakesys")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert snapshot(fresh) == before
     out = proc.stdout
@@ -230,7 +338,7 @@ def test_a_faked_nvidia_gpu_lists_the_nvidia_steps_in_a_dry_run(fresh):
 
 
 def test_not_root_is_refused_in_one_line(fresh):
-    proc, _ = setup_host(fresh, "--source", "/src", user="65534:65534")
+    proc, _ = setup_host(fresh, "--source", SRC, user="65534:65534")
     assert "must run as root (running as uid 65534)" in refused_in_one_line(proc)
 
 
@@ -247,7 +355,7 @@ def test_not_root_is_refused_in_one_line(fresh):
 def test_another_system_is_refused_in_one_line_naming_it(fresh, os_release, found):
     sh(fresh, f"rm /etc/os-release && printf %s {shlex.quote(os_release)} > /etc/os-release")
     before = snapshot(fresh)
-    proc, _ = setup_host(fresh, "--source", "/src", "--user", USER)
+    proc, _ = setup_host(fresh, "--source", SRC, "--user", USER)
     line = refused_in_one_line(proc)
     assert "not Debian 12 (bookworm)" in line and found in line, line
     assert snapshot(fresh) == before
@@ -268,9 +376,103 @@ def test_another_system_is_refused_in_one_line_naming_it(fresh, os_release, foun
 )
 def test_bad_input_is_refused_in_one_line_and_changes_nothing(fresh, args, says):
     before = snapshot(fresh)
-    proc, _ = setup_host(fresh, "--source", "/src", *args)
+    proc, _ = setup_host(fresh, "--source", SRC, *args)
     assert says in refused_in_one_line(proc)
     assert snapshot(fresh) == before
+
+
+OWNED = f"owned by {MALLORY} (uid "
+CHECKOUT = "/srv/checkout"  # a second copy, for the cases that spoil a whole tree
+
+
+@pytest.mark.parametrize(
+    ("plant", "attack", "args", "script", "says"),
+    [
+        pytest.param(
+            f"cp -a {SRC} {CHECKOUT} && chown -R {MALLORY}: {CHECKOUT}",
+            f"echo 'print(1)' >> {CHECKOUT}/puffer_core/__init__.py",
+            ["--source", CHECKOUT], SCRIPT,
+            [f"--source {CHECKOUT} refused: {CHECKOUT} is {OWNED}", "mode 755",
+             f"chown -R root:root {CHECKOUT} && chmod -R go-w {CHECKOUT}, or copy it (cp -r {CHECKOUT} "],
+            id="owned-by-a-user",
+        ),
+        pytest.param(
+            f"chgrp {MALLORY} {SRC}/puffer_core/env && chmod g+w {SRC}/puffer_core/env",
+            f"echo 'print(1)' > {SRC}/puffer_core/env/planted.py",
+            ["--source", SRC], SCRIPT,
+            [f"{SRC}/puffer_core/env is owned by root but writable by group (mode 775)", "chmod -R go-w"],
+            id="a-group-writable-folder",
+        ),
+        pytest.param(
+            f"chmod o+w {SRC}/puffer_core/__init__.py",
+            f"echo 'print(1)' >> {SRC}/puffer_core/__init__.py",
+            ["--source", SRC], SCRIPT,
+            [f"{SRC}/puffer_core/__init__.py is owned by root but writable by others (mode 646)"],
+            id="a-file-others-can-write",
+        ),
+        pytest.param(
+            f"chmod o+w {SRC}/compat_matrix/constraints-common.txt",
+            f"echo '--extra-index-url http://127.0.0.1:9/' >> {SRC}/compat_matrix/constraints-common.txt",
+            ["--source", SRC], SCRIPT,
+            [f"{SRC}/compat_matrix/constraints-common.txt is owned by root but writable by others (mode 646)"],
+            id="the-constraints-others-can-write",
+        ),
+        pytest.param(
+            f"cp -a {SRC} /home/{MALLORY}/puffer-core",
+            f"mv /home/{MALLORY}/puffer-core /home/{MALLORY}/x && mv /home/{MALLORY}/x /home/{MALLORY}/puffer-core",
+            ["--source", f"/home/{MALLORY}/puffer-core"], SCRIPT,
+            [f"refused: /home/{MALLORY}, a folder above it, is {OWNED}",
+             "fix: copy the checkout to a folder root's alone", f"(chown root:root /home/{MALLORY} && "],
+            id="a-folder-above-owned-by-a-user",
+        ),
+        pytest.param(
+            f"install -o {MALLORY} -m 644 {SRC}/pyproject.toml /tmp/{MALLORY}.toml "
+            f"&& ln -sf /tmp/{MALLORY}.toml {SRC}/pyproject.toml",
+            f"echo '# mine' >> /tmp/{MALLORY}.toml",
+            ["--source", SRC], SCRIPT,
+            [f"{SRC}/pyproject.toml is a link to /tmp/{MALLORY}.toml; /tmp/{MALLORY}.toml is {OWNED}",
+             f"cp --remove-destination /tmp/{MALLORY}.toml {SRC}/pyproject.toml"],
+            id="a-root-link-to-a-user-file",
+        ),
+        pytest.param(
+            f"cp -a {SRC} {CHECKOUT} && chown -R {MALLORY}: {CHECKOUT}",
+            f"echo 'print(1)' >> {CHECKOUT}/puffer_core/__init__.py",
+            [], f"{CHECKOUT}/tank/setup-host.sh",
+            [f"the checkout holding this script, {CHECKOUT} (the default --source), refused: {CHECKOUT} is {OWNED}"],
+            id="the-default-source",
+        ),
+        pytest.param(
+            f"cp -a {SRC} {CHECKOUT} && chown {MALLORY}: {CHECKOUT}/tank/setup-host.sh",
+            f"echo '# mine' >> {CHECKOUT}/tank/setup-host.sh",
+            ["--source", SRC], f"{CHECKOUT}/tank/setup-host.sh",
+            [f"this script refused: {CHECKOUT}/tank/setup-host.sh is {OWNED}",
+             "run it from a copy of the checkout root owns"],
+            id="the-script-itself",
+        ),
+    ],
+)  # fmt: skip
+def test_a_source_a_user_could_change_is_refused_in_one_line(fresh, plant, attack, args, script, says):
+    """The attack first: the user MALLORY changes what root would build from (or run) as root.
+    Then the run and the dry run are refused in one line naming the path, its owner and mode,
+    and the fix, and nothing changes."""
+    sh(fresh, f"useradd -m {MALLORY} && {plant}")
+    sh(fresh, attack, user=MALLORY)
+    before = snapshot(fresh)
+    for dry in ([], ["--dry-run"]):
+        proc, _ = setup_host(fresh, *dry, *args, "--user", USER, script=script)
+        line = refused_in_one_line(proc)
+        for fragment in says:
+            assert fragment in line, (fragment, line)
+    assert snapshot(fresh) == before
+
+
+def test_a_ca_bundle_a_user_could_change_is_refused_in_one_line(fresh):
+    """PIP_CERT, kept for root's pip, must be root's alone too (the attack: the user adds a CA)."""
+    sh(fresh, f"useradd -m {MALLORY} && install -o {MALLORY} -m 644 /dev/null /tmp/ca.pem")
+    sh(fresh, "echo '-----BEGIN CERTIFICATE-----' >> /tmp/ca.pem", user=MALLORY)
+    proc, _ = setup_host(fresh, "--dry-run", "--source", SRC, env="PIP_CERT=/tmp/ca.pem")
+    line = refused_in_one_line(proc)
+    assert f"PIP_CERT=/tmp/ca.pem refused: /tmp/ca.pem is {OWNED}" in line and "chown root:root /tmp/ca.pem" in line
 
 
 def test_docker_repository_out_of_reach_fails_in_one_line_and_leaves_no_repository_file(client):
@@ -279,7 +481,7 @@ def test_docker_repository_out_of_reach_fails_in_one_line_and_leaves_no_reposito
     not undo, and leaves no key or source file; the steps after it do not run."""
     container = start(client, "docker-repo", extra_hosts={"download.docker.com": "127.0.0.1"})
     try:
-        proc, seconds = setup_host(container, "--docker-repo", "docker", "--source", "/src", timeout=600)
+        proc, seconds = setup_host(container, "--docker-repo", "docker", "--source", SRC, timeout=600)
         print(f"--docker-repo docker out of reach: {seconds:.1f} s\n{proc.stdout}{proc.stderr}")
         assert proc.returncode == 1, proc.stdout + proc.stderr
         failed = lines_with(proc.stderr, "setup-host: docker-repo: FAILED: ")[0]
@@ -296,7 +498,7 @@ def test_docker_repository_out_of_reach_fails_in_one_line_and_leaves_no_reposito
 
 
 def test_docker_repository_dry_run_names_its_files(fresh):
-    proc, _ = setup_host(fresh, "--dry-run", "--docker-repo", "docker", "--source", "/src")
+    proc, _ = setup_host(fresh, "--dry-run", "--docker-repo", "docker", "--source", SRC)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert lines_with(
