@@ -539,22 +539,43 @@ def run_cmd(command: tuple[str, ...], **options) -> None:
 
 
 @tank.command("login")
-@click.option("--fresh", is_flag=True, help="Replace your container with a new one from the box's image (home kept).")
+@click.option("--fresh", is_flag=True, help="Replace the container with a new one from the box's image (home kept).")
 @click.option(
-    "--image", metavar="TAG", help=f"Image of a new container (default: {login.IMAGE_FILE}, else puffertank:latest)."
+    "--new", "new", metavar="NAME", help="A second container of yours, puffertank-USER.NAME: made if missing."
 )
+@click.option(
+    "--image", metavar="REF", help=f"Image of a new container: the box's ({login.IMAGE_FILE}) or one the admin allows."
+)
+@click.option("--list", "list_", is_flag=True, help="List your containers (default is puffertank-USER).")
+@click.option("--json", "as_json", is_flag=True, help="With --list: print them as JSON.")
+@click.option("--stop", metavar="NAME", help="Stop one of your containers (the next login into it starts it).")
+@click.option("--rm", "remove", metavar="NAME", help="Remove one of your containers (your home is kept).")
 @click.option("-c", "command", metavar="COMMAND", help="Run COMMAND inside instead of a login shell.")
-def login_cmd(fresh: bool, image: str | None, command: str | None) -> None:
+def login_cmd(
+    fresh: bool,
+    new: str | None,
+    image: str | None,
+    list_: bool,
+    as_json: bool,
+    stop: str | None,
+    remove: str | None,
+    command: str | None,
+) -> None:
     """Land in your own long-lived PufferTank container (puffertank-USER), made on first use.
 
-    A box's login shell: `tank/setup-host.sh --user NAME` sets each user's shell to
-    puffertank-login (this command), or sshd's ForceCommand runs it. Your home is mounted at
-    the same path, you run as your uid:gid with every capability dropped, and every later
-    session (ssh, su -, scp, rsync, an editor's remote server) joins the same container;
-    SSH_ORIGINAL_COMMAND is run when no -c is given. --fresh (also `ssh BOX puffer tank
+    A shared box's login shell: `tank/setup-host.sh --user NAME` sets each user's shell to
+    puffertank-login (this command). Your home is mounted at the same path, you run as your
+    uid:gid with every capability dropped, and every later session (ssh, su -, scp, sftp,
+    rsync, an editor's remote server) joins the same container; SSH_ORIGINAL_COMMAND is run
+    when no -c is given. You never hold the Docker engine: this calls the box's root-owned
+    broker through its one sudo rule (group puffertank). --fresh (also `ssh BOX puffer tank
     login --fresh`) resets everything outside your home.
     """
-    login.login(login.LoginArgs(fresh=fresh, image=image, command=command))
+    words = [*(["--fresh"] if fresh else []), *(["--list"] if list_ else []), *(["--json"] if as_json else [])]
+    for option, value in (("--new", new), ("--image", image), ("--stop", stop), ("--rm", remove)):
+        words += [option, value] if value is not None else []
+    words += ["-c", command] if command is not None else []
+    login.login(login.parse_args(words))
 
 
 tank.add_command(lock_cmd)

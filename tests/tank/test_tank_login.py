@@ -1,5 +1,5 @@
-"""puffer tank login without an engine: the shell-style arguments, the box's image and the
-docker command lines (tests/tank/test_tank_login_docker.py logs real users in)."""
+"""puffertank-login without an engine: the shell-style arguments, the box's image and the
+requests it sends the broker (tests/tank/test_tank_broker_docker.py logs real users in)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,7 @@ import re
 import pytest
 
 from puffer_core.tank import login
-from puffer_core.tank.errors import NoEngineError, TankError
-
-
-def request(**changes) -> login.LoginRequest:
-    base = dict(user="alice", uid=1001, gid=1002, group="alice", home="/home/alice", image="puffertank:latest")
-    return login.LoginRequest(**{**base, "cwd": "/home/alice", **changes})
+from puffer_core.tank.errors import TankError
 
 
 @pytest.mark.parametrize(
@@ -28,6 +23,9 @@ def request(**changes) -> login.LoginRequest:
         # As a shell takes it: what follows the command is $0 $1 ..., options included.
         (["--fresh", "-c", "echo $1", "zero", "--fresh"], login.LoginArgs(True, None, "echo $1", ("zero", "--fresh"))),
         (["--help", "--bogus"], login.LoginArgs(help=True)),
+        (["--new", "exp1", "--fresh"], login.LoginArgs(fresh=True, container="exp1")),
+        (["--list", "--json"], login.LoginArgs(action="list", json=True)),
+        (["--stop=exp1"], login.LoginArgs(action="stop", container="exp1")),
     ],
 )
 def test_arguments_are_read_as_a_shell_reads_them(argv, expected):
@@ -39,8 +37,12 @@ def test_arguments_are_read_as_a_shell_reads_them(argv, expected):
     [
         (["-x"], "'-x' is not an option of puffertank-login"),
         (["-c"], "-c needs a command"),
-        (["--image"], "--image needs a tag"),
-        (["--image", " "], "--image needs a tag"),
+        (["--image"], "--image needs a value"),
+        (["--image", " "], "--image needs a value"),
+        (["--image=--help"], "--image '--help' starts with '-'"),
+        (["--new", "../bob"], "--new '../bob' is not a container name"),
+        (["--rm", "a.b"], "--rm 'a.b' is not a container name"),
+        (["--json"], "--json goes with --list"),
     ],
 )
 def test_bad_arguments_are_one_line(argv, message):
@@ -73,61 +75,33 @@ def test_the_boxs_image_is_read_from_its_file(tmp_path):
             login.box_image(str(path))
 
 
-def test_container_names_are_the_users():
-    assert login.container_name("alice") == "puffertank-alice"
-    assert request(user="bob.s").name == "puffertank-bob.s"
-    with pytest.raises(TankError, match="cannot name a container"):
-        login.container_name("al ice")
+def test_the_login_asks_the_broker_for_a_session_with_the_terminal_and_locale_only():
+    environ = {"TERM": "xterm", "LC_ALL": "C.UTF-8", "AWS_SECRET": "x", "PATH": "/usr/bin", "PYTHONPATH": "/tmp"}
+    argv = login.broker_argv(login.LoginArgs(), environ, tty=True, cwd="/home/alice/src")
+    assert argv == ["session", "--tty", "--cwd", "/home/alice/src", "--env", "LC_ALL=C.UTF-8", "--env", "TERM=xterm"]
+    fresh = login.broker_argv(login.LoginArgs(fresh=True, container="exp1", image="pt:v2"), {}, tty=False, cwd=None)
+    assert fresh == ["session", "--container", "exp1", "--fresh", "--image", "pt:v2"]
 
 
-def test_the_container_is_made_as_tank_shell_makes_one_and_outlives_sessions():
-    argv = login.create_argv(request())
-    joined = " ".join(argv)
-    assert argv[:5] == ["run", "--detach", "--init", "--name", "puffertank-alice"]
-    assert "--security-opt no-new-privileges --cap-drop ALL" in joined
-    assert "--user 1001:1002" in joined and "--cap-add" not in joined
-    assert '--mount type=bind,"source=/home/alice","target=/home/alice" --workdir /home/alice' in joined
-    assert f"--label {login.LOGIN_LABEL}=1001" in joined
-    assert "--restart unless-stopped" in joined  # a hard-reset box gives it back
-    assert argv[-4:] == ["--", "puffertank:latest", "sleep", "infinity"]  # "--": the image is never an option
-    assert "--gpus" not in argv and login.create_argv(request(), gpus=True)[-6:-4] == ["--gpus", "all"]
+def test_commands_reach_the_broker_as_a_shell_gives_them():
+    argv = login.broker_argv(login.LoginArgs(command="scp -t ~/x", command_args=("a0",)), {}, tty=False, cwd=None)
+    assert argv == ["session", "-c", "scp -t ~/x", "a0"]
+    # sshd's ForceCommand: the client's command arrives in SSH_ORIGINAL_COMMAND.
+    argv = login.broker_argv(login.LoginArgs(), {"SSH_ORIGINAL_COMMAND": "rsync --server ."}, tty=False, cwd=None)
+    assert argv == ["session", "-c", "rsync --server ."]
 
 
-def test_sessions_pass_the_terminal_and_locale_only():
-    environ = {"TERM": "xterm", "LC_ALL": "C.UTF-8", "AWS_SECRET": "x", "PATH": "/usr/bin", "SSH_CONNECTION": "a b"}
-    argv = login.session_argv(request(tty=True), environ)
-    assert argv[:3] == ["exec", "--interactive", "--tty"]
-    assert argv[-4:] == ["--", "puffertank-alice", "bash", "-l"]
-    assert ["--env", "TERM=xterm"] == argv[argv.index("TERM=xterm") - 1 : argv.index("TERM=xterm") + 1]
-    assert "LC_ALL=C.UTF-8" in argv and "SSH_CONNECTION=a b" in argv
-    assert not any("SECRET" in word or word.startswith("PATH=") for word in argv)
-
-
-def test_commands_run_without_a_terminal_so_byte_streams_stay_untouched():
-    argv = login.session_argv(request(command="scp -t ~/x", command_args=("a0",), cwd="/home/alice/src"), {})
-    assert argv == ["exec", "--interactive", "--workdir", "/home/alice/src", "--", "puffertank-alice", "bash", "-c",
-                    "scp -t ~/x", "a0"]  # fmt: skip
-
-
-def test_another_users_container_of_that_name_is_refused():
-    ours = {"Config": {"Labels": {login.LOGIN_LABEL: "1001"}, "User": "1001:1002"}}
-    login.check_owner(ours, request())
-    for found in (
-        {"Config": {"Labels": {}, "User": ""}},
-        {"Config": {"Labels": {login.LOGIN_LABEL: "1003"}, "User": "1001:1002"}},
-        {"Config": {"Labels": {login.LOGIN_LABEL: "1001"}, "User": "0:0"}},
-    ):
-        with pytest.raises(TankError, match="a container named puffertank-alice exists on this box but is not alice's"):
-            login.check_owner(found, request())
-
-
-def test_engine_failures_become_one_line_naming_the_fix(tmp_path):
-    docker = login.DockerCli("alice", path="/usr/bin/true")
-    no_engine = docker.error("Cannot connect to the Docker daemon at unix:///var/run/docker.sock.\n", "inspect")
-    assert isinstance(no_engine, NoEngineError) and "systemctl start docker" in str(no_engine)
-    denied = docker.error(
-        "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock", "run"
+def test_managing_ones_containers():
+    assert login.broker_argv(login.parse_args(["--list", "--json"]), {}, False, None) == ["list", "--json"]
+    assert login.broker_argv(login.parse_args(["--stop", "exp1"]), {}, False, None) == ["stop", "exp1"]
+    assert login.broker_argv(login.parse_args(["--rm=default"]), {}, False, None) == ["rm", "default"]
+    assert login.self_command("puffer tank login --new exp1 -c 'nvidia-smi'") == login.LoginArgs(
+        command="nvidia-smi", container="exp1"
     )
-    assert isinstance(denied, NoEngineError) and "tank/setup-host.sh --user alice" in str(denied)
-    other = docker.error("Error response from daemon: boom\nsecond line", "run")
-    assert str(other) == "docker run failed: Error response from daemon: boom second line"
+
+
+def test_a_user_outside_group_puffertank_is_told_to_enrol(monkeypatch):
+    monkeypatch.setattr(login, "_enrolled", lambda group: False)
+    monkeypatch.delenv("PUFFERTANK", raising=False)
+    with pytest.raises(TankError, match=r"is not enrolled on this box \(group puffertank\): .*setup-host.sh --user"):
+        login.login(login.LoginArgs(), environ={})
