@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # tank/setup-host.sh: a Debian 12 (bookworm) machine → a puffer box. Run as root.
 #
-# Installs the Docker engine, git, vim, tmux, curl, Python; where an NVIDIA GPU is on the PCI
-# bus, the driver and the NVIDIA Container Toolkit; puffer-core (this checkout) in a venv with
+# Installs the Docker engine, git, vim, tmux, curl, Python, sudo; where an NVIDIA GPU is on the
+# PCI bus, the driver and the NVIDIA Container Toolkit; puffer-core (this checkout) in a venv with
 # `puffer` and the login shell `puffertank-login` on PATH; registers that shell in /etc/shells;
-# records the box's image (--image) and enrols users (--user). Every step checks first and
-# logs one line; a second run changes nothing and says so. `--help` lists the options.
+# installs the broker, the one program between users and the engine (group puffertank, one sudo
+# rule); records the box's image (--image) and enrols users (--user). Every step checks first
+# and logs one line; a second run changes nothing and says so. `--help` lists the options.
 #
 # It never opens a port and never configures a VPN or sshd: how users reach the box
 # (Tailscale, WireGuard, a LAN, sshd's own settings) stays the admin's choice.
@@ -34,10 +35,15 @@ PROG=setup-host
 VENV=/opt/puffertank/venv
 FINGERPRINT="$VENV/puffertank-source.sha256"   # what the venv was installed from
 LOGIN=/usr/local/bin/puffertank-login
+BROKER=/usr/local/sbin/puffertank-broker         # the one program group puffertank may run as root
+GROUP=puffertank
+SUDOERS=/etc/sudoers.d/puffertank
+STATE_DIR=/var/lib/puffertank/containers         # the broker's record: container id → owner
+DOCKER_CONFIG_DIR=/etc/puffertank/docker         # the broker's DOCKER_CONFIG: root's, no CLI plugin of anyone's
 IMAGE_FILE=/etc/puffertank/image
 DEFAULT_IMAGE=puffertank:latest
 LOG=/var/log/puffertank-setup.log               # output of the commands that change the box
-BASE_PACKAGES=(git vim tmux curl ca-certificates python3 python3-venv)
+BASE_PACKAGES=(git vim tmux curl ca-certificates python3 python3-venv sudo)
 PYTHON=/usr/bin/python3                          # Debian's, from BASE_PACKAGES: the venv's home
 DOCKER_URL=https://download.docker.com/linux/debian
 DOCKER_KEY=/etc/apt/keyrings/docker.asc
@@ -69,12 +75,16 @@ Options:
                        puffer_core/, the constraints file; a symbolic link by what it points
                        to) owned by root and not writable by group or others; otherwise
                        refused (chown -R root:root DIR && chmod -R go-w DIR, or a root-owned copy)
-  --image TAG          the box's current PufferTank image, written to $IMAGE_FILE
-                       (the login reads it; without the file it uses $DEFAULT_IMAGE)
-  --user NAME          enrol NAME (repeatable): create it if missing (useradd -m), login shell
-                       $LOGIN, member of group docker. Anyone in group docker
-                       can start containers, so is root-equivalent on this box. Not root, not
-                       a system account.
+  --image REF          the box's current PufferTank image, written to $IMAGE_FILE (the broker
+                       makes users' containers from it; without the file it uses
+                       $DEFAULT_IMAGE). Pin it by digest, REPO@sha256:DIGEST (what
+                       puffer tank push prints): a registry's tag names whatever was pushed last
+  --user NAME          enrol NAME (repeatable): create it if missing (useradd -m, home 0700),
+                       login shell $LOGIN, member of group $GROUP, never of group
+                       docker (root-equivalent; a rerun takes enrolled users out of it). Not
+                       root, not a system account
+  --fix-homes          make enrolled users' homes 0700 where others can read them (without
+                       it, each such home gets one warning line and is left as it is)
   --no-nvidia          skip the NVIDIA steps even where an NVIDIA GPU is present
   -h, --help           this text
 
@@ -84,8 +94,13 @@ an NVIDIA GPU on the PCI bus: Debian's nvidia-driver from non-free, which needs 
 components contrib non-free non-free-firmware; NVIDIA's container toolkit from NVIDIA's
 repository; nvidia-ctk runtime configure --runtime=docker and a docker restart), puffer
 (puffer-core[tank] in the venv $VENV by $PYTHON, made again only when the source
-changed or users could not run it), links
-(/usr/local/bin/puffer and $LOGIN), shells ($LOGIN in /etc/shells), image, user NAME.
+changed or users could not run it), links (/usr/local/bin/puffer), scripts ($LOGIN
+and $BROKER, run as python -I), broker (group $GROUP, $SUDOERS
+letting it run $BROKER as root and nothing else, checked with visudo -c;
+$STATE_DIR and $DOCKER_CONFIG_DIR, root's alone), shells
+($LOGIN in /etc/shells), image, docker group (every enrolled user taken out of
+group docker), old containers (login containers made before the broker, named for removal),
+user NAME.
 
 Never: opens a port, touches the firewall or sshd, configures Tailscale or any VPN (the admin's
 choice), removes a package. A failed step is undone where it can be (files are written to a
@@ -106,7 +121,7 @@ now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
 secs() { printf '%d.%d s' $(($1 / 1000000)) $(($1 / 100000 % 10)); }
 
 # -- options ------------------------------------------------------------------------------
-ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=()
+ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=() FIX_HOMES=0
 need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value; see --help"; }
 while (($#)); do
     case $1 in
@@ -116,6 +131,7 @@ while (($#)); do
         --image) need_value "$@"; IMAGE=$2; shift ;;
         --user) need_value "$@"; USERS+=("$2"); shift ;;
         --no-nvidia) NVIDIA=0 ;;
+        --fix-homes) FIX_HOMES=1 ;;
         -h | --help) usage; exit 0 ;;
         *) die "unknown option '$1'; see --help" ;;
     esac
@@ -618,28 +634,20 @@ step_puffer() {
 
 # -- links, /etc/shells, the image --------------------------------------------------------
 step_links() {
-    local name path target changes=()
-    for name in puffer puffertank-login; do
-        path=/usr/local/bin/$name target=$VENV/bin/$name
-        [[ $(readlink "$path" 2>/dev/null) == "$target" ]] && continue
-        [[ ! -e $path || -L $path ]] ||
-            fail "$path is a file, not a link made by $PROG: move it away, then run this again"
-        changes+=("$path → $target")
-    done
-    if ((${#changes[@]} == 0)); then
-        already "/usr/local/bin/puffer, $LOGIN → $VENV/bin"
-        return
-    elif ((DRY)); then
-        would "link $(comma_list "${changes[@]}")"
+    local path=/usr/local/bin/puffer target=$VENV/bin/puffer
+    if [[ $(readlink "$path" 2>/dev/null) == "$target" ]]; then
+        already "$path → $target"
         return
     fi
-    for name in puffer puffertank-login; do
-        path=/usr/local/bin/$name
-        ln -sfn "$VENV/bin/$name" "$path.new"
-        TEMPS+=("$path.new")
-        mv -Tf -- "$path.new" "$path"
-    done
-    did "linked $(comma_list "${changes[@]}")"
+    [[ ! -e $path || -L $path ]] || fail "$path is a file, not a link made by $PROG: move it away, then run this again"
+    if ((DRY)); then
+        would "link $path → $target"
+        return
+    fi
+    ln -sfn "$target" "$path.new"
+    TEMPS+=("$path.new")
+    mv -Tf -- "$path.new" "$path"
+    did "linked $path → $target"
 }
 
 step_shells() {
@@ -673,6 +681,119 @@ step_image() {
         write_file "$IMAGE_FILE" 0644 "$IMAGE"
         did "wrote $IMAGE to $IMAGE_FILE (was ${current:-absent})"
     fi
+    if [[ -n $IMAGE && $IMAGE == */* && $IMAGE != *@sha256:* ]]; then
+        note "warning: $IMAGE is a registry's tag, which names whatever was pushed to it last: pin it by digest, REPO@sha256:… as puffer tank push prints it"
+    fi
+}
+
+# -- the broker: the one way from a user to the engine ---------------------------------------
+# The login runs as the user and only asks the broker; the broker runs as root (sudo, one rule)
+# and does a fixed set of things for the caller alone (puffer_core/tank/broker.py). Both run as
+# `python -I`: no PYTHONPATH (a ~/.pam_environment sets it), no user site, not the cwd.
+script_text() { # KIND: the root-owned script that runs puffer_core.tank.KIND's main
+    local what="the login shell of group $GROUP: it asks $BROKER, through sudo, for everything"
+    [[ $1 == login ]] || what="the broker between group $GROUP and the engine, run as root by sudo ($SUDOERS)"
+    printf '#!%s -I\n# Written by tank/setup-host.sh: %s.\nimport sys\n\nfrom puffer_core.tank.%s import main\n\nsys.exit(main())' \
+        "$VENV/bin/python" "$what" "$1"
+}
+
+step_scripts() {
+    local kind path changes=()
+    for kind in login broker; do
+        path=$LOGIN
+        [[ $kind == login ]] || path=$BROKER
+        if [[ -f $path && ! -L $path && $(cat "$path") == "$(script_text "$kind")" ]] && [[ -z $(not_roots "$path") ]]; then continue; fi
+        [[ ! -e $path || -L $path || -f $path ]] || fail "$path is not a file: move it away, then run this again"
+        changes+=("$path")
+    done
+    if ((${#changes[@]} == 0)); then
+        already "$LOGIN and $BROKER run $VENV/bin/python -I"
+        return
+    elif ((DRY)); then
+        would "write $(comma_list "${changes[@]}") (root's, 0755, run as python -I)"
+        return
+    fi
+    for kind in login broker; do
+        path=$LOGIN
+        [[ $kind == login ]] || path=$BROKER
+        if [[ -L $path ]]; then rm -f -- "$path"; fi  # the earlier setup linked the login into the venv
+        write_file "$path" 0755 "$(script_text "$kind")"
+    done
+    did "wrote $(comma_list "${changes[@]}") (root's, 0755, run as python -I)"
+}
+
+sudoers_text() {
+    printf '%s\n' "# Written by tank/setup-host.sh: the users of group $GROUP reach the Docker engine only" \
+        "# through the broker, as root, with a reset environment; nothing else." \
+        "Defaults!$BROKER env_reset" \
+        "%$GROUP ALL=(root) NOPASSWD: $BROKER"
+}
+
+step_broker() {
+    local changes=() dir tmp
+    getent group "$GROUP" >/dev/null || changes+=("group $GROUP")
+    for dir in "$STATE_DIR" "$DOCKER_CONFIG_DIR"; do
+        [[ -d $dir && ! -L $dir && $(stat -c '%u %a' "$dir") == "0 700" ]] || changes+=("$dir (root's, 0700)")
+    done
+    [[ -f $SUDOERS && $(cat "$SUDOERS") == "$(sudoers_text)" && $(stat -c '%u %a' "$SUDOERS") == "0 440" ]] ||
+        changes+=("$SUDOERS")
+    if ((${#changes[@]} == 0)); then
+        already "group $GROUP may run $BROKER as root ($SUDOERS), and nothing else"
+        return
+    elif ((DRY)); then
+        would "make $(comma_list "${changes[@]}")"
+        return
+    fi
+    getent group "$GROUP" >/dev/null || run groupadd --system "$GROUP"
+    for dir in "$STATE_DIR" "$DOCKER_CONFIG_DIR"; do
+        make_dir "$(dirname "$dir")"
+        if [[ ! -d $dir ]]; then RB_NEW+=("$dir"); fi
+        install -d -o root -g root -m 0700 "$dir"
+    done
+    make_dir "$(dirname "$SUDOERS")"
+    tmp=$(mktemp "$(dirname "$SUDOERS")/.puffertank.XXXXXX")   # a dot: sudo reads no such name meanwhile
+    TEMPS+=("$tmp")
+    sudoers_text >"$tmp"
+    chmod 0440 "$tmp"
+    visudo -cqf "$tmp" >>"$LOG" 2>&1 || fail "visudo refused the rule it was about to write (see $LOG)"
+    put_file "$SUDOERS" 0440 "$tmp"
+    visudo -cq >>"$LOG" 2>&1 || fail "visudo -c refuses the sudo configuration with $SUDOERS in it (see $LOG)"
+    did "made $(comma_list "${changes[@]}"): group $GROUP may run $BROKER as root, and nothing else"
+}
+
+enrolled_in_docker() { # users whose login shell is the login and who are in group docker
+    local user
+    for user in $(getent group docker | cut -d: -f4 | tr ',' ' '); do
+        [[ $(getent passwd "$user" | cut -d: -f7) != "$LOGIN" ]] || echo "$user"
+    done
+}
+
+step_docker_group() {
+    local users=()
+    mapfile -t users < <(enrolled_in_docker)
+    if ((${#users[@]} == 0)); then
+        already "no enrolled user is in group docker"
+        return
+    elif ((DRY)); then
+        would "take $(comma_list "${users[@]}") out of group docker (root-equivalent; the broker serves them)"
+        return
+    fi
+    local user
+    for user in "${users[@]}"; do run gpasswd -d "$user" docker; done
+    did "took $(comma_list "${users[@]}") out of group docker (root-equivalent; the broker serves them now)"
+}
+
+step_old_containers() {
+    local found=() id name
+    docker info >/dev/null 2>&1 || { note "the engine does not answer: login containers made before the broker not looked for"; return; }
+    while read -r id name; do
+        [[ -n $id && ! -e $STATE_DIR/$id.json ]] && found+=("$name")
+    done < <(docker ps -a --no-trunc --filter label=org.puffer.tank.login --format '{{.ID}} {{.Names}}')
+    if ((${#found[@]} == 0)); then
+        already "every login container was made by the broker"
+        return
+    fi
+    note "warning: $(comma_list "${found[@]}") were made before the broker (by their users, then in group docker): the broker never joins them, so their users' logins are refused until you remove them (docker rm -f ${found[*]}; homes are kept)"
 }
 
 # -- users --------------------------------------------------------------------------------
@@ -680,38 +801,59 @@ user_state() { # NAME: "shell S, groups G" as the system has them now
     echo "login shell $(getent passwd "$1" | cut -d: -f7), groups $(id -nG "$1" 2>/dev/null | tr ' ' ',')"
 }
 
+home_note() { # NAME: the home's mode fixed with --fix-homes, or one warning line, when others can read it
+    local name=$1 home mode
+    home=$(getent passwd "$name" | cut -d: -f6)
+    [[ -d $home ]] || return 0
+    mode=$(stat -c '%a' "$home")
+    ((8#$mode & 8#077)) || return 0
+    if ((FIX_HOMES)) && ((!DRY)); then
+        run chmod go-rwx "$home"
+        did "made $home 0$(stat -c '%a' "$home") (was $mode: others could read it)"
+    elif ((FIX_HOMES)); then
+        would "make $home go-rwx (now $mode)"
+    else
+        note "warning: $home is mode $mode: other users of this box can read it; --fix-homes makes it 0700"
+    fi
+}
+
 step_user() {
-    local name=$1 shell in_docker=0 root_note="docker-group membership is root-equivalent on this box"
+    local name=$1 shell in_docker=0 in_group=0 changes=()
     if getent passwd "$name" >/dev/null; then
         shell=$(getent passwd "$name" | cut -d: -f7)
         if id -nG "$name" | tr ' ' '\n' | grep -qx docker; then in_docker=1; fi
-        if [[ $shell == "$LOGIN" ]] && ((in_docker)); then
-            already "login shell $LOGIN, in group docker: $root_note"
-            return
+        if id -nG "$name" | tr ' ' '\n' | grep -qx "$GROUP"; then in_group=1; fi
+        [[ $shell == "$LOGIN" ]] || changes+=("login shell $LOGIN (was $shell)")
+        ((in_group)) || changes+=("in group $GROUP")
+        ((!in_docker)) || changes+=("out of group docker (root-equivalent)")
+        if ((${#changes[@]} == 0)); then
+            already "login shell $LOGIN, in group $GROUP, not in group docker"
         elif ((DRY)); then
-            would "set the login shell $LOGIN (now $shell) and group docker: $root_note"
-            return
+            would "$(comma_list "${changes[@]}")"
+        else
+            getent group "$GROUP" >/dev/null || fail "group $GROUP does not exist (the broker step makes it)"
+            # One usermod call: shell and group change together or not at all.
+            if [[ $shell != "$LOGIN" ]] || ((!in_group)); then run usermod -s "$LOGIN" -a -G "$GROUP" "$name"; fi
+            if ((in_docker)); then run gpasswd -d "$name" docker; fi
+            did "$(comma_list "${changes[@]}")"
         fi
-        getent group docker >/dev/null || fail "group docker does not exist (the engine's package makes it); install the engine, then run this again"
-        # One usermod call: shell and group change together or not at all.
-        run usermod -s "$LOGIN" -a -G docker "$name"
-        did "login shell $LOGIN (was $shell), in group docker: $root_note"
+        home_note "$name"
         return
     fi
     if ((DRY)); then
-        would "create it (useradd -m) with login shell $LOGIN, in group docker: $root_note"
+        would "create it (useradd -m, home 0700) with login shell $LOGIN, in group $GROUP"
         return
     fi
-    getent group docker >/dev/null || fail "group docker does not exist (the engine's package makes it); install the engine, then run this again"
-    # One useradd call makes the user, its home, shell and group together.
+    getent group "$GROUP" >/dev/null || fail "group $GROUP does not exist (the broker step makes it)"
+    # One useradd call makes the user, its private home, shell and group together.
     local rc=0
-    useradd -m -s "$LOGIN" -G docker "$name" >>"$LOG" 2>&1 || rc=$?
+    useradd -m -K HOME_MODE=0700 -s "$LOGIN" -G "$GROUP" "$name" >>"$LOG" 2>&1 || rc=$?
     if ((rc)); then
         getent passwd "$name" >/dev/null &&
             fail "useradd exited $rc but $name now exists ($(user_state "$name")); fix it or userdel -r $name, then run this again"
         fail "useradd exited $rc: $name was not created (output: $LOG)"
     fi
-    did "created (home $(getent passwd "$name" | cut -d: -f6)), login shell $LOGIN, in group docker: $root_note"
+    did "created (home $(getent passwd "$name" | cut -d: -f6), 0700), login shell $LOGIN, in group $GROUP"
 }
 
 # -- main ---------------------------------------------------------------------------------
@@ -728,8 +870,12 @@ step engine step_engine
 steps_nvidia
 step puffer step_puffer
 step links step_links
+step scripts step_scripts
+step broker step_broker
 step shells step_shells
 step image step_image
+step "docker group" step_docker_group
+step "old containers" step_old_containers
 for name in "${USERS[@]}"; do step "user $name" step_user "$name"; done
 
 say "step times: $(comma_list "${TIMES[@]}")"

@@ -50,7 +50,8 @@ LABEL = "org.puffer.test"
 USER = "puffer-setup-alice"
 MALLORY = "puffer-setup-mallory"  # a user of the box who is not root
 LOGIN = "/usr/local/bin/puffertank-login"
-PACKAGES = ["docker.io", "git", "vim", "tmux", "curl", "ca-certificates", "python3", "python3-venv"]
+PACKAGES = ["docker.io", "git", "vim", "tmux", "curl", "ca-certificates", "python3", "python3-venv", "sudo"]
+BROKER = "/usr/local/sbin/puffertank-broker"
 INSTALL_TIMEOUT = 1200
 # What a run must leave alone: every package, account, file (size, mode, mtime) and apt list.
 SNAPSHOT = r"""
@@ -186,18 +187,35 @@ def test_first_run_installs_what_it_names(box):
     version = sh(container, "/usr/local/bin/puffer --version").stdout
     assert "puffer" in version and "0.1.0" in version, version
     sh(container, "/opt/puffertank/venv/bin/python -c 'import puffer_core, docker'")
-    assert sh(container, f"readlink {LOGIN}").stdout.strip() == "/opt/puffertank/venv/bin/puffertank-login"
+    for script, module in ((LOGIN, "login"), (BROKER, "broker")):  # root's scripts, run as python -I
+        text = sh(container, f"cat {script}").stdout
+        assert (
+            text.startswith("#!/opt/puffertank/venv/bin/python -I\n")
+            and f"puffer_core.tank.{module} import main" in text
+        )
+        assert sh(container, f"stat -c '%U %a' {script}").stdout.split() == ["root", "755"]
     assert sh(container, f"grep -cxF {LOGIN} /etc/shells").stdout.strip() == "1"
     assert sh(container, f"getent passwd {USER} | cut -d: -f6,7").stdout.strip() == f"/home/{USER}:{LOGIN}"
-    assert "docker" in sh(container, f"id -nG {USER}").stdout.split()
+    groups = sh(container, f"id -nG {USER}").stdout.split()
+    assert "puffertank" in groups and "docker" not in groups
+    assert sh(container, f"stat -c %a /home/{USER}").stdout.strip() == "700"
     assert sh(container, "cat /etc/puffertank/image").stdout == "puffertank-ci:latest\n"
-    assert "root-equivalent" in lines_with(out, f"setup-host: user {USER}: created")[0]
+    assert "in group puffertank" in lines_with(out, f"setup-host: user {USER}: created")[0]
+    # One sudo rule: group puffertank runs the broker as root, and nothing else.
+    sh(container, "visudo -c")
+    assert f"%puffertank ALL=(root) NOPASSWD: {BROKER}" in sh(container, "cat /etc/sudoers.d/puffertank").stdout
+    rules = sh(container, f"sudo -l -U {USER}").stdout.split("may run the following commands")[1]
+    assert rules.count("NOPASSWD") == 1 and BROKER in rules
+    for folder in ("/var/lib/puffertank/containers", "/etc/puffertank/docker"):
+        assert sh(container, f"stat -c '%U %a' {folder}").stdout.split() == ["root", "700"]
     assert lines_with(out, "setup-host: engine: not started: systemd is not PID 1")
     assert len(lines_with(out, "NVIDIA")) == 1
     assert lines_with(out, "setup-host: nvidia: skipped: no NVIDIA GPU found on the PCI bus")
     done = out.splitlines()[-1]
     assert re.fullmatch(
-        rf"setup-host: done in \d+\.\d s \(changed: packages, puffer, links, shells, image, user {USER}\)", done
+        rf"setup-host: done in \d+\.\d s \(changed: packages, puffer, links, scripts, broker, shells, image, "
+        rf"user {USER}\)",
+        done,
     ), done
     assert re.search(r"^setup-host: step times: packages \d+\.\d s, engine", out, re.M), out
 
@@ -210,9 +228,35 @@ def test_second_run_changes_nothing_and_says_so(box):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""
     assert snapshot(container) == before
-    for step in ("packages", "puffer", "links", "shells", "image", f"user {USER}"):
+    for step in ("packages", "puffer", "links", "scripts", "broker", "shells", "image", "docker group", f"user {USER}"):
         assert lines_with(proc.stdout, f"setup-host: {step}: already in place"), (step, proc.stdout)
     assert re.fullmatch(r"setup-host: done in \d+\.\d s \(nothing changed\)", proc.stdout.splitlines()[-1])
+
+
+def test_a_box_set_up_before_the_broker_is_migrated(box):
+    """The earlier setup enrolled users in group docker (root-equivalent), linked the login into
+    the venv and left homes 0755: a rerun takes every enrolled user out of group docker, named
+    or not (one line), writes the login over the link, warns of a readable home in one line,
+    and --fix-homes makes it 0700."""
+    container, old = box["container"], "puffer-setup-bob"
+    sh(container, f"useradd -m -s {LOGIN} -G docker {old} && chmod 755 /home/{old} && "
+                  f"ln -sfn /opt/puffertank/venv/bin/puffertank-login {LOGIN}")  # fmt: skip
+    try:
+        proc, _ = setup_host(container, "--source", SRC, "--user", USER)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert lines_with(proc.stdout, f"setup-host: docker group: took {old} out of group docker (root-equivalent")
+        assert lines_with(proc.stdout, f"setup-host: scripts: wrote {LOGIN}")
+        assert "docker" not in sh(container, f"id -nG {old}").stdout.split()
+        proc, _ = setup_host(container, "--source", SRC, "--user", old)
+        assert lines_with(proc.stdout, f"setup-host: user {old}: in group puffertank")
+        warning = lines_with(proc.stdout, f"setup-host: user {old}: warning: /home/{old} is mode 755")
+        assert len(warning) == 1 and "--fix-homes makes it 0700" in warning[0]
+        assert sh(container, f"stat -c %a /home/{old}").stdout.strip() == "755"  # left as it was
+        proc, _ = setup_host(container, "--source", SRC, "--user", old, "--fix-homes")
+        assert lines_with(proc.stdout, f"setup-host: user {old}: made /home/{old} 0700 (was 755")
+        assert sh(container, f"stat -c %a /home/{old}").stdout.strip() == "700"
+    finally:
+        sh(container, f"userdel -r {old}", check=False)
 
 
 def test_a_hostile_root_environment_still_makes_a_venv_every_user_can_run(box):
@@ -300,12 +344,14 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, "setup-host: engine: not started")
     assert lines_with(out, f"setup-host: puffer: would install puffer-core[tank] from {SRC}")
     assert lines_with(out, "setup-host: links: would link /usr/local/bin/puffer")
+    assert lines_with(out, f"setup-host: scripts: would write {LOGIN}, {BROKER}")
+    assert lines_with(out, "setup-host: broker: would make group puffertank, /var/lib/puffertank/containers")
     assert lines_with(out, f"setup-host: shells: would add {LOGIN} to /etc/shells")
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
     assert lines_with(out, f"setup-host: user {USER}: would create it")
     assert len(lines_with(out, "NVIDIA")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
     assert out.splitlines()[-1].startswith("setup-host: dry run in ")
-    assert "would change: packages, puffer, links, shells, image, user" in out.splitlines()[-1]
+    assert "would change: packages, puffer, links, scripts, broker, shells, image, user" in out.splitlines()[-1]
 
 
 FAKE_PCI = """

@@ -82,5 +82,5 @@ def test_a_bad_pins_file_is_one_line_naming_it(tmp_path, data, says):
 
 
 def test_a_missing_pins_file_says_so(tmp_path):
-    with pytest.raises(TankError, match="cannot read the pins file .*: No such file or directory"):
+    with pytest.raises(TankError, match=r"cannot read the pins file .*: No such file or directory"):
         read_pins(tmp_path / "absent.json")

@@ -307,5 +307,5 @@ def test_a_pull_by_tag_never_touches_the_boxs_image():
     from puffer_core.tank.pull import pull_unverified
 
     ref = parse_registry("127.0.0.1:5000/pt")
-    with pytest.raises(TankError, match="127.0.0.1:5000/pt:latest is this box's image .*pull it by digest"):
+    with pytest.raises(TankError, match=r"127\.0\.0\.1:5000/pt:latest is this box's image .*pull it by digest"):
         pull_unverified(None, ref, None, lambda kind, line: None, box_image="127.0.0.1:5000/pt:latest")
