@@ -54,7 +54,7 @@ def test_references_are_parsed(given, expected):
 def test_anything_else_is_refused_saying_why(given, says):
     problem = image_reference_problem(given)
     assert problem is not None and says in problem, problem
-    with pytest.raises(ValueError, match="is|starts"):
+    with pytest.raises(ValueError, match=r"is|starts"):
         parse_image_reference(given)
     assert not is_pinned(given)
 

@@ -7,12 +7,13 @@ What a new box costs, each step timed on this machine, in the order an admin and
 - ``setup``: ``tank/setup-host.sh --user NAME`` in a fresh container of the bare Debian 12
   base image (``tank/ci-setup.sh`` makes it): apt's packages and puffer's venv. A container
   has no systemd, so the engine is installed there but not started;
-- ``pull``: ``puffer tank pull --registry REG`` into an engine that holds no image (a second
-  ``dockerd`` on this machine with a data root of its own, removed after), from a registry on
-  127.0.0.1 that the image built here was pushed to first (Debian's ``docker-registry``);
+- ``pull``: ``puffer tank pull REPO@sha256:…`` (the digest the push printed) into an engine
+  that holds no image (a second ``dockerd`` on this machine with a data root of its own,
+  removed after), from a registry on 127.0.0.1 that the image built here was pushed to first
+  (Debian's ``docker-registry``);
 - ``first login``: ``su - NAME -c 'test -f /.dockerenv'`` for a user whose login shell is
-  ``puffertank-login``: the user's container is made from the pulled image;
-- ``later login``: the same again, joining that container (the median of three).
+  ``puffertank-login``: the broker (through sudo) makes the user's container from the pulled image;
+- ``later login``: the same again, the broker joining that container (the median of three).
 
 Needs root, ``docker``, ``dockerd``, ``docker-registry``, the base image and a PufferTank
 built here (``puffer tank build``; tank/ci-setup.sh prepares the rest). The run is stored as ``OUT/<UTC time>.json``;
@@ -23,10 +24,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import pathlib
 import secrets
-import shutil
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from puffer_core.bench.broker_install import install_broker
 from puffer_core.bench.runs import write_run
 from puffer_core.bench.scratch_docker import start_engine, start_registry
 
@@ -42,12 +44,22 @@ __all__ = ["STEPS", "render_markdown", "run_box_bench"]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
-SYSTEM_PYTHON = "/usr/bin/python3"
 SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
 #: The image the docker tests build (tests/tank/docker_tank.py) and `nox -s bench -- --box` times.
 CI_IMAGE = "puffertank-ci"
 CONTAINER_CA = "/run/puffer-host-ca.crt"
 STEPS = ("setup", "pull", "first login", "later login")
+#: Where a container of the base gets a root-owned copy of the checkout: setup-host.sh builds
+#: only from a source root owns (the host's checkout, mounted at /src, keeps the host's owners).
+SOURCE_COPY = "/usr/src/puffer-core"
+#: The files pip builds from (setup-host.sh's source_files), the constraints and the script,
+#: copied from /src as root (owner root, the host's modes less umask 022's group and other write).
+COPY_SOURCE = f"""
+cd /src && mkdir -p {SOURCE_COPY}
+for f in pyproject.toml setup.py setup.cfg MANIFEST.in README.md LICENSE LICENSE.txt \\
+         puffer_core tank compat_matrix/constraints-common.txt; do [ -e "$f" ] && echo "$f"; done |
+    tar -cf - --exclude=__pycache__ -T - | tar -C {SOURCE_COPY} --no-same-owner --no-same-permissions -xf -
+"""
 #: What the issue set out: the seed's figure for a new user on a new box, and the aim.
 SEED_SECONDS, TARGET_SECONDS = 300.0, 120.0
 
@@ -118,7 +130,8 @@ def time_setup(base_image: str) -> float:
     command = [
         "docker", "run", "--rm", "--name", name, "--network", "host",
         "--mount", f"type=bind,source={ROOT},target=/src,readonly", *_machine_settings(),
-        base_image, "bash", "/src/tank/setup-host.sh", "--source", "/src", "--user", "boxuser",
+        base_image, "bash", "-c",
+        f"{COPY_SOURCE} && bash {SOURCE_COPY}/tank/setup-host.sh --source {SOURCE_COPY} --user boxuser",
     ]  # fmt: skip
     try:
         return _timed(command, "setup-host.sh in a bare Debian 12 container", timeout=1800)
@@ -126,51 +139,26 @@ def time_setup(base_image: str) -> float:
         subprocess.run(["docker", "rm", "--force", name], capture_output=True)
 
 
-def time_pull(host: str, registry: str) -> float:
-    """``puffer tank pull`` of the registry's image into the empty engine."""
+def time_pull(host: str, pinned: str) -> float:
+    """``puffer tank pull REPO@sha256:…`` of the pushed image into the empty engine, as the box's image."""
     env = {**os.environ, "DOCKER_HOST": host}
-    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "pull", "--registry", registry]
-    return _timed(command, f"puffer tank pull --registry {registry}", timeout=1800, env=env)
-
-
-def install_login(folder: pathlib.Path, prelude: str = "", options: str = "") -> pathlib.Path:
-    """A login shell any user can run: a venv of the system Python in ``folder`` with puffer-core
-    built from this checkout (what the login imports only: no numpy, no gymnasium), and a
-    two-line script ``prelude exec puffertank-login options "$@"``; the script's path.
-
-    This interpreter may sit where other users cannot read (root's pyenv), so a box's own
-    Python is used, as tank/setup-host.sh does.
-    """
-    if not os.path.exists(SYSTEM_PYTHON):
-        raise RuntimeError(f"{SYSTEM_PYTHON} is missing: a Debian box has it (apt install python3 python3-venv)")
-    folder.chmod(0o755)
-    venv = folder / "venv"
-    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    uv = [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
-    constraints = ROOT / "compat_matrix" / "constraints-common.txt"
-    if constraints.is_file():
-        uv += ["--constraint", str(constraints)]
-    _timed([*uv, "--no-deps", str(ROOT), "packaging", "pluggy"], "installing the login", timeout=600)
-    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
-    shell = folder / "login-shell"
-    shell.write_text(f'#!/bin/sh\n{prelude}exec {venv}/bin/puffertank-login {options}"$@"\n')
-    shell.chmod(0o755)
-    return shell
+    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "pull", pinned]
+    return _timed(command, f"puffer tank pull {pinned}", timeout=1800, env=env)
 
 
 @contextlib.contextmanager
 def login_user(host: str) -> Iterator[str]:
-    """A user whose login shell is puffertank-login on the empty engine; removed after."""
+    """A user whose login shell is puffertank-login, served by a broker of the engine at ``host``; removed after."""
     name = f"ptbench{secrets.token_hex(3)}"
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp"))
+    box = install_broker(pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp")), "puffertank:latest",
+                         docker_host=host)  # fmt: skip
     try:
-        shell = install_login(folder, prelude=f"DOCKER_HOST={host} ", options="--image puffertank:latest ")
-        subprocess.run(["useradd", "--create-home", "--shell", str(shell), "--groups", "docker", name], check=True)
+        box.enrol(name)
         yield name
     finally:
         subprocess.run(["docker", "-H", host, "rm", "--force", f"puffertank-{name}"], capture_output=True)
         subprocess.run(["userdel", "--remove", name], capture_output=True)
-        shutil.rmtree(folder, ignore_errors=True)
+        box.remove()
 
 
 def time_logins(user: str) -> tuple[float, float]:
@@ -181,11 +169,16 @@ def time_logins(user: str) -> tuple[float, float]:
     return first, statistics.median(later)
 
 
-def time_push(image: str, registry: str) -> float:
+def time_push(image: str, registry: str) -> tuple[float, str]:
     """``puffer tank push`` of the image this box built into the scratch registry (not a step of
-    a new box: a fleet pushes once)."""
-    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "push", image, "--registry", registry]
-    return _timed(command, f"puffer tank push {image} --registry {registry}", timeout=1800)
+    a new box: a fleet pushes once): its seconds and the final layer's ``REPO@sha256:…``."""
+    command = [sys.executable, "-m", "puffer_core.cli.main", "tank", "push", image, "--registry", registry, "--json"]
+    started = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    seconds = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"puffer tank push {image} failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return seconds, json.loads(proc.stdout)["pins"]["final"]
 
 
 def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE) -> dict[str, Any]:
@@ -200,11 +193,10 @@ def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE
     registry = start_registry()
     try:
         repository = f"{registry.address}/puffertank"
-        pushed = time_push(image, repository)
+        pushed, pinned = time_push(image, repository)
         engine = start_engine()
-        engine.folder.chmod(0o711)  # its socket (group docker) is reached through the folder: let users pass
         try:
-            steps["pull"] = time_pull(engine.url, repository)
+            steps["pull"] = time_pull(engine.url, pinned)
             with login_user(engine.url) as user:
                 steps["first login"], steps["later login"] = time_logins(user)
         finally:

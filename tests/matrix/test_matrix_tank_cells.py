@@ -118,5 +118,6 @@ def test_a_run_without_the_image_records_tank_missing_and_keeps_it(tmp_path):
 def test_tank_image_is_refused_in_one_line_before_anything_runs(tmp_path):
     command = [sys.executable, "-m", "puffer_core.cli.main", "matrix", "run", "--out", str(tmp_path)]
     proc = subprocess.run([*command, "--tank-image", "--rm"], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode != 0 and "--tank-image '--rm' starts with '-' (it would be read as an option)" in proc.stderr, proc.stderr
+    assert proc.returncode != 0, proc.stderr
+    assert "--tank-image '--rm' starts with '-' (it would be read as an option)" in proc.stderr, proc.stderr
     assert not (tmp_path / "results.json").exists()

@@ -32,20 +32,12 @@ import uuid
 import pytest
 from docker_tank import BASE_IMAGE, ROOT
 
-from puffer_core.bench.box import CONTAINER_CA, machine_ca, machine_pip_env
+from puffer_core.bench.box import CONTAINER_CA, COPY_SOURCE, SOURCE_COPY, machine_ca, machine_pip_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SRC = "/usr/src/puffer-core"  # a root-owned copy of what the script needs, in every container
+SRC = SOURCE_COPY  # a root-owned copy of what the script needs, in every container (COPY_SOURCE)
 SCRIPT = f"{SRC}/tank/setup-host.sh"
-# The files pip builds from (the script's source_files), the constraints and the script, copied
-# as root (owner root, the host's modes less umask 022's group and other write).
-COPY_SOURCE = f"""
-cd /src && mkdir -p {SRC}
-for f in pyproject.toml setup.py setup.cfg MANIFEST.in README.md LICENSE LICENSE.txt \\
-         puffer_core tank compat_matrix/constraints-common.txt; do [ -e "$f" ] && echo "$f"; done |
-    tar -cf - --exclude=__pycache__ -T - | tar -C {SRC} --no-same-owner --no-same-permissions -xf -
-"""
 LABEL = "org.puffer.test"
 USER = "puffer-setup-alice"
 MALLORY = "puffer-setup-mallory"  # a user of the box who is not root
