@@ -75,3 +75,14 @@ def test_the_registry_names_it_gives_exist():
     pull = {option for param in tank_registry.pull_cmd.params for option in param.opts}
     assert "--pins" in push and {"--pins", "--registry", "--lock"} <= pull
     assert f"`{IMAGE_FILE}`" in PAGE and "valid_image()" in (ROOT / "tank" / "setup-host.sh").read_text()
+
+
+def test_the_shared_box_names_it_gives_exist():
+    from puffer_core.tank import broker
+
+    setup_host = (ROOT / "tank" / "setup-host.sh").read_text()
+    assert "`puffer_core/tank/broker.py`" in PAGE and (ROOT / "puffer_core" / "tank" / "broker.py").is_file()
+    assert f"`{broker.BrokerConfig().state_dir}/<id>.json`" in PAGE
+    assert "`/etc/sudoers.d/puffertank`" in PAGE and "SUDOERS=/etc/sudoers.d/puffertank" in setup_host
+    assert f"`{broker.BrokerConfig().allowed_file}`" in PAGE and f"`{broker.BrokerConfig().image_file}`" in PAGE
+    assert "tests/tank/test_tank_broker_docker.py" in PAGE and (ROOT / "tests/tank/test_tank_broker_docker.py").is_file()

@@ -131,7 +131,7 @@ def time_setup(base_image: str) -> float:
         "docker", "run", "--rm", "--name", name, "--network", "host",
         "--mount", f"type=bind,source={ROOT},target=/src,readonly", *_machine_settings(),
         base_image, "bash", "-c",
-        f"{COPY_SOURCE} && bash {SOURCE_COPY}/tank/setup-host.sh --source {SOURCE_COPY} --user boxuser",
+        f"set -e\n{COPY_SOURCE}\nbash {SOURCE_COPY}/tank/setup-host.sh --source {SOURCE_COPY} --user boxuser",
     ]  # fmt: skip
     try:
         return _timed(command, "setup-host.sh in a bare Debian 12 container", timeout=1800)

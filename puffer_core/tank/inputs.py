@@ -1,7 +1,9 @@
-"""What a layer is built from, as one sha256: its label ``org.puffer.tank.inputs`` and registry tag ``inputs-<sha256>``.
+"""What a layer is built from, as one sha256: its label ``org.puffer.tank.inputs``.
 
 Two builds with the same fingerprint make the same layer, so ``puffer tank build
---from-registry`` takes a pushed layer with that fingerprint instead of building it. It covers:
+--from-registry REG --pins FILE`` takes the pushed layer a pins file maps that fingerprint to
+(by its digest) instead of building it. Anyone can compute a fingerprint from the public
+checkout, so the label is information, never proof of a layer's content. It covers:
 
 - the layer's build context: its Dockerfile and every file it copies, as the reproducible
   tar :mod:`~puffer_core.tank.build_context` makes (the same files give the same bytes);
