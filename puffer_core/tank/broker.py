@@ -424,8 +424,11 @@ def create_argv(caller: Caller, name: str, image: str, gpus: bool) -> list[str]:
     return [*argv, "--", image, "sleep", "infinity"]
 
 
-def session_argv(caller: Caller, request: Request) -> list[str]:
-    """``docker exec ...``: a login shell, or the command, inside the caller's container."""
+def session_argv(caller: Caller, request: Request, container_id: str | None = None) -> list[str]:
+    """``docker exec ...``: a login shell, or the command, inside the caller's container.
+
+    ``container_id``: the container checked as the caller's, named by its id (not its name,
+    which could name another by the time docker reads it)."""
     argv = ["exec", "--interactive"]
     if request.tty:  # only with a terminal at both ends: scp's and rsync's byte streams stay untouched
         argv.append("--tty")
@@ -434,14 +437,14 @@ def session_argv(caller: Caller, request: Request) -> list[str]:
     argv += ["--workdir", cwd if inside else caller.home]
     for key, value in request.env:
         argv += ["--env", f"{key}={value}"]
-    argv += ["--", container_name(caller, request.container)]
+    argv += ["--", container_id or container_name(caller, request.container)]
     if request.command is None:
         return [*argv, "bash", "-l"]
     return [*argv, "bash", "-c", *request.command]
 
 
-def _make(engine: Engine, ownership: Ownership, caller: Caller, request: Request, say) -> None:
-    """A new container for ``request``, recorded as the caller's before anything else can happen."""
+def _make(engine: Engine, ownership: Ownership, caller: Caller, request: Request, say) -> str:
+    """A new container for ``request``, recorded as the caller's before anything else can happen; its id."""
     problem = home_problem(caller)
     if problem is not None:
         raise BrokerError(f"{caller.user}'s home cannot be mounted: {problem}")
@@ -451,15 +454,15 @@ def _make(engine: Engine, ownership: Ownership, caller: Caller, request: Request
         proc = engine.run(create_argv(caller, request.container, image, gpus='"nvidia"' in runtimes), check=False)
         if proc.returncode != 0:
             if "is already in use" in proc.stderr:  # another session made it first: join that one
-                owned(engine, ownership, caller, request.container)
-                return
+                return (owned(engine, ownership, caller, request.container) or {}).get("Id", "")
             raise engine.error(proc.stderr, "run")
-        ownership.record(proc.stdout.strip(), caller, request.container)
+        container_id = proc.stdout.strip()
+        ownership.record(container_id, caller, request.container)
     account = [caller.user, str(caller.uid), str(caller.gid), caller.home, caller.group]
-    full = container_name(caller, request.container)
-    engine.run(["exec", "--user", "0", "--", full, "sh", "-c", ACCOUNT_SCRIPT, "sh", *account])
+    engine.run(["exec", "--user", "0", "--", container_id, "sh", "-c", ACCOUNT_SCRIPT, "sh", *account])
     if request.fresh:
-        say(f"replaced {full}: a new container from {image} (your home is kept)")
+        say(f"replaced {container_name(caller, request.container)}: a new container from {image} (your home is kept)")
+    return container_id
 
 
 def present_image(engine: Engine, request: Request) -> str:
@@ -479,10 +482,12 @@ def session(engine: Engine, ownership: Ownership, caller: Caller, request: Reque
         _remove(engine, ownership, found)
         found = None
     if found is None:
-        _make(engine, ownership, caller, request, say)
-    elif not (found.get("State") or {}).get("Running"):
-        engine.run(["start", "--", container_name(caller, request.container)])
-    engine.become(session_argv(caller, request))
+        container_id = _make(engine, ownership, caller, request, say)
+    else:
+        container_id = found["Id"]
+        if not (found.get("State") or {}).get("Running"):
+            engine.run(["start", "--", container_id])
+    engine.become(session_argv(caller, request, container_id or None))
 
 
 def _remove(engine: Engine, ownership: Ownership, found: dict) -> None:
