@@ -110,7 +110,8 @@ def option_rows(ctx: click.Context) -> list[OptionRow]:
             default = found.group(1)
         elif default is None and _plain(param.default) and not param.is_flag:
             default = str(param.default)  # a default click holds but --help does not show
-        names = ", ".join(f"`{name}`" for name in param.opts)
+        # Short names first: click builds the help option's names from a set, in hash order.
+        names = ", ".join(f"`{name}`" for name in sorted(param.opts, key=lambda name: name.startswith("--")))
         if param.secondary_opts:
             names += " / " + ", ".join(f"`{name}`" for name in param.secondary_opts)
         rows.append(
