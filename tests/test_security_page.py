@@ -85,4 +85,5 @@ def test_the_shared_box_names_it_gives_exist():
     assert f"`{broker.BrokerConfig().state_dir}/<id>.json`" in PAGE
     assert "`/etc/sudoers.d/puffertank`" in PAGE and "SUDOERS=/etc/sudoers.d/puffertank" in setup_host
     assert f"`{broker.BrokerConfig().allowed_file}`" in PAGE and f"`{broker.BrokerConfig().image_file}`" in PAGE
-    assert "tests/tank/test_tank_broker_docker.py" in PAGE and (ROOT / "tests/tank/test_tank_broker_docker.py").is_file()
+    tests = "tests/tank/test_tank_broker_docker.py"
+    assert tests in PAGE and (ROOT / tests).is_file()
