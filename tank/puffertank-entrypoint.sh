@@ -1,6 +1,6 @@
 #!/bin/bash
 # PufferTank entrypoint: give any uid a writable HOME, print what is installed, warn when no
-# GPU is visible, run the command.
+# GPU is visible, resume a login container's interrupted runs, run the command.
 # PUFFERTANK_QUIET=1 skips the banner. The banner goes to stderr, so a command's stdout
 # (`puffer envs --json`) stays clean.
 set -euo pipefail
@@ -40,6 +40,16 @@ PY
     elif ! nvidia-smi -L >/dev/null 2>&1; then
         echo "puffertank: warning: no GPU visible (nvidia-smi failed); running on the CPU." \
             "For a GPU, run with --gpus all on a host with the NVIDIA Container Toolkit." >&2
+    fi
+fi
+
+# A login container (the broker sets PUFFERTANK_RESUME_RUNS) resumes the user's runs that a
+# crash, a power loss or an engine restart interrupted and that asked for it (`puffer train
+# --detach`): in the background, at most once per boot each (`puffer runs resume --help`).
+if [ -n "${PUFFERTANK_RESUME_RUNS:-}" ] && command -v puffer >/dev/null 2>&1; then
+    log="${XDG_STATE_HOME:-$HOME/.local/state}/puffer/resume.log"
+    if mkdir -p "$(dirname "$log")" 2>/dev/null; then
+        setsid puffer runs resume --interrupted --auto >>"$log" 2>&1 </dev/null &
     fi
 fi
 

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import atexit
 import multiprocessing
+import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 from fork_guard import forks_from_threads_fail
@@ -15,6 +19,11 @@ from puffer_core import plugins as plugin_module
 # start the server, and no_leaks starts it first): as fast as fork again. Collection imports
 # this before any test starts the fork server; preloading only saves time.
 multiprocessing.set_forkserver_preload(["__main__", "pytest", "puffer_core.testing", "puffer_core.vector.mp.worker"])
+
+# The runs the tests train keep their records (puffer_core.train.runs) in a folder of the
+# session's, not in the user's own registry: set before any test or the processes it starts.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="puffer-test-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -29,6 +29,7 @@ from puffer_core.cli.options import (
     record_option,
 )
 from puffer_core.cli.output import console, print_json, require_known_env
+from puffer_core.cli.runs import runs_cmd
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.sweep import sweep_cmd
 from puffer_core.cli.tables import print_table
@@ -384,6 +385,7 @@ cli.add_command(constraints_cmd)
 cli.add_command(tank)
 cli.add_command(train_cmd)
 cli.add_command(eval_cmd)
+cli.add_command(runs_cmd)
 cli.add_command(sweep_cmd)
 cli.add_command(doctor_cmd)
 

@@ -29,7 +29,10 @@ from puffer_core.cli.options import (
     saved_kwargs_mode,
     saved_kwargs_options,
 )
+from puffer_core.cli.runs import NOT_RESUMED, given_options, note_failure
+from puffer_core.cli.runs import detach as detach_run
 from puffer_core.env.recording import plan_recording
+from puffer_core.errors import PufferError
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
 
@@ -125,7 +128,16 @@ Needs the train extra: pip install 'puffer-core[train]'.
 @click.option("--wandb-entity", metavar="ENTITY", help="The W&B entity (user or team) of --wandb.")
 @click.option("--wandb-group", metavar="GROUP", help="The W&B group of --wandb's run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Run in the background (a session of its own: closing ssh does not end it; output to OUT/train.log), "
+    "print OUT and the pid, and return at once. It resumes by itself after its box or container comes back.",
+)
+@click.option("--no-auto-resume", is_flag=True, help="With --detach: do not resume by itself after a crash.")
+@click.pass_context
 def train_cmd(
+    ctx: click.Context,
     env_id: str | None,
     steps: int | None,
     num_envs: int | None,
@@ -148,7 +160,11 @@ def train_cmd(
     wandb_entity: str | None,
     wandb_group: str | None,
     as_json: bool,
+    detach: bool,
+    no_auto_resume: bool,
 ) -> None:
+    if no_auto_resume and not detach:
+        raise click.UsageError("--no-auto-resume goes with --detach")
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(ray_address=ray_address, placement=placement, seed=seed, device=device)
     chosen = {key: value for key, value in options.items() if value is not None}
@@ -165,7 +181,11 @@ def train_cmd(
         )
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
     given = {"settings": chosen, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs}
-    plan = _plan(env_id, resume, out, given)
+    try:
+        plan = _plan(env_id, resume, out, given)
+    except (PufferError, click.ClickException) as exc:
+        note_failure(out or resume, exc)  # a run started in the background: its record says why
+        raise
     for line in plan.describe():
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     if isinstance(plan.env, str):
@@ -173,6 +193,14 @@ def train_cmd(
     recording = None
     if record_path is not None:  # a bad path fails now, not after training
         recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
+    if detach:  # everything above was checked here; the run itself plans again in its own process
+        given = given_options(ctx, {"detach", "no_auto_resume", "out", "resume"})
+        where = Path(plan.out).resolve()
+        train_args = [*([env_id] if env_id else []), *(["--resume", str(resume)] if resume else []), "--out",
+                      str(where), *given]  # fmt: skip
+        resume_args = given_options(ctx, NOT_RESUMED)
+        detach_run(where, train_args, resume_args, auto_resume=not no_auto_resume, as_json=as_json)
+        return
     train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     started = time.perf_counter()
     curve = _train(train, plan, wandb, env_id or str(resume), as_json)

@@ -35,6 +35,7 @@ import os
 import pwd
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -415,6 +416,9 @@ def create_argv(caller: Caller, name: str, image: str, gpus: bool) -> list[str]:
     argv += ["--security-opt", "no-new-privileges", "--cap-drop", "ALL", "--user", f"{caller.uid}:{caller.gid}"]
     argv += ["--mount", bind_mount(home, home), "--workdir", home]
     argv += ["--env", f"HOME={home}", "--env", f"USER={caller.user}", "--env", f"LOGNAME={caller.user}"]
+    # Where `puffer runs` says a run runs, and the entrypoint's cue to resume the interrupted ones.
+    argv += ["--env", f"PUFFERTANK_BOX={socket.gethostname()}", "--env", f"PUFFERTANK_CONTAINER={full}"]
+    argv += ["--env", "PUFFERTANK_RESUME_RUNS=1"]
     # The image's entrypoint prints its banner only into the container's log; keep that quiet.
     argv += ["--env", "PUFFERTANK_QUIET=1", "--hostname", "puffertank", "--shm-size", "1g"]
     # Host networking: Ray's ports, TensorBoard and a notebook answer on the box's own address.

@@ -8,15 +8,20 @@ of every other number their episode-end infos carry (NetHack's score, depth, gol
 settings go in once per run, as TensorBoard hyperparameters (and a text table) and as the
 W&B config. Episodes are buffered and written at the next update, the files flushed at every
 checkpoint and at the end. W&B gets one point per update (a log call there costs too much to
-make per episode): its episodic scalars are the means of the update's episodes.
+make per episode): its episodic scalars are the means of the update's episodes, sent at each
+checkpoint. A resumed run continues both: TensorBoard drops what an earlier file logged after
+the step it restarts from, and the W&B run is the same one (its id kept in the run's folder),
+so no step is logged twice.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import math
 import os
+import re
 import socket
 import time
 from collections import defaultdict
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from puffer_core.atomic import write_atomically
 from puffer_core.env.postprocess import EPISODE_LENGTH, EPISODE_RETURN, NOT_STATISTICS
 from puffer_core.errors import APIUsageError, MissingDependencyError
 
@@ -44,6 +50,8 @@ SCALARS = {
 #: Info keys that are not an env's own episode statistic.
 NOT_ENV_STATS = NOT_STATISTICS | {EPISODE_RETURN, EPISODE_LENGTH, "fault"}
 TENSORBOARD_DIR = "tensorboard"
+#: Where a run keeps its W&B run's id, so that its resumes log into the same W&B run.
+WANDB_ID_FILE = "wandb-run.json"
 EPISODIC_RETURN, EPISODIC_LENGTH = "charts/episodic_return", "charts/episodic_length"
 
 
@@ -151,12 +159,21 @@ class _TensorBoard:
 
 
 class _WandbRun:
-    """A W&B run whose charts use the environment step (``global_step``) as their x axis."""
+    """A W&B run whose charts use the environment step (``global_step``) as their x axis.
 
-    def __init__(self, wandb: Wandb, directory: Path | None, settings: dict[str, Any]):
+    A resumed run continues the same W&B run: its id is kept in ``DIR/wandb-run.json``. Its
+    points are sent at each checkpoint (``flush``), never before: what a crash loses after the
+    last checkpoint was never sent, so the resumed run, which starts from that checkpoint,
+    logs no step twice.
+    """
+
+    def __init__(self, wandb: Wandb, directory: Path | None, settings: dict[str, Any], start_step: int = 0):
         import wandb as wandb_module
 
         name = wandb.name or (directory.name if directory is not None else None)
+        self._pending: list[dict[str, Any]] = []
+        self._id_file = None if directory is None else directory / WANDB_ID_FILE
+        resumed = _saved_wandb_id(self._id_file, wandb) if start_step else None
         try:
             self.run = wandb_module.init(
                 project=wandb.project,
@@ -166,6 +183,7 @@ class _WandbRun:
                 dir=str(directory) if directory is not None else None,
                 config={key: _plain(value) for key, value in settings.items()},
                 settings=wandb_module.Settings(console="off"),  # our stdout and stderr stay ours
+                **({"id": resumed, "resume": "allow"} if resumed else {}),
             )
         except Exception as exc:  # not logged in, no network, a bad entity: wandb's own message
             raise APIUsageError(
@@ -174,6 +192,9 @@ class _WandbRun:
             ) from None
         self.run.define_metric("global_step")
         self.run.define_metric("*", step_metric="global_step")
+        if self._id_file is not None:
+            record = {"id": self.run.id, "project": wandb.project, "entity": wandb.entity}
+            write_atomically(self._id_file, (json.dumps(record) + "\n").encode())
 
     def hyperparameters(self, settings: dict[str, Any], step: int) -> None:
         pass  # the config, given at init
@@ -188,13 +209,30 @@ class _WandbRun:
                 **values,
             }
         if values:
-            self.run.log({**values, "global_step": step})
+            self._pending.append({**values, "global_step": step})
 
     def flush(self) -> None:
-        pass  # wandb's service writes as it goes
+        """Send the points since the last checkpoint (at most one per update of that interval)."""
+        pending, self._pending = self._pending, []
+        for point in pending:
+            self.run.log(point)
 
     def close(self) -> None:
+        self.flush()
         self.run.finish()
+
+
+def _saved_wandb_id(path: Path | None, wandb: Wandb) -> str | None:
+    """The W&B run id a resumed run continues: ``DIR/wandb-run.json``'s, when it is this project's."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8")[:4096])
+    except (OSError, ValueError):
+        return None
+    run_id = record.get("id") if isinstance(record, dict) else None
+    same = isinstance(record, dict) and record.get("project") == wandb.project and record.get("entity") == wandb.entity
+    return run_id if same and isinstance(run_id, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", run_id) else None
 
 
 class RunLogs:
@@ -250,7 +288,7 @@ def open_logs(directory: Path | None, wandb: Wandb | None, settings: dict[str, A
         if directory is not None:
             sinks.append(_TensorBoard(directory / TENSORBOARD_DIR, start_step))
         if wandb is not None:
-            sinks.append(_WandbRun(wandb, directory, settings))
+            sinks.append(_WandbRun(wandb, directory, settings, start_step))
         for sink in sinks:
             sink.hyperparameters(settings, start_step)
     except BaseException:

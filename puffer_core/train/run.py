@@ -25,6 +25,7 @@ from puffer_core import vector
 from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints
+from puffer_core.train import runs
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
@@ -140,15 +141,21 @@ def train_plan(
         require_matplotlib()
     require_logs(plan.out is not None, wandb)
     directory = _prepare_out(plan.out)
+    registration = None if directory is None else runs.Registration(directory, plan.env_name, config.steps)
     with contextlib.ExitStack() as held:
         if directory is not None:
             held.enter_context(RunLock(directory))
             if not plan.continues_in_place:
                 _check_fresh(directory)
         try:
-            trainer, stop = _train(plan, device, directory, (on_update, on_episode, wandb))
+            trainer, stop = _train(plan, device, directory, (on_update, on_episode, wandb), registration)
         except TrainingDiverged as exc:
+            _ended(registration, "failed", exc.step, f"{exc}")
             raise TrainingDiverged(f"{exc}{_diverged_advice(directory)}", exc.step) from None
+        except BaseException as exc:
+            _ended(registration, "failed", None, f"{type(exc).__name__}: {exc}"[:500])
+            raise
+        _ended(registration, _end_state(stop), trainer.step)
     if stop:
         where = f"; checkpoint in {directory} (continue with `puffer train --resume {directory}`)" if directory else ""
         name = signal.Signals(stop.signal_number).name
@@ -156,6 +163,18 @@ def train_plan(
             f"training stopped by {name} at step {trainer.step:,}{where}", trainer.curve, stop.signal_number
         )
     return trainer.curve
+
+
+def _end_state(stop: StopRequests) -> str:
+    """Ctrl-C is the user's stop; a SIGTERM nobody asked for (``puffer runs stop`` asks) is an interruption."""
+    if not stop:
+        return "finished"
+    return "stopped" if stop.signal_number == signal.SIGINT else "interrupted"
+
+
+def _ended(registration: runs.Registration | None, state: str, step: int | None, error: str | None = None) -> None:
+    if registration is not None:
+        registration.end(state, step, error)
 
 
 def _diverged_advice(directory: Path | None) -> str:
@@ -170,6 +189,7 @@ def _train(
     device: torch.device,
     directory: Path | None,
     reports: tuple[UpdateReport | None, EpisodeReport | None, Wandb | None],
+    registration: runs.Registration | None = None,
 ) -> tuple[Trainer, StopRequests]:
     """Build the envs and the trainer, train, and save at the end or on a stop request (never
     after an exception: a crash or a divergence leaves the last good checkpoint in place).
@@ -185,6 +205,8 @@ def _train(
         if plan.saved is not None:
             _check_spaces(plan.saved, envs)
             trainer.restore(plan.saved)
+        if registration is not None:
+            registration.start(trainer.step)
         with contextlib.closing(open_logs(directory, wandb, _logged_settings(plan), trainer.step)) as logs:
             trainer.on_episode = chain(logs.episode, on_episode)
 
@@ -193,8 +215,11 @@ def _train(
                 if directory is not None:
                     checkpoints.save(directory, trainer.checkpoint(plan.env_name, plan.env_kwargs))
                     trainer.curve.write(directory, f"{plan.env_name}: PPO, seed {config.seed}")
+                if registration is not None:
+                    registration.checkpoint(trainer.step)
 
-            trainer.train(chain(logs.update, on_update), save)
+            beat = None if registration is None else registration.beat
+            trainer.train(chain(logs.update, chain(beat, on_update) if beat else on_update), save)
             save()
     return trainer, stop
 

@@ -1,0 +1,145 @@
+"""puffer_core.train.runs and the decisions of `puffer runs resume --auto`, without torch: the
+records, who is alive, once per boot, the crash loop. tests/cli/test_cli_runs.py runs them for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from puffer_core.cli import runs as runs_cli
+from puffer_core.train import runs
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state" / "puffer" / "runs"
+
+
+def _record(out, **fields) -> dict:
+    def change(data):
+        data.update(fields)
+
+    return runs.update(out, change)
+
+
+def test_a_record_is_written_whole_under_the_users_home(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    data = _record(out, env="classic/cartpole", state="finished")
+    path = runs.record_path(out)
+    assert path.parent == registry and json.loads(path.read_text()) == data
+    assert registry.stat().st_mode & 0o777 == 0o700  # private: nobody else reads or plants records
+    assert runs.record_path(str(out) + "/") == path == runs.record_path(tmp_path / "." / "run")
+    assert [record.out for record in runs.read_all()] == [str(out.resolve())]
+    assert not [name for name in os.listdir(registry) if name.startswith(".")]  # no temporary left
+
+
+def test_records_of_folders_gone_and_broken_records_are_left_out(registry, tmp_path):
+    kept, gone = tmp_path / "kept", tmp_path / "gone"
+    kept.mkdir()
+    gone.mkdir()
+    _record(kept, state="finished")
+    _record(gone, state="finished")
+    gone.rmdir()
+    (registry / "broken.json").write_text("{not json")
+    (registry / "deep.json").write_text("[" * 100_000)
+    assert [record.out for record in runs.read_all()] == [str(kept)]
+
+
+def test_a_process_is_its_pid_and_start_time(registry):
+    me = {
+        "place": runs.place(),
+        "boot": runs.boot_key(),
+        "pid": os.getpid(),
+        "pid_start": runs.process_start(os.getpid()),
+    }
+    assert runs.process_alive(me) is True
+    assert runs.process_alive({**me, "pid_start": me["pid_start"] - 1}) is False  # the pid, reused by another
+    assert runs.process_alive({**me, "boot": "another boot"}) is False
+    assert runs.process_alive({**me, "place": "another-box/puffertank-alice"}) is None  # cannot tell from here
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert runs.process_alive({**me, "pid": gone.pid}) is False
+
+
+def test_a_running_record_whose_process_vanished_reads_interrupted(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    alive = {
+        "place": runs.place(),
+        "boot": runs.boot_key(),
+        "pid": os.getpid(),
+        "pid_start": runs.process_start(os.getpid()),
+    }
+    _record(out, state="running", **alive)
+    assert runs.read_all()[0].state == "running"
+    _record(out, boot="a boot before a crash")
+    assert runs.read_all()[0].state == "interrupted"
+    _record(out, place="elsewhere")
+    record = runs.read_all()[0]
+    assert (record.state, record.alive) == ("running", None)
+
+
+def test_the_options_a_detached_run_is_given_again():
+    import click
+    from click.testing import CliRunner
+
+    seen = {}
+
+    @click.command()
+    @click.argument("env", required=False)
+    @click.option("--steps", type=int)
+    @click.option("--set", "settings", multiple=True)
+    @click.option("--json", "as_json", is_flag=True)
+    @click.option("--seed", type=int, default=0)
+    @click.pass_context
+    def command(ctx, env, steps, settings, as_json, seed):
+        seen["words"] = runs_cli.given_options(ctx, {"as_json"})
+
+    CliRunner().invoke(command, ["x", "--steps", "1000", "--set", "a=1", "--set", "b=2", "--json"])
+    assert seen["words"] == ["--steps", "1000", "--set", "a=1", "--set", "b=2"]  # no default, no skipped option
+
+
+def _interrupted(out, **fields) -> runs.RunRecord:
+    base = {"state": "running", "place": runs.place(), "boot": "a boot before", "pid": 1, "pid_start": 0}
+    data = _record(out, **{**base, "detached": True, "auto_resume": True, **fields})
+    return runs.RunRecord(runs.record_path(out), data, "interrupted", False)
+
+
+def test_auto_resume_is_once_per_boot_and_only_for_runs_that_asked(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    boot = runs.boot_key()
+    assert runs_cli._auto_decision(_interrupted(out), boot) is None
+    record = _interrupted(
+        out, resumes=[{"boot": boot, "time": time.time() - 3600, "auto": True}], heartbeat=time.time()
+    )
+    assert "resumed once in this boot already" in runs_cli._auto_decision(record, boot)
+    record = _interrupted(out, resumes=[], auto_resume=False)
+    assert "did not ask to resume by itself" in runs_cli._auto_decision(record, boot)
+
+
+def test_a_crash_loop_is_given_up_on_and_says_why(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    now = time.time()
+    for failures in (1, 2):  # each resume died within a minute: no sign of life after it
+        record = _interrupted(out, resumes=[{"boot": f"boot {failures}", "time": now}], heartbeat=now - 5,
+                              auto_resume=True, error="policy.pt is not a checkpoint")  # fmt: skip
+        assert runs_cli._auto_decision(record, f"boot {failures + 1}") is None
+        assert runs.read(out)["quick_failures"] == failures
+    record = _interrupted(out, resumes=[{"boot": "boot 3", "time": now}], heartbeat=now - 5)
+    why = runs_cli._auto_decision(record, "boot 4")
+    assert why.startswith("gave up: interrupted again within a minute of its resume 3 times in a row")
+    assert "policy.pt is not a checkpoint" in why
+    data = runs.read(out)
+    assert data["state"] == "gave-up" and "resume it by hand once fixed" in data["error"]
+    # A run that lived past the minute after its resume starts the count again.
+    record = _interrupted(out, resumes=[{"boot": "boot 5", "time": now - 600}], heartbeat=now - 60, quick_failures=2)
+    assert runs_cli._auto_decision(record, "boot 6") is None and runs.read(out)["quick_failures"] == 0
