@@ -144,6 +144,28 @@ def test_wandb_offline_gets_the_same_scalars_and_the_settings(tmp_path):
     assert any(r.run.run_group == "tests" for r in records if r.HasField("run"))
 
 
+def test_a_resumed_run_continues_its_wandb_run_and_logs_no_step_twice(tmp_path):
+    require("wandb")
+    out = tmp_path / "run"
+    offline = {"WANDB_MODE": "offline", "WANDB_CONFIG_DIR": str(tmp_path / "config"), "WANDB_SILENT": "true"}
+    for steps in ("1024", "2048"):
+        where = ["classic/probe_2", "--out", str(out)] if steps == "1024" else ["--resume", str(out)]
+        proc = run_puffer(None, "train", *where, "--steps", steps, "--set", "num_envs=8", "--wandb", "puffer-test",
+                          "--json", extra_env=offline, timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    run_id = json.loads((out / "wandb-run.json").read_text())["id"]
+    files = sorted((out / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert [file.name for file in files] == [f"run-{run_id}.wandb"] * 2  # one W&B run, resumed
+    points = [
+        {item_key(i): json.loads(i.value_json) for i in record.history.item}
+        for file in files
+        for record in wandb_records(file)
+        if record.history.item
+    ]
+    updates = [point["global_step"] for point in points if "charts/SPS" in point]
+    assert updates == list(range(256, 2049, 256))  # each update once, the resumed ones after the first run's
+
+
 @pytest.mark.parametrize(
     ("hidden", "args", "message"),
     [
