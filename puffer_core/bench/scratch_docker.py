@@ -15,6 +15,7 @@ modules call it from their fixtures' teardown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -124,21 +125,44 @@ class Engine:
     def env(self) -> dict[str, str]:
         return {"DOCKER_HOST": self.url}
 
+    def crash(self) -> None:
+        """What a power loss does to the engine: every process of it and of its containers killed
+        (SIGKILL), and its exec root gone (on a box, under /run: a tmpfs a reboot empties)."""
+        found = subprocess.run(["docker", "-H", self.url, "ps", "-q"], capture_output=True, text=True, timeout=60)
+        inits = []
+        if found.stdout.split():
+            pids = subprocess.run(["docker", "-H", self.url, "inspect", "--format", "{{.State.Pid}}",
+                                   *found.stdout.split()], capture_output=True, text=True, timeout=60)  # fmt: skip
+            inits = [int(pid) for pid in pids.stdout.split() if pid.isdigit() and int(pid) > 0]
+        # dockerd, its containerd and the shims: each names this engine's folder on its command line.
+        subprocess.run(["pkill", "-KILL", "-f", f"{self.folder}/"], capture_output=True)
+        self.process.wait(30)
+        for pid in inits:  # each container's init: the kernel kills the rest of its pid namespace with it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _unmount_below(self.folder / "x")
+        shutil.rmtree(self.folder / "x", ignore_errors=True)
+
+    def start_again(self) -> float:
+        """The engine back on the same data (after :meth:`crash`); the seconds until it answered."""
+        started = time.monotonic()
+        self.process = _launch_dockerd(self.folder, self.url)
+        _wait_answering(self, started)
+        return time.monotonic() - started
+
     def stop(self) -> None:
         _stop(self.process, 60)
-        # dockerd unmounts its layers on the way out; a killed one may not have.
-        mounts = [line.split()[1] for line in pathlib.Path("/proc/mounts").read_text().splitlines()]
-        for mount in sorted((m for m in mounts if m.startswith(str(self.folder))), reverse=True):
-            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+        _unmount_below(self.folder)  # dockerd unmounts its layers on the way out; a killed one may not have
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_engine() -> Engine:
-    """A second dockerd on a socket of its own, answering (within 60 s)."""
-    # A short path: the engine's containerd puts its socket under the exec root (108-byte limit).
-    folder = pathlib.Path(tempfile.mkdtemp(prefix="pt2-", dir="/tmp"))
-    (folder / "daemon.json").write_text("{}\n")  # not /etc/docker/daemon.json: that one is the first engine's
-    url = f"unix://{folder}/docker.sock"
+def _unmount_below(folder: pathlib.Path) -> None:
+    mounts = [line.split()[1] for line in pathlib.Path("/proc/mounts").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m == str(folder) or m.startswith(f"{folder}/")), reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+
+
+def _launch_dockerd(folder: pathlib.Path, url: str) -> subprocess.Popen:
     command = [
         DOCKERD,
         "--config-file", str(folder / "daemon.json"),
@@ -151,17 +175,32 @@ def start_engine() -> Engine:
         "--bridge=none",
         "--log-level=warn",
     ]  # fmt: skip
-    with open(folder / "dockerd.log", "wb") as log:  # the child keeps its own descriptor
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    engine = Engine(process, url, folder)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        probe = subprocess.run(["docker", "-H", url, "version"], capture_output=True, timeout=30, check=False)
+    with open(folder / "dockerd.log", "ab") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_answering(engine: Engine, started: float, seconds: float = 60) -> None:
+    while time.monotonic() < started + seconds:
+        probe = subprocess.run(["docker", "-H", engine.url, "version"], capture_output=True, timeout=30, check=False)
         if probe.returncode == 0:
-            return engine
-        if process.poll() is not None:
+            return
+        if engine.process.poll() is not None:
             break
-        time.sleep(0.5)
-    tail = (folder / "dockerd.log").read_text(errors="replace")[-2000:]
-    engine.stop()
+        time.sleep(0.2)
+    tail = (engine.folder / "dockerd.log").read_text(errors="replace")[-2000:]
     raise RuntimeError(f"the second dockerd did not come up: {tail}")
+
+
+def start_engine() -> Engine:
+    """A second dockerd on a socket of its own, answering (within 60 s)."""
+    # A short path: the engine's containerd puts its socket under the exec root (108-byte limit).
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="pt2-", dir="/tmp"))
+    (folder / "daemon.json").write_text("{}\n")  # not /etc/docker/daemon.json: that one is the first engine's
+    url = f"unix://{folder}/docker.sock"
+    engine = Engine(_launch_dockerd(folder, url), url, folder)
+    try:
+        _wait_answering(engine, time.monotonic())
+    except RuntimeError:
+        engine.stop()
+        raise
+    return engine
