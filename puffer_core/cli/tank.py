@@ -375,14 +375,15 @@ def build_cmd(
 
 def _from_registry(given: str | None, pins_path: pathlib.Path | None) -> tuple[RegistryRef | None, Pins | None]:
     """``--from-registry`` and ``--pins``, both or neither: a layer is taken only by a pinned digest."""
+    registry = None if given is None else parse_registry(given)  # a typo first: it is the one line to fix
     if (given is None) != (pins_path is None):
         raise TankError(
             "--from-registry REG and --pins FILE go together: a layer is taken from the registry only by the "
             "digest the pins file (puffer tank push --pins) gives for its inputs, never by a tag or a label"
         )
-    if given is None or pins_path is None:
+    if registry is None or pins_path is None:
         return None, None
-    return parse_registry(given), read_pins(pins_path)
+    return registry, read_pins(pins_path)
 
 
 def _build_args_noted(
