@@ -183,10 +183,15 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
     print_table(output_console(), table)
 
 
-def _record_of(run: Path) -> runs.RunRecord:
+def _record_of(run: Path, moved_here: bool = False) -> runs.RunRecord:
+    """Run ``run``'s record; with ``moved_here``, a run folder this box has no record of (copied
+    from another box) gets a blank one."""
     for record in runs.read_all():
         if Path(record.out) == run.resolve():
             return record
+    if moved_here and (run / "policy.pt").is_file():
+        out = str(run.resolve())
+        return runs.RunRecord(runs.record_path(out), {"out": out, "auto_resume": True}, "interrupted", False)
     raise APIUsageError(f"{run} is not one of your runs on this box (puffer runs lists them)")
 
 
@@ -253,7 +258,9 @@ def _resume(record: runs.RunRecord, auto: bool) -> None:
     argv = [sys.executable, "-m", "puffer_core.cli.main", "train", "--resume", str(out), *args]
     process = _spawn(argv, out)
     resumed = {"boot": runs.boot_key(), "time": time.time(), "auto": auto}
-    fields = {"detached": True} if auto else {"detached": True, "quick_failures": 0}
+    fields = {"detached": True, "auto_resume": bool(record.data.get("auto_resume"))}
+    if not auto:
+        fields["quick_failures"] = 0
     _launched(out, process, fields, resumed)
     _print_started(out, process.pid, False, "resumed")
 
@@ -270,7 +277,7 @@ def resume_cmd(run: Path | None, interrupted: bool, auto: bool) -> None:
     if auto and not interrupted:
         raise click.UsageError("--auto goes with --interrupted")
     if run is not None:
-        record = _record_of(run)
+        record = _record_of(run, moved_here=True)
         if record.state in ("running", "finished"):
             where = " elsewhere" if record.alive is None and record.state == "running" else ""
             raise APIUsageError(f"{record.out} is {record.state}{where}: nothing to resume")

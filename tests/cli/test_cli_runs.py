@@ -9,6 +9,7 @@ import csv
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,6 +94,13 @@ def test_a_run_stopped_by_its_user_stays_stopped(env, tmp_path):
     assert "no interrupted run to resume here" in auto.stderr and listed(env, out)["state"] == "stopped"
     refused = puffer(env, "runs", "stop", str(out))
     assert refused.returncode == 1 and "is stopped, not running here" in refused.stderr
+    # Moved to another box (another registry): the folder alone resumes there.
+    moved, elsewhere = tmp_path / "moved", {**env, "XDG_STATE_HOME": str(tmp_path / "other-state")}
+    shutil.copytree(out, moved)
+    resumed = puffer(elsewhere, "runs", "resume", str(moved))
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for(lambda: (listed(elsewhere, moved)["step"] or 0) > row["step"], "the moved run stepping")
+    assert puffer(elsewhere, "runs", "stop", str(moved)).returncode == 0
 
 
 def test_a_sigterm_nobody_asked_for_is_an_interruption(env, tmp_path):
