@@ -13,7 +13,10 @@ What a new box costs, each step timed on this machine, in the order an admin and
   (Debian's ``docker-registry``);
 - ``first login``: ``su - NAME -c 'test -f /.dockerenv'`` for a user whose login shell is
   ``puffertank-login``: the broker (through sudo) makes the user's container from the pulled image;
-- ``later login``: the same again, the broker joining that container (the median of three).
+- ``later login``: the same again, the broker joining that container (the median of three);
+- ``resume`` (not a step of a new box; ``--no-resume`` leaves it out): a user's detached
+  ``puffer train`` (the image and a PyTorch layer), the engine crashed and back: the seconds
+  until it answered and until the run, resumed by itself, stepped again.
 
 Needs root, ``docker``, ``dockerd``, ``docker-registry``, the base image and a PufferTank
 built here (``puffer tank build``; tank/ci-setup.sh prepares the rest). The run is stored as ``OUT/<UTC time>.json``;
@@ -37,6 +40,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from puffer_core.bench.broker_install import install_broker
+from puffer_core.bench.resume_box import build_train_image, crash_and_return, load_image, start_detached
 from puffer_core.bench.runs import write_run
 from puffer_core.bench.scratch_docker import start_engine, start_registry
 
@@ -147,10 +151,10 @@ def time_pull(host: str, pinned: str) -> float:
 
 
 @contextlib.contextmanager
-def login_user(host: str) -> Iterator[str]:
+def login_user(host: str, image: str = "puffertank:latest") -> Iterator[str]:
     """A user whose login shell is puffertank-login, served by a broker of the engine at ``host``; removed after."""
     name = f"ptbench{secrets.token_hex(3)}"
-    box = install_broker(pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp")), "puffertank:latest",
+    box = install_broker(pathlib.Path(tempfile.mkdtemp(prefix="puffer-box-login-", dir="/tmp")), image,
                          docker_host=host)  # fmt: skip
     try:
         box.enrol(name)
@@ -181,11 +185,25 @@ def time_push(image: str, registry: str) -> tuple[float, str]:
     return seconds, json.loads(proc.stdout)["pins"]["final"]
 
 
-def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE) -> dict[str, Any]:
+def time_resume(engine: Any, image: str) -> dict[str, float]:
+    """A detached run through the box's crash: ``image`` and PyTorch (one more layer) moved into
+    the engine, a user's run started through their login, the engine crashed and back."""
+    train = build_train_image(image, f"{image.rpartition(':')[0] or image}-train:latest")
+    load_image(engine.url, train)
+    with login_user(engine.url, train) as user:
+        start_detached(user, steps=100_000_000)
+        back, stepping = crash_and_return(engine, user)
+    return {"engine_back": back, "stepping_again": stepping}
+
+
+def run_box_bench(
+    image: str = "puffertank:latest", base_image: str = BASE_IMAGE, resume: bool = True
+) -> dict[str, Any]:
     """Every step of a new box, timed: ``{"steps": {step: seconds}, "total": ..., ...}``.
 
     ``image`` (built here with ``puffer tank build``) is pushed to a registry on 127.0.0.1
-    first; the new box pulls it from there into an engine of its own.
+    first; the new box pulls it from there into an engine of its own. With ``resume``, the
+    time a detached run takes to step again after that engine crashed and came back too.
     """
     if os.geteuid() != 0:
         raise RuntimeError("the box bench makes users and starts an engine and a registry: run it as root")
@@ -199,12 +217,14 @@ def run_box_bench(image: str = "puffertank:latest", base_image: str = BASE_IMAGE
             steps["pull"] = time_pull(engine.url, pinned)
             with login_user(engine.url) as user:
                 steps["first login"], steps["later login"] = time_logins(user)
+            resumed = time_resume(engine, image) if resume else None
         finally:
             engine.stop()
     finally:
         registry.stop()
     total = steps["setup"] + steps["pull"] + steps["first login"]
-    return {"image": image, "base_image": base_image, "push_seconds": pushed, "steps": steps, "total": total}
+    result = {"image": image, "base_image": base_image, "push_seconds": pushed, "steps": steps, "total": total}
+    return {**result, "resume": resumed} if resumed else result
 
 
 def render_markdown(document: dict[str, Any]) -> str:
@@ -220,6 +240,14 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"The total (setup, pull and first login) is {total / 60:.1f} minutes, {verdict} the aim of "
         f"{TARGET_SECONDS / 60:.0f} (the stack this project comes from quotes {SEED_SECONDS / 60:.0f}).",
     ]
+    resume = document.get("resume")
+    if resume:
+        lines += [
+            "",
+            f"After the engine crashed (every process of it and its containers killed) and came back "
+            f"({resume['engine_back']:.1f} s), a user's detached `puffer train` run was stepping again "
+            f"{resume['stepping_again']:.1f} s later, resumed by itself from its last checkpoint.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -231,12 +259,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
     parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
+    parser.add_argument("--no-resume", action="store_true", help="leave out the run resumed after a crash")
     args = parser.parse_args(argv)
     try:
         if args.build:
             _timed(ci_build_command(), f"puffer tank build --tag {CI_IMAGE}", timeout=3600)
             args.image = f"{CI_IMAGE}:latest"
-        result = run_box_bench(args.image, args.base_image)
+        result = run_box_bench(args.image, args.base_image, resume=not args.no_resume)
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         print(f"box bench: {exc}", file=sys.stderr)
         return 1

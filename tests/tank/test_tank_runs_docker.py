@@ -13,74 +13,43 @@ engine's return to the run stepping again is printed (pytest -s) and is the box 
 
 from __future__ import annotations
 
-import io
 import json
 import pathlib
 import secrets
 import subprocess
-import sys
-import tarfile
 import tempfile
-import time
 
 import pytest
 from docker_tank import IMAGES, unavailable
 
 from puffer_core.bench.broker_install import install_broker
+from puffer_core.bench.resume_box import (
+    build_train_image,
+    crash_and_return,
+    load_image,
+    record,
+    start_detached,
+    wait_for,
+)
 from puffer_core.bench.scratch_docker import start_engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 TRAIN_IMAGE = "puffertank-ci-train:latest"
-TRAIN_PACKAGES = ("torch==2.13.0", "matplotlib", "tensorboard")
-
-
-def _context(wheels: pathlib.Path) -> io.BytesIO:
-    dockerfile = (
-        f"FROM {IMAGES['final']}\n"
-        "COPY wheels /tmp/wheels\n"
-        f"RUN pip install --no-cache-dir --no-index --find-links /tmp/wheels {' '.join(TRAIN_PACKAGES)} "
-        "&& rm -rf /tmp/wheels\n"
-    )
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-        tar.add(wheels, arcname="wheels")
-    buffer.seek(0)
-    return buffer
 
 
 @pytest.fixture(scope="module")
-def train_image(client, built):
-    """The CI image and one more layer: PyTorch's CPU wheel and what `puffer train` writes with."""
-    wheels = pathlib.Path(tempfile.mkdtemp(prefix="puffertank-wheels-"))
-    try:
-        download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(wheels),
-                                   "--only-binary", ":all:", *TRAIN_PACKAGES], capture_output=True, text=True,
-                                  timeout=1200)  # fmt: skip
-        if download.returncode != 0:
-            unavailable(f"pip download {' '.join(TRAIN_PACKAGES)} failed: {download.stderr[-400:]}")
-        client.images.build(fileobj=_context(wheels), custom_context=True, tag=TRAIN_IMAGE, rm=True,
-                            network_mode="host")  # fmt: skip
-    finally:
-        subprocess.run(["rm", "-rf", str(wheels)], check=False)
-    return TRAIN_IMAGE
-
-
-@pytest.fixture(scope="module")
-def box(train_image):
+def box(client, built):
     """Another box: an engine of its own holding the train image, and the login and broker serving it."""
+    try:
+        build_train_image(IMAGES["final"], TRAIN_IMAGE)
+    except RuntimeError as exc:
+        unavailable(str(exc))
     engine = start_engine()
     folder = pathlib.Path(tempfile.mkdtemp(prefix="ptruns-test-", dir="/tmp"))
     try:
-        save = subprocess.Popen(["docker", "save", train_image], stdout=subprocess.PIPE)
-        load = subprocess.run(["docker", "-H", engine.url, "load"], stdin=save.stdout, capture_output=True, timeout=900)
-        save.wait(60)
-        assert load.returncode == 0, load.stderr
-        installed = install_broker(folder, train_image, docker_host=engine.url)
+        load_image(engine.url, TRAIN_IMAGE)
+        installed = install_broker(folder, TRAIN_IMAGE, docker_host=engine.url)
         yield engine, installed
         installed.remove()
     finally:
@@ -99,45 +68,6 @@ def user(box):
 def su(user: str, command: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(["su", "-", user, "-c", command], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)  # fmt: skip
-
-
-def record(user: str) -> dict:
-    """The user's one run record, read from their home on the host (no session needed)."""
-    found = list(pathlib.Path(f"/home/{user}/.local/state/puffer/runs").glob("*.json"))
-    return json.loads(found[0].read_text()) if found else {}
-
-
-def wait_for(condition, what: str, timeout: float = 300) -> float:
-    started = time.monotonic()
-    while time.monotonic() < started + timeout:
-        if condition():
-            return time.monotonic() - started
-        time.sleep(0.25)
-    raise AssertionError(f"{what} within {timeout:.0f} s")
-
-
-def start_detached(user: str, steps: int) -> dict:
-    command = (f"puffer train classic/cartpole --out ~/run --steps {steps} --set checkpoint_seconds=2 "
-               "--set num_envs=8 --detach --json")  # fmt: skip
-    proc = su(user, command)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    wait_for(lambda: record(user).get("checkpoint_time") is not None, "a first checkpoint")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def crash_and_return(engine, user: str) -> tuple[float, float]:
-    """The engine crashes and comes back: (seconds until it answered, seconds from then to the run stepping again)."""
-    before = record(user)
-    engine.crash()
-    back = engine.start_again()
-    stepping = wait_for(
-        lambda: (
-            (now := record(user)).get("pid_start") != before.get("pid_start")
-            and (now.get("step") or 0) > (before.get("step") or 0)
-        ),
-        "the run resumed by itself and stepping",
-    )
-    return back, stepping
 
 
 def test_a_detached_run_resumes_by_itself_after_the_box_crashes(box, user):
