@@ -376,10 +376,12 @@ def test_push_and_pull_use_dockers_login(client, box2, built):
             input="tank-secret\n", capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert login.returncode == 0, login.stderr
-        assert _puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, env=env).returncode == 0
-        pull = _puffer("pull", "--registry", ref, "--tag", f"{LOCAL}:tiny", env={**env, **box2.env()})
+        pushed = _puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, "--json", env=env)
+        assert pushed.returncode == 0, pushed.stderr
+        pinned = json.loads(pushed.stdout)["pins"]["final"]
+        pull = _puffer("pull", pinned, "--tag", f"{LOCAL}:tiny", env={**env, **box2.env()})
         assert pull.returncode == 0, pull.stderr
-        assert _one_line_error(_puffer("pull", "--registry", ref, env=box2.env())).endswith(
+        assert _one_line_error(_puffer("pull", pinned, env=box2.env())).endswith(
             f"log in first: docker login {locked.address}"
         )
         _docker("rmi", f"{LOCAL}:tiny", env=box2.env())
