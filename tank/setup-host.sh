@@ -78,13 +78,19 @@ Options:
   --image REF          the box's current PufferTank image, written to $IMAGE_FILE (the broker
                        makes users' containers from it; without the file it uses
                        $DEFAULT_IMAGE). Pin it by digest, REPO@sha256:DIGEST (what
-                       puffer tank push prints): a registry's tag names whatever was pushed last
+                       puffer tank push prints): a registry's tag names whatever was pushed last.
+                       A digest the box does not hold is pulled first (puffer tank pull,
+                       verified), and the file changes only once it is here
   --user NAME          enrol NAME (repeatable): create it if missing (useradd -m, home 0700),
                        login shell $LOGIN, member of group $GROUP, never of group
                        docker (root-equivalent; a rerun takes enrolled users out of it). Not
                        root, not a system account
   --fix-homes          make enrolled users' homes 0700 where others can read them (without
                        it, each such home gets one warning line and is left as it is)
+  --exact-users        the --user list is this box's whole list: every other enrolled user is
+                       taken off the box (login shell nologin, out of group $GROUP, their
+                       containers stopped; home and files kept), one line each (the fleet's
+                       playbook, tank/fleet/site.yml, runs it so)
   --no-nvidia          skip the NVIDIA steps even where an NVIDIA GPU is present
   -h, --help           this text
 
@@ -100,7 +106,7 @@ letting it run $BROKER as root and nothing else, checked with visudo -c;
 $STATE_DIR and $DOCKER_CONFIG_DIR, root's alone), shells
 ($LOGIN in /etc/shells), image, docker group (every enrolled user taken out of
 group docker), old containers (login containers made before the broker, named for removal),
-user NAME.
+user NAME, other users (with --exact-users: each enrolled user not named, taken off).
 
 Never: opens a port, touches the firewall or sshd, configures Tailscale or any VPN (the admin's
 choice), removes a package. A failed step is undone where it can be (files are written to a
@@ -121,7 +127,7 @@ now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
 secs() { printf '%d.%d s' $(($1 / 1000000)) $(($1 / 100000 % 10)); }
 
 # -- options ------------------------------------------------------------------------------
-ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=() FIX_HOMES=0
+ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=() FIX_HOMES=0 EXACT=0
 need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value; see --help"; }
 while (($#)); do
     case $1 in
@@ -130,6 +136,8 @@ while (($#)); do
         --source) need_value "$@"; SRC=$2; shift ;;
         --image) need_value "$@"; IMAGE=$2; shift ;;
         --user) need_value "$@"; USERS+=("$2"); shift ;;
+        --user=*) USERS+=("${1#--user=}") ;;
+        --exact-users) EXACT=1 ;;
         --no-nvidia) NVIDIA=0 ;;
         --fix-homes) FIX_HOMES=1 ;;
         -h | --help) usage; exit 0 ;;
@@ -668,20 +676,33 @@ step_shells() {
     did "added $LOGIN to /etc/shells"
 }
 
+image_present() { docker image inspect "$1" >/dev/null 2>&1; }
+
 step_image() {
     local current=""
     if [[ -r $IMAGE_FILE ]]; then read -r current <"$IMAGE_FILE" || true; fi
     if [[ -z $IMAGE ]]; then
         note "not set here (no --image); the login uses ${current:-$DEFAULT_IMAGE}${current:+ (from $IMAGE_FILE)}"
-    elif [[ $current == "$IMAGE" ]]; then
+        return
+    fi
+    # A digest this box does not hold is pulled first (verified, by puffer tank pull): the file
+    # names it only once it is here, so a failed pull leaves the box with the image it had.
+    local pull=0
+    if [[ $IMAGE == *@sha256:* ]] && ! image_present "$IMAGE"; then pull=1; fi
+    if [[ $current == "$IMAGE" ]] && ((!pull)); then
         already "$IMAGE_FILE says $IMAGE"
     elif ((DRY)); then
-        would "write $IMAGE to $IMAGE_FILE (was ${current:-absent})"
+        would "$( ((pull)) && echo "pull $IMAGE (verified by its digest), then ")write it to $IMAGE_FILE (was ${current:-absent})"
     else
-        write_file "$IMAGE_FILE" 0644 "$IMAGE"
-        did "wrote $IMAGE to $IMAGE_FILE (was ${current:-absent})"
+        if ((pull)); then
+            docker info >/dev/null 2>&1 ||
+                fail "the engine does not answer, so $IMAGE cannot be pulled; start it (systemctl start docker), then run this again (the box keeps ${current:-no image})"
+            run "$VENV/bin/puffer" tank pull "$IMAGE" --tag "$DEFAULT_IMAGE" --quiet
+        fi
+        if [[ $current != "$IMAGE" ]]; then write_file "$IMAGE_FILE" 0644 "$IMAGE"; fi
+        did "$( ((pull)) && echo "pulled $IMAGE (verified by its digest) as $DEFAULT_IMAGE; ")$IMAGE_FILE says $IMAGE (was ${current:-absent})"
     fi
-    if [[ -n $IMAGE && $IMAGE == */* && $IMAGE != *@sha256:* ]]; then
+    if [[ $IMAGE == */* && $IMAGE != *@sha256:* ]]; then
         note "warning: $IMAGE is a registry's tag, which names whatever was pushed to it last: pin it by digest, REPO@sha256:… as puffer tank push prints it"
     fi
 }
@@ -856,6 +877,32 @@ step_user() {
     did "created (home $(getent passwd "$name" | cut -d: -f6), 0700), login shell $LOGIN, in group $GROUP"
 }
 
+enrolled_users() { # users whose login shell is the login, or who are in group puffertank
+    {
+        getent passwd | awk -F: -v login="$LOGIN" '$7 == login {print $1}'
+        getent group "$GROUP" | cut -d: -f4 | tr ',' '\n'
+    } | sed '/^$/d' | sort -u
+}
+
+step_other_user() { # NAME: an enrolled user not named by --user: taken off this box, home kept
+    local name=$1 uid shell stopped=() id
+    uid=$(id -u "$name") shell=$(getent passwd "$name" | cut -d: -f7)
+    if ((DRY)); then
+        would "take $name off this box (login shell /usr/sbin/nologin, out of group $GROUP, containers stopped; home kept)"
+        return
+    fi
+    [[ $shell != "$LOGIN" ]] || run usermod -s /usr/sbin/nologin "$name"
+    if id -nG "$name" | tr ' ' '\n' | grep -qx "$GROUP"; then run gpasswd -d "$name" "$GROUP"; fi
+    if docker info >/dev/null 2>&1; then
+        while read -r id; do
+            [[ -n $id ]] || continue
+            run docker stop --time 10 -- "$id"
+            stopped+=("$(docker inspect --format '{{.Name}}' -- "$id" | sed 's|^/||')")
+        done < <(docker ps -q --filter "label=org.puffer.tank.login=$uid")
+    fi
+    did "taken off this box: login shell /usr/sbin/nologin, out of group $GROUP${stopped[*]:+, stopped $(comma_list "${stopped[@]}")}; home $(getent passwd "$name" | cut -d: -f6) kept"
+}
+
 # -- main ---------------------------------------------------------------------------------
 check_system
 check_options
@@ -877,6 +924,12 @@ step image step_image
 step "docker group" step_docker_group
 step "old containers" step_old_containers
 for name in "${USERS[@]}"; do step "user $name" step_user "$name"; done
+if ((EXACT)); then
+    mapfile -t OTHERS < <(enrolled_users)
+    for name in "${OTHERS[@]}"; do
+        [[ " ${USERS[*]} " == *" $name "* ]] || step "user $name" step_other_user "$name"
+    done
+fi
 
 say "step times: $(comma_list "${TIMES[@]}")"
 total=$(secs $(($(now_us) - T_START)))

@@ -251,6 +251,30 @@ def test_a_box_set_up_before_the_broker_is_migrated(box):
         sh(container, f"userdel -r {old}", check=False)
 
 
+def test_exact_users_takes_everyone_else_off_the_box_and_keeps_their_home(box):
+    """The fleet's way (--exact-users): the --user list is the box's whole list; an enrolled user
+    not on it loses their login (nologin, out of group puffertank) in one line, and keeps their home."""
+    container, other = box["container"], "puffer-setup-carol"
+    proc, _ = setup_host(container, "--source", SRC, f"--user={other}", "--user", USER)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sh(container, f"echo mine > /home/{other}/notes && chown {other}: /home/{other}/notes")
+    try:
+        dry, _ = setup_host(container, "--dry-run", "--source", SRC, "--user", USER, "--exact-users")
+        assert lines_with(dry.stdout, f"setup-host: user {other}: would take {other} off this box")
+        proc, _ = setup_host(container, "--source", SRC, "--user", USER, "--exact-users")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        line = lines_with(proc.stdout, f"setup-host: user {other}: taken off this box")
+        assert len(line) == 1 and f"home /home/{other} kept" in line[0], proc.stdout
+        assert sh(container, f"getent passwd {other} | cut -d: -f7").stdout.strip() == "/usr/sbin/nologin"
+        assert "puffertank" not in sh(container, f"id -nG {other}").stdout.split()
+        assert sh(container, f"cat /home/{other}/notes").stdout == "mine\n"
+        assert lines_with(proc.stdout, f"setup-host: user {USER}: already in place")  # the one named stays
+        again, _ = setup_host(container, "--source", SRC, "--user", USER, "--exact-users")
+        assert f"user {other}" not in again.stdout  # no longer enrolled: nothing to take off
+    finally:
+        sh(container, f"userdel -r {other}", check=False)
+
+
 def test_a_hostile_root_environment_still_makes_a_venv_every_user_can_run(box):
     """The attack first: in the environment the box was installed in (HOSTILE_ENV), python3 is
     pyenv's, and a venv made with it has its home under the 0700 /root, so a user cannot run it
@@ -340,6 +364,9 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, "setup-host: broker: would make group puffertank, /var/lib/puffertank/containers")
     assert lines_with(out, f"setup-host: shells: would add {LOGIN} to /etc/shells")
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
+    pinned = "127.0.0.1:5000/puffertank@sha256:" + "ab" * 32
+    proc, _ = setup_host(fresh, "--dry-run", "--source", SRC, "--image", pinned)
+    assert lines_with(proc.stdout, f"setup-host: image: would pull {pinned} (verified by its digest), then write it")
     assert lines_with(out, f"setup-host: user {USER}: would create it")
     assert len(lines_with(out, "NVIDIA")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
     assert out.splitlines()[-1].startswith("setup-host: dry run in ")
