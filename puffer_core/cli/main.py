@@ -13,6 +13,7 @@ from puffer_core.cli.bench import autotune_cmd, bench_cmd
 from puffer_core.cli.constraints import constraints_cmd
 from puffer_core.cli.doctor import doctor_cmd, warn_if_known_bad
 from puffer_core.cli.errors import MessageGroup, err_console, fail
+from puffer_core.cli.fleet import fleet
 from puffer_core.cli.matrix import matrix
 from puffer_core.cli.options import (
     BATCH_SIZE,
@@ -386,6 +387,7 @@ cli.add_command(tank)
 cli.add_command(train_cmd)
 cli.add_command(eval_cmd)
 cli.add_command(runs_cmd)
+cli.add_command(fleet)
 cli.add_command(sweep_cmd)
 cli.add_command(doctor_cmd)
 

@@ -237,6 +237,14 @@ CASES = [
     case("runs resume --auto", "give a run's DIR or --interrupted"),
     case("runs resume --interrupted --auto {empty}", "give a run's DIR or --interrupted"),
     case("runs --bogus", "No such option '--bogus'"),
+    # fleet (the inventory is checked before Ansible is asked)
+    case("fleet bogus", "No such command 'bogus' (see `puffer fleet --help`)"),
+    case("fleet status", "Missing option '-i' / '--inventory'"),
+    case("fleet status -i {missing}", "does not exist"),
+    case("fleet status -i {empty}", "is a directory"),
+    case("fleet ray -i {missing} --user bob", "does not exist"),
+    case("fleet ray", "Missing option '-i' / '--inventory'"),
+    case("fleet facts --bogus", "No such option '--bogus'"),
     case("tank compile --constraints {missing}", "the common constraint set"),
     case("tank compile --output {empty}", "is a directory"),
 ]
