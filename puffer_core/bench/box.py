@@ -16,7 +16,9 @@ What a new box costs, each step timed on this machine, in the order an admin and
 - ``later login``: the same again, the broker joining that container (the median of three);
 - ``resume`` (not a step of a new box; ``--no-resume`` leaves it out): a user's detached
   ``puffer train`` (the image and a PyTorch layer), the engine crashed and back: the seconds
-  until it answered and until the run, resumed by itself, stepped again.
+  until it answered and until the run, resumed by itself, stepped again;
+- ``fleet`` (``--no-fleet`` leaves it out): three bare boxes (containers of the base, an engine
+  each) brought up at once by ``ansible-playbook tank/fleet/site.yml``, to every user able to log in.
 
 Needs root, ``docker``, ``dockerd``, ``docker-registry``, the base image and a PufferTank
 built here (``puffer tank build``; tank/ci-setup.sh prepares the rest). The run is stored as ``OUT/<UTC time>.json``;
@@ -40,18 +42,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from puffer_core.bench.broker_install import install_broker
+from puffer_core.bench.containers import BASE_IMAGE, CONTAINER_CA, ROOT, machine_ca, machine_pip_env
+from puffer_core.bench.fleet_boxes import time_fleet
 from puffer_core.bench.resume_box import build_train_image, crash_and_return, load_image, start_detached
 from puffer_core.bench.runs import write_run
 from puffer_core.bench.scratch_docker import start_engine, start_registry
 
 __all__ = ["STEPS", "render_markdown", "run_box_bench"]
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BASE_IMAGE = os.environ.get("PUFFERTANK_DEBIAN_IMAGE", "puffertank-debian:bookworm")
-SYSTEM_CA = "/etc/ssl/certs/ca-certificates.crt"
 #: The image the docker tests build (tests/tank/docker_tank.py) and `nox -s bench -- --box` times.
 CI_IMAGE = "puffertank-ci"
-CONTAINER_CA = "/run/puffer-host-ca.crt"
 STEPS = ("setup", "pull", "first login", "later login")
 #: Where a container of the base gets a root-owned copy of the checkout: setup-host.sh builds
 #: only from a source root owns (the host's checkout, mounted at /src, keeps the host's owners).
@@ -77,24 +77,6 @@ def _timed(command: list[str], what: str, timeout: float, **kwargs: Any) -> floa
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-12:]
         raise RuntimeError(f"{what} failed (exit {proc.returncode}):\n" + "\n".join(tail))
     return seconds
-
-
-def machine_ca() -> str | None:
-    """The CA bundle pip trusts on this machine (``PUFFERTANK_CA_CERT``, else the system's):
-    where a TLS-intercepting proxy signs what pip fetches, a container needs it too."""
-    return os.environ.get("PUFFERTANK_CA_CERT") or (SYSTEM_CA if os.path.isfile(SYSTEM_CA) else None)
-
-
-def machine_pip_env() -> dict[str, str]:
-    """pip's settings of this machine that a container can use: its index, timeout and proxies
-    (not ``file:`` URLs: a local folder is not the container's), and ``PIP_CERT`` naming
-    :data:`CONTAINER_CA` where :func:`machine_ca` has a bundle to mount there."""
-    env = {"PIP_CERT": CONTAINER_CA} if machine_ca() else {}
-    for key in ("PIP_INDEX_URL", "PIP_DEFAULT_TIMEOUT", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"):
-        value = os.environ.get(key)
-        if value and not value.startswith("file:"):
-            env[key] = value
-    return env
 
 
 def _machine_settings() -> list[str]:
@@ -197,13 +179,14 @@ def time_resume(engine: Any, image: str) -> dict[str, float]:
 
 
 def run_box_bench(
-    image: str = "puffertank:latest", base_image: str = BASE_IMAGE, resume: bool = True
+    image: str = "puffertank:latest", base_image: str = BASE_IMAGE, resume: bool = True, fleet: bool = True
 ) -> dict[str, Any]:
     """Every step of a new box, timed: ``{"steps": {step: seconds}, "total": ..., ...}``.
 
     ``image`` (built here with ``puffer tank build``) is pushed to a registry on 127.0.0.1
     first; the new box pulls it from there into an engine of its own. With ``resume``, the
-    time a detached run takes to step again after that engine crashed and came back too.
+    time a detached run takes to step again after that engine crashed and came back too; with
+    ``fleet``, three bare boxes brought up at once by the fleet's playbook.
     """
     if os.geteuid() != 0:
         raise RuntimeError("the box bench makes users and starts an engine and a registry: run it as root")
@@ -224,7 +207,14 @@ def run_box_bench(
         registry.stop()
     total = steps["setup"] + steps["pull"] + steps["first login"]
     result = {"image": image, "base_image": base_image, "push_seconds": pushed, "steps": steps, "total": total}
-    return {**result, "resume": resumed} if resumed else result
+    if resumed:
+        result["resume"] = resumed
+    if fleet:
+        label = '{{index .Config.Labels "org.puffer.tank.lock"}}'
+        inspect = ["docker", "image", "inspect", "--format", label, image]
+        lock = subprocess.run(inspect, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+        result["fleet"] = time_fleet(lock)
+    return result
 
 
 def render_markdown(document: dict[str, Any]) -> str:
@@ -240,6 +230,16 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"The total (setup, pull and first login) is {total / 60:.1f} minutes, {verdict} the aim of "
         f"{TARGET_SECONDS / 60:.0f} (the stack this project comes from quotes {SEED_SECONDS / 60:.0f}).",
     ]
+    fleet = document.get("fleet")
+    if fleet:
+        lines += [
+            "",
+            f"An inventory of {fleet['boxes']} bare boxes and {fleet['users']} users, brought up at once by the "
+            f"fleet's playbook (`ansible-playbook tank/fleet/site.yml`): every user could log in on each of their "
+            f"boxes after {fleet['to_every_login']:.0f} s (the playbook {fleet['playbook']:.0f} s), against one "
+            f"box's setup and first login of {steps['setup'] + steps['first login']:.0f} s above (a small image "
+            "pulled: the pull is each box's own).",
+        ]
     resume = document.get("resume")
     if resume:
         lines += [
@@ -260,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-image", default=BASE_IMAGE, help=f"the bare Debian 12 image [{BASE_IMAGE}]")
     parser.add_argument("--out", default="bench-results/box", help="folder of runs [bench-results/box]")
     parser.add_argument("--no-resume", action="store_true", help="leave out the run resumed after a crash")
+    parser.add_argument("--no-fleet", action="store_true", help="leave out the three boxes set up by the playbook")
     args = parser.parse_args(argv)
     try:
         if args.build:
             _timed(ci_build_command(), f"puffer tank build --tag {CI_IMAGE}", timeout=3600)
             args.image = f"{CI_IMAGE}:latest"
-        result = run_box_bench(args.image, args.base_image, resume=not args.no_resume)
+        result = run_box_bench(args.image, args.base_image, resume=not args.no_resume, fleet=not args.no_fleet)
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         print(f"box bench: {exc}", file=sys.stderr)
         return 1
