@@ -196,8 +196,9 @@ def tests(session: nox.Session) -> None:
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
     args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
     if session.python == TEST_PYTHONS[-1]:
-        # The fleet's docker test drives tank/fleet/site.yml (Ansible, its docker connection included).
-        session.install("ansible>=9", env=uv_env())
+        # The fleet's docker test drives tank/fleet/site.yml (Ansible, its docker connection included);
+        # the runs' docker test fetches PyTorch's wheel with pip download (uv's venvs have no pip).
+        session.install("ansible>=9", "pip", env=uv_env())
     if not session.posargs and session.python != TEST_PYTHONS[-1]:
         # PufferTank's image brings its own Python, and the release's wheels install into a
         # DEFAULT_PYTHON venv whatever runs the tests: each is built once, on the newest.
