@@ -692,7 +692,7 @@ step_image() {
     if [[ $current == "$IMAGE" ]] && ((!pull)); then
         already "$IMAGE_FILE says $IMAGE"
     elif ((DRY)); then
-        would "$( ((pull)) && echo "pull $IMAGE (verified by its digest), then ")write it to $IMAGE_FILE (was ${current:-absent})"
+        would "$( ((pull)) && echo "pull $IMAGE (verified by its digest), then ")write $IMAGE to $IMAGE_FILE (was ${current:-absent})"
     else
         if ((pull)); then
             docker info >/dev/null 2>&1 ||
@@ -700,7 +700,7 @@ step_image() {
             run "$VENV/bin/puffer" tank pull "$IMAGE" --tag "$DEFAULT_IMAGE" --quiet
         fi
         if [[ $current != "$IMAGE" ]]; then write_file "$IMAGE_FILE" 0644 "$IMAGE"; fi
-        did "$( ((pull)) && echo "pulled $IMAGE (verified by its digest) as $DEFAULT_IMAGE; ")$IMAGE_FILE says $IMAGE (was ${current:-absent})"
+        did "$( ((pull)) && echo "pulled $IMAGE (verified by its digest) as $DEFAULT_IMAGE; ")wrote $IMAGE to $IMAGE_FILE (was ${current:-absent})"
     fi
     if [[ $IMAGE == */* && $IMAGE != *@sha256:* ]]; then
         note "warning: $IMAGE is a registry's tag, which names whatever was pushed to it last: pin it by digest, REPO@sha256:… as puffer tank push prints it"

@@ -366,7 +366,8 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
     pinned = "127.0.0.1:5000/puffertank@sha256:" + "ab" * 32
     proc, _ = setup_host(fresh, "--dry-run", "--source", SRC, "--image", pinned)
-    assert lines_with(proc.stdout, f"setup-host: image: would pull {pinned} (verified by its digest), then write it")
+    pulls = f"setup-host: image: would pull {pinned} (verified by its digest), then write {pinned} to"
+    assert lines_with(proc.stdout, pulls)
     assert lines_with(out, f"setup-host: user {USER}: would create it")
     assert len(lines_with(out, "NVIDIA")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
     assert out.splitlines()[-1].startswith("setup-host: dry run in ")
