@@ -379,11 +379,10 @@ def test_push_and_pull_use_dockers_login(client, box2, built):
         pushed = _puffer("push", f"{LOCAL}-tiny:latest", "--registry", ref, "--json", env=env)
         assert pushed.returncode == 0, pushed.stderr
         pinned = json.loads(pushed.stdout)["pins"]["final"]
+        refused = _puffer("pull", pinned, "--tag", f"{LOCAL}:tiny", env=box2.env())  # no login on the other box
+        assert _one_line_error(refused).endswith(f"log in first: docker login {locked.address}")
         pull = _puffer("pull", pinned, "--tag", f"{LOCAL}:tiny", env={**env, **box2.env()})
         assert pull.returncode == 0, pull.stderr
-        assert _one_line_error(_puffer("pull", pinned, env=box2.env())).endswith(
-            f"log in first: docker login {locked.address}"
-        )
         _docker("rmi", f"{LOCAL}:tiny", env=box2.env())
     finally:
         for stage in ("latest", "envs", "base"):
@@ -441,10 +440,12 @@ def test_a_planted_layer_is_never_reused(client, registry, pushed, pins_dir):
     _docker("tag", f"{planted}:latest", f"{ref}:inputs-{fingerprint}")
     _docker("push", f"{ref}:inputs-{fingerprint}")
     _docker("rmi", f"{ref}:inputs-{fingerprint}")
-    foreign = os.path.join(pins_dir, "foreign.json")
+    # The admin's pins of another image (its own inputs): they do not map the planted fingerprint.
+    other, foreign = f"{LOCAL}-other", os.path.join(pins_dir, "foreign.json")
+    _tiny_tank(client, other, b"other\n")
+    made += [f"{other}:{stage}" for stage in ("latest", "envs", "base")]
     assert (
-        _puffer("push", f"{planted}:latest", "--registry", f"{registry.address}/planted", "--pins", foreign).returncode
-        == 0
+        _puffer("push", f"{other}:latest", "--registry", f"{registry.address}/other", "--pins", foreign).returncode == 0
     )
     _docker("tag", IMAGES["envs"], f"{LOCAL}-plant:envs")
     made += [f"{LOCAL}-plant:envs", f"{LOCAL}-plant:latest"]
