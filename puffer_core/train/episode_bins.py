@@ -100,7 +100,7 @@ class EpisodeBins:
         bins = cls()
         width = state.get("width") if isinstance(state, dict) else None
         if type(width) is not int or width < 1 or width & (width - 1):
-            raise APIUsageError(f"its episode bins have width {width!r}, not a power of two")
+            raise APIUsageError(f"its episode bins have width {short(width)}, not a power of two")
         bins.width = width
         rows = state.get("bins")
         if not isinstance(rows, list):
@@ -117,9 +117,9 @@ def _checked_bin(row: Any, counts: list[int]) -> tuple[int, int, float, float, f
         raise APIUsageError(f"an episode bin is {short(row)}, not the {len(FIELDS)} numbers {', '.join(FIELDS)}")
     index, count, *numbers = row
     if type(index) is not int or not 0 <= index < NUM_BINS or counts[index]:
-        raise APIUsageError(f"an episode bin has index {index!r}, not a new one below {NUM_BINS}")
+        raise APIUsageError(f"an episode bin has index {short(index)}, not a new one below {NUM_BINS}")
     if type(count) is not int or count < 1:
-        raise APIUsageError(f"episode bin {index} has count {count!r}, not a positive int")
+        raise APIUsageError(f"episode bin {index} has count {short(count)}, not a positive int")
     if not all(type(x) in (int, float) for x in numbers):  # an env's NaN return is kept as it came
         raise APIUsageError(f"episode bin {index} holds {short(numbers)}, not numbers")
     return index, count, *(float(x) for x in numbers)
