@@ -26,7 +26,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TRAIN_PACKAGES", "build_train_image", "crash_and_return", "load_image", "record", "start_detached"]
+__all__ = [
+    "TRAIN_PACKAGES",
+    "build_train_image",
+    "crash_and_return",
+    "image_python",
+    "load_image",
+    "record",
+    "start_detached",
+]
 
 TRAIN_PACKAGES = ("torch==2.13.0", "matplotlib", "tensorboard")
 
@@ -35,7 +43,7 @@ def _context(base: str, wheels: pathlib.Path) -> io.BytesIO:
     dockerfile = (
         f"FROM {base}\n"
         "COPY wheels /tmp/wheels\n"
-        f"RUN pip install --no-cache-dir --no-index --find-links /tmp/wheels {' '.join(TRAIN_PACKAGES)} "
+        f"RUN python3 -m pip install --no-cache-dir --no-index --find-links /tmp/wheels {' '.join(TRAIN_PACKAGES)} "
         "&& rm -rf /tmp/wheels\n"
     )
     buffer = io.BytesIO()
@@ -47,14 +55,29 @@ def _context(base: str, wheels: pathlib.Path) -> io.BytesIO:
     return buffer
 
 
+def image_python(image: str) -> str:
+    """The ``X.Y`` of the ``python3`` on ``image``'s PATH (the wheels are fetched for it, not for us)."""
+    proc = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", "--", image, "-c",
+                           "import sys; print('%d.%d' % sys.version_info[:2])"], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"asking {image} for its python3 failed: {proc.stderr[-400:]}")
+    return proc.stdout.strip()
+
+
 def build_train_image(base: str, tag: str) -> str:
-    """``tag``: ``base`` and a layer with :data:`TRAIN_PACKAGES` (wheels fetched here, installed offline)."""
+    """``tag``: ``base`` and a layer with :data:`TRAIN_PACKAGES` (wheels fetched here for the image's Python,
+    installed offline)."""
+    version = image_python(base)
     with tempfile.TemporaryDirectory(prefix="puffertank-wheels-") as folder:
+        # This interpreter may be another Python than the image's (the 3.13 test session, a 3.11 image).
         download = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--dest", folder,
-                                   "--only-binary", ":all:", *TRAIN_PACKAGES], capture_output=True, text=True,
-                                  timeout=1200)  # fmt: skip
+                                   "--only-binary", ":all:", "--python-version", version, *TRAIN_PACKAGES],
+                                  capture_output=True, text=True, timeout=1200)  # fmt: skip
         if download.returncode != 0:
-            raise RuntimeError(f"pip download {' '.join(TRAIN_PACKAGES)} failed: {download.stderr[-400:]}")
+            raise RuntimeError(
+                f"pip download {' '.join(TRAIN_PACKAGES)} for Python {version} failed: {download.stderr[-400:]}"
+            )
         context = _context(base, pathlib.Path(folder)).getvalue()
     build = subprocess.run(["docker", "build", "--quiet", "--network", "host", "--tag", tag, "-"], input=context,
                            capture_output=True, timeout=1800)  # fmt: skip
