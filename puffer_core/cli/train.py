@@ -74,7 +74,7 @@ TRAIN_HELP = """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png a
 
 --wandb PROJECT sends the logs to Weights & Biases too (pip install 'puffer-core[wandb]';
 WANDB_MODE=offline keeps the run here). --record PATH then plays --record-episodes
-evaluation episodes of the trained policy (greedy, as `puffer eval` does) and records
+evaluation episodes of the trained policy (sampled, as `puffer eval` does) and records
 them: MP4/GIF for pixel envs, an asciinema cast for text envs.
 
 --backend ray --ray-address ADDR runs the envs on a Ray cluster (--placement spread puts
@@ -305,7 +305,9 @@ def _report_training(
 @click.argument("run", metavar="DIR", type=click.Path(path_type=Path))
 @click.option("--episodes", default=10, show_default=True, type=EPISODES, help="Episodes to play.")
 @click.option("--seed", default=12345, show_default=True, type=SEED, help="Seed of the env.")
-@click.option("--sample", is_flag=True, help="Sample actions instead of taking the most likely one.")
+@click.option(
+    "--greedy", is_flag=True, help="Take the most likely action (default: sample one, as the policy was trained)."
+)
 @env_kwargs_option
 @saved_kwargs_options
 @record_option("Record the episodes played: .mp4 or .gif (pixel envs), .cast (text envs).")
@@ -314,7 +316,7 @@ def eval_cmd(
     run: Path,
     episodes: int,
     seed: int,
-    sample: bool,
+    greedy: bool,
     kwargs: tuple[str, ...],
     trust_kwargs: bool,
     no_saved_kwargs: bool,
@@ -323,6 +325,10 @@ def eval_cmd(
     as_json: bool,
 ) -> None:
     """Play the policy that `puffer train` saved in DIR; report its episode returns.
+
+    Actions are sampled from the policy, as in training: a greedy policy can repeat one
+    move for good (the NetHack recipe's plays every episode to its step cap). --greedy
+    takes the most likely action.
 
     DIR/policy.pt is read as data (tensors and plain values only, sizes bounded): a file
     that would run code on load is refused. The env and kwargs it names are printed before
@@ -344,7 +350,7 @@ def eval_cmd(
     if isinstance(plan.env, str):
         warn_if_known_bad(plan.env)
     options = {"record": record_path, "overwrite": overwrite}
-    result = train.evaluate_plan(plan, episodes, seed=seed, greedy=not sample, **options)
+    result = train.evaluate_plan(plan, episodes, seed=seed, greedy=greedy, **options)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return

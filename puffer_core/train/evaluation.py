@@ -62,7 +62,7 @@ def evaluate(
     episodes: int = 10,
     *,
     seed: int = 12345,
-    greedy: bool = True,
+    greedy: bool = False,
     env: Any = None,
     device: str | None = "cpu",
     max_steps: int = DEFAULT_MAX_STEPS,
@@ -77,7 +77,8 @@ def evaluate(
         run: a ``puffer train`` out directory (or its ``policy.pt``), read as data.
         episodes: finished agent episodes to play, one env at a time.
         seed: the env's seed.
-        greedy: take the most likely action (False: sample).
+        greedy: take the most likely action; by default actions are sampled from the policy's
+            distribution, as in training (a greedy policy can repeat one move for good).
         env: replaces the saved env id (needed for runs trained on a creator).
         device: where the policy runs.
         max_steps: give up (APIUsageError) when the episodes have not ended by then.
@@ -111,7 +112,7 @@ def evaluate_plan(
     episodes: int = 10,
     *,
     seed: int = 12345,
-    greedy: bool = True,
+    greedy: bool = False,
     device: str | None = "cpu",
     max_steps: int = DEFAULT_MAX_STEPS,
     record: Any = None,

@@ -58,3 +58,26 @@ def test_an_lstm_run_resumes(memory_run, tmp_path):
     assert after.settings().policy == "lstm" and after.settings().hidden_size == 16
     assert set(after.policy) == set(before.policy)
     assert sum(r > 0 for r in train.evaluate(copy, episodes=50).returns) >= 45
+
+
+@pytest.fixture(scope="module")
+def undecided_run(tmp_path_factory):
+    """A policy on probe 4 (action 1 earns +1, action 0 earns -1, one step an episode) that has
+    barely moved from its start: both actions about equally likely, one of them the argmax."""
+    out = tmp_path_factory.mktemp("undecided") / "run"
+    train.ppo("classic/probe_4", 64, out=out, num_envs=8, rollout_steps=8, learning_rate=1e-9, seed=3)
+    return out
+
+
+def test_puffer_eval_samples_by_default_and_greedy_takes_the_argmax(undecided_run):
+    args = ("eval", str(undecided_run), "--episodes", "60", "--json")
+    sampled, greedy = run_puffer_many([args, (*args, "--greedy")], puffer_env(None), preload=("torch",))
+    assert sampled.returncode == 0 and greedy.returncode == 0, (sampled.stderr, greedy.stderr)
+    # the observation never changes, so the argmax is one action every episode; sampling both
+    assert set(json.loads(sampled.stdout)["returns"]) == {-1.0, 1.0}, sampled.stdout
+    assert len(set(json.loads(greedy.stdout)["returns"])) == 1, greedy.stdout
+
+
+def test_evaluate_samples_by_default_like_puffer_eval(undecided_run):
+    assert set(train.evaluate(undecided_run, episodes=60).returns) == {-1.0, 1.0}
+    assert len(set(train.evaluate(undecided_run, episodes=60, greedy=True).returns)) == 1
