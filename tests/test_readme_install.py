@@ -1,5 +1,6 @@
 """README's first command, as written, on the Python running the tests (`nox -s tests` runs it on
-3.10 and 3.13, `tests_torch` on 3.11): a fresh venv, a copy of the checkout, bash."""
+3.10 and 3.13, `tests_torch` on 3.11): a fresh venv, a copy of the checkout, bash; then
+`puffer doctor` in that venv exits 0."""
 
 from __future__ import annotations
 
@@ -60,3 +61,10 @@ def test_the_readmes_first_command_works_on_this_python(tmp_path):
     assert {"gymnasium", "nle", "numpy"} <= {name.lower() for name in installed}
     for name, version in installed.items():
         assert pinned.get(name.lower(), version) == version, name
+    # Then `puffer doctor` passes: DeepMind Lab's plugin is installed, its engine is PufferTank's.
+    doctor = subprocess.run(["puffer", "doctor"], cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert doctor.stdout.splitlines()[-1] == "everything installed is verified"
+    dmlab = next(line for line in doctor.stdout.splitlines() if "plugin dmlab" in line)
+    assert "in PufferTank" in dmlab and "on no package index" in dmlab
+    assert not [line for line in doctor.stdout.splitlines() if line.startswith("fix ")]

@@ -36,6 +36,7 @@ MARKS = {
     doctor.KNOWN_BAD: "[red]✗[/]",
     doctor.NOT_INSTALLED: "[dim]·[/]",
     doctor.NOT_USED: "[dim]·[/]",
+    doctor.IN_TANK: "[cyan]○[/]",
 }
 
 DOCTOR_HELP = """Compare this installation with what the compatibility matrix verified.
@@ -50,9 +51,11 @@ plugin's package), each marked:
                   Python: its common constraint set passed (`puffer constraints` prints it)
   ! not verified  no cell ran this combination: the nearest verified set is named with
                   the command that installs it, e.g.
-                  pip install -c <(puffer constraints) puffer-plugin-nethack
+                  pip install -c <(puffer constraints) nle gymnasium
   ✗ known bad     one of the plugin's known-bad rules matches, or a cell with exactly
                   these versions failed on this Python: the matrix's reason is shown
+  ○ in PufferTank  a plugin whose package no index serves (DeepMind Lab):
+                  only PufferTank's image has it, so it is not judged here
   · not installed, or not used by the installed plugins: not judged
 
 Exits 0 only when everything judged is verified, 1 otherwise. --json prints the same

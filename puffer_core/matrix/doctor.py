@@ -11,7 +11,13 @@ Verdicts:
 - known bad: one of the plugin's known-bad rules matches, or a cell on this Python with
   exactly these pins failed (not one the matrix excluded: its rule says why; nor one that
   never ran them, ``NEVER_RAN``: no interpreter, no PufferTank image);
-- not verified: anything else, with the nearest verified set and the command that installs it.
+- not verified: anything else, with the nearest verified set and the command that installs it;
+- in PufferTank: a plugin whose package is on no index (``CompatAxes.tank_only``, DeepMind Lab)
+  and is not installed: only PufferTank's image has it, so it is said, not held against this
+  installation (like "not installed" and "not used", it does not fail the report).
+
+Every fix names what an index serves: a plugin's packages (never its distribution, which a
+checkout installs), through ``puffer constraints`` only where the set pins them.
 
 A package is judged only where it matters here: puffer-core's own dependencies, and what the
 cells of the installed plugins (at their installed versions) pin or resolve; another one
@@ -31,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 from puffer_core.matrix.model import version_key, when_matches
 
 __all__ = [
+    "IN_TANK",
     "KNOWN_BAD",
     "NOT_INSTALLED",
     "NOT_USED",
@@ -52,6 +59,7 @@ __all__ = [
 
 VERIFIED, NOT_VERIFIED, KNOWN_BAD = "verified", "not verified", "known bad"
 NOT_INSTALLED, NOT_USED = "not installed", "not used"  # neutral: they do not fail the report
+IN_TANK = "in PufferTank"  # neutral too: what no index serves cannot be installed here
 REPORT_SCHEMA = 1
 #: Packages every report lists, besides those the cells pin (the peers' APIs and their arrays).
 AXIS_PACKAGES = ("numpy", "gymnasium", "shimmy", "pettingzoo", "gym")
@@ -201,14 +209,12 @@ def _nearest(data: Mapping[str, Any], plugin: str, python: str) -> tuple[dict | 
     """The nearest verified set of ``plugin`` on ``python``: its pins, the command that installs
     it, and which set it is (the common set when the plugin is a member, else its newest passing cell)."""
     info = (data.get("plugins") or {}).get(plugin) or {}
-    target = info.get("distribution") or info.get("package")
     section = (data.get("commons") or {}).get(python) or {}
     if section.get("outcome") == "pass" and plugin in (section.get("members") or {}):
-        return (
-            dict(section["members"][plugin]),
-            CONSTRAINED_INSTALL.format(target),
-            f"the common set of Python {python}",
-        )
+        pins = dict(section["members"][plugin])
+        # The plugin is installed already: the fix moves its packages (an index serves them).
+        names = " ".join(pins) or info.get("package") or ""
+        return pins, CONSTRAINED_INSTALL.format(names), f"the common set of Python {python}"
     passing = _cells(data, plugin, python, "pass")
     if not passing:
         return None, None, ""
@@ -218,7 +224,7 @@ def _nearest(data: Mapping[str, Any], plugin: str, python: str) -> tuple[dict | 
         key=lambda c: (version_key(c["pins"].get(package)), sorted(version_key(v) for v in c["pins"].values())),
     )
     pins = " ".join(f"'{name}=={version}'" for name, version in newest["pins"].items())
-    return dict(newest["pins"]), f"pip install {target} {pins}", f"cell {newest['id']}"
+    return dict(newest["pins"]), f"pip install {pins}", f"cell {newest['id']}"
 
 
 def _described(pins: Mapping[str, str | None]) -> str:
@@ -242,6 +248,8 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
     nearest, fix, which = _nearest(data, plugin, python)
     found = dict(name=plugin, version=version, nearest=nearest, fix=fix, pins=pins)
     package = info.get("package")
+    if package and canonicalize_name(package) not in installed and info.get("tank_only"):
+        return Finding(plugin, version, IN_TANK, tank_only_reason(package), pins=pins)
     if package and canonicalize_name(package) not in installed:
         reason = f"its package {package} is not installed"
         reason += (
@@ -265,6 +273,16 @@ def plugin_finding(plugin: str, python: str, installed: Mapping[str, str], data:
         f"; nearest verified: {which}" if which else f"; the matrix verified no set of {plugin} on Python {python}"
     )
     return Finding(verdict=NOT_VERIFIED, reason=reason, **found)
+
+
+def tank_only_reason(package: str) -> str:
+    """Why a package only PufferTank has is not judged here."""
+    return f"{package} is on no package index: only PufferTank's image has it (docs/installation.md, PufferTank)"
+
+
+def _tank_only_packages(data: Mapping[str, Any]) -> set[str]:
+    plugins = (data.get("plugins") or {}).values()
+    return {canonicalize_name(info["package"]) for info in plugins if info.get("tank_only") and info.get("package")}
 
 
 def known_bad_warning(plugin: str, python: str, installed: Mapping[str, str], data: Mapping[str, Any]) -> str | None:
@@ -362,13 +380,17 @@ def package_findings(
     resolved = _passing_resolved(data, python)
     used = _used(data, python, plugins, installed)
     section = (data.get("commons") or {}).get(python) or {}
-    constrained = section.get("outcome") == "pass"
+    # `pip install -c <(puffer constraints) NAME` moves NAME only where the set pins it.
+    pinned = set(section.get("pinned") or ()) if section.get("outcome") == "pass" else set()
+    tank_only = _tank_only_packages(data)
     findings = []
     for name in sorted(names):
         version = installed.get(name)
         seen = resolved.get(name, {})
         match = next((cell for v, cell in seen.items() if _same(version, v)), None)
-        if version is None:
+        if version is None and name in tank_only:
+            findings.append(Finding(name, None, IN_TANK, tank_only_reason(name)))
+        elif version is None:
             findings.append(Finding(name, None, NOT_INSTALLED))
         elif match:
             findings.append(Finding(name, version, VERIFIED, f"cell {match} passed with it", cell=match))
@@ -379,7 +401,7 @@ def package_findings(
             nearest = {name: newest} if newest else None
             fix = (
                 CONSTRAINED_INSTALL.format(name)
-                if constrained
+                if name in pinned
                 else (f"pip install '{name}=={newest}'" if newest else None)
             )
             ran = ", ".join(sorted(seen, key=version_key)) or "none"

@@ -61,6 +61,7 @@ def verified_data(results: Mapping[str, Any]) -> dict[str, Any]:
             "distribution": info.get("distribution"),
             "package": info.get("package"),
             "known_bad": info.get("known_bad") or [],
+            "tank_only": bool(info.get("tank_only")),
         }
         for name, info in sorted((results.get("plugins") or {}).items())
         if info.get("package")
@@ -84,6 +85,7 @@ def verified_data(results: Mapping[str, Any]) -> dict[str, Any]:
             "outcome": joint.get("outcome", "not run"),
             "members": {member["plugin"]: member.get("pins") or {} for member in section.get("members", [])},
             "dropped": section.get("dropped") or {},
+            "pinned": _pinned(section) if joint.get("outcome") == "pass" else {},
         }
     return {
         "generated_by": "puffer_core.matrix.shipped from compat_matrix/results.json (nox -s compat); do not edit",
@@ -93,6 +95,17 @@ def verified_data(results: Mapping[str, Any]) -> dict[str, Any]:
         "cells": cells,
         "commons": dict(sorted(commons.items(), key=lambda kv: version_key(kv[0]))),
     }
+
+
+def _pinned(section: Mapping[str, Any]) -> dict[str, str]:
+    """Canonical name -> version of every line of the section's constraints file (what
+    ``pip install -c <(puffer constraints) NAME`` can move)."""
+    pinned = {}
+    for line in common_mod.constraints_text(section).splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            pinned[canonicalize_name(name.strip())] = version.strip()
+    return dict(sorted(pinned.items()))
 
 
 def _commons(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -9,7 +9,7 @@ import pytest
 
 import puffer_core
 from puffer_core.matrix import doctor
-from puffer_core.matrix.doctor import KNOWN_BAD, NOT_INSTALLED, NOT_USED, NOT_VERIFIED, VERIFIED
+from puffer_core.matrix.doctor import IN_TANK, KNOWN_BAD, NOT_INSTALLED, NOT_USED, NOT_VERIFIED, VERIFIED
 from puffer_core.matrix.shipped import load_verified
 
 PY = "3.11"
@@ -37,6 +37,7 @@ def matrix(cells, known_bad=(), commons=None):
         "plugins": {
             "nethack": {"distribution": "puffer-plugin-nethack", "package": "nle", "known_bad": list(known_bad)},
             "classic": {"distribution": None, "package": "gymnasium", "known_bad": []},
+            "dmlab": {"distribution": "puffer-plugin-dmlab", "package": "deepmind-lab", "tank_only": True},
         },
         "cells": cells,
         "commons": commons if commons is not None else {},
@@ -51,8 +52,16 @@ CELLS = [
     cell("nethack", {"nle": "1.0.0", "gymnasium": "0.29.1"}, outcome="excluded", reason="no wheel"),
     cell("classic", {"gymnasium": "1.2.0"}),
     cell("classic", {"gymnasium": "1.0.0"}),
+    cell("dmlab", {"deepmind-lab": "1.0"}),
 ]
-COMMON = {PY: {"outcome": "pass", "members": {"nethack": {"nle": "1.3.0", "gymnasium": "1.2.0"}}, "dropped": {}}}
+COMMON = {
+    PY: {
+        "outcome": "pass",
+        "members": {"nethack": {"nle": "1.3.0", "gymnasium": "1.2.0"}},
+        "dropped": {"dmlab": "its package is on no index"},
+        "pinned": {"gymnasium": "1.2.0", "nle": "1.3.0", "numpy": "2.4.6", "puffer-plugin-nethack": "0.1.0"},
+    }
+}
 GOOD = {"puffer-plugin-nethack": "0.1.0", "nle": "1.3.0", "gymnasium": "1.2.0", "numpy": "2.4.6"}
 
 
@@ -92,11 +101,11 @@ def test_not_verified_names_the_common_set_and_the_command_that_installs_it():
     assert nethack.verdict == NOT_VERIFIED and not report.ok
     assert "no cell on Python 3.11 ran nle 1.3.0, gymnasium 1.4.0" in nethack.reason
     assert nethack.nearest == {"nle": "1.3.0", "gymnasium": "1.2.0"}
-    assert nethack.fix == "pip install -c <(puffer constraints) puffer-plugin-nethack"
+    assert nethack.fix == "pip install -c <(puffer constraints) nle gymnasium"
     classic = next(f for f in report.plugins if f.name == "classic")
     # Not a member of the common set: its newest passing cell, with a pinned install.
     assert classic.verdict == NOT_VERIFIED and classic.nearest == {"gymnasium": "1.2.0"}
-    assert classic.fix == "pip install gymnasium 'gymnasium==1.2.0'"
+    assert classic.fix == "pip install 'gymnasium==1.2.0'"
     gymnasium = next(f for f in report.packages if f.name == "gymnasium")
     assert gymnasium.verdict == NOT_VERIFIED and gymnasium.fix == "pip install -c <(puffer constraints) gymnasium"
     assert "verified: 1.0.0, 1.2.0" in gymnasium.reason
@@ -109,7 +118,7 @@ def test_not_verified_without_any_passing_cell_says_so():
     assert "the matrix verified no set of nethack on Python 3.11" in finding.reason
     missing = doctor.plugin_finding("nethack", PY, {"puffer-plugin-nethack": "0.1.0"}, matrix(CELLS, commons=COMMON))
     assert missing.verdict == NOT_VERIFIED and missing.reason.startswith("its package nle is not installed")
-    assert missing.fix == "pip install -c <(puffer constraints) puffer-plugin-nethack"
+    assert missing.fix == "pip install -c <(puffer constraints) nle gymnasium"
 
 
 def test_known_bad_by_rule_names_the_reason():
@@ -121,7 +130,7 @@ def test_known_bad_by_rule_names_the_reason():
     data = matrix(CELLS, known_bad=rules, commons=COMMON)
     bad = doctor.plugin_finding("nethack", PY, {**GOOD, "gymnasium": "1.4.0"}, data)
     assert bad.verdict == KNOWN_BAD and bad.reason == "nle 1.3 breaks on gymnasium 1.3"
-    assert bad.fix == "pip install -c <(puffer constraints) puffer-plugin-nethack"
+    assert bad.fix == "pip install -c <(puffer constraints) nle gymnasium"
     old = doctor.plugin_finding("nethack", "3.12", {**GOOD, "nle": "1.2.0"}, data)
     assert old.verdict == KNOWN_BAD and old.reason == "no wheel for 3.12"
     # A rule naming a package not installed (gym) does not match; nor one for another Python.
@@ -179,6 +188,31 @@ def test_packages_are_judged_only_where_they_matter():
     old = {**GOOD, "nle": "0.9.1", "gym": "0.23.0", "setuptools": "65.5.0"}
     packages = {f.name: f for f in doctor.diagnose(PY, old, matrix(CELLS, commons=COMMON), "0.1.0").packages}
     assert packages["setuptools"].verdict == NOT_VERIFIED
+    # The common set pins no setuptools: `pip install -c <(puffer constraints) setuptools` would move nothing.
+    assert packages["setuptools"].fix == "pip install 'setuptools==80.10.2'"
+
+
+def test_a_tank_only_plugin_without_its_package_is_in_pufferTank_and_fails_nothing():
+    installed = {**GOOD, "puffer-plugin-dmlab": "0.1.0"}
+    report = doctor.diagnose(PY, installed, matrix(CELLS, commons=COMMON), "0.1.0")
+    dmlab = next(f for f in report.plugins if f.name == "dmlab")
+    assert dmlab.verdict == IN_TANK and dmlab.fix is None and not dmlab.fails
+    assert dmlab.reason.startswith("deepmind-lab is on no package index: only PufferTank's image has it")
+    assert next(f for f in report.packages if f.name == "deepmind-lab").verdict == IN_TANK
+    assert report.ok
+    # Inside PufferTank the package is there, and judged as any other.
+    inside = doctor.plugin_finding("dmlab", PY, {**installed, "deepmind-lab": "1.0"}, matrix(CELLS, commons=COMMON))
+    assert inside.verdict == VERIFIED
+
+
+def test_no_fix_names_a_plugin_distribution():
+    """The plugins' distributions are on no index yet: a fix moves the packages they run."""
+    data = matrix(CELLS, commons=COMMON)
+    for installed in ({**GOOD, "gymnasium": "1.4.0"}, {**GOOD, "nle": "1.2.0"}, {"puffer-plugin-nethack": "0.1.0"}):
+        for finding in doctor.diagnose(PY, installed, data, "0.1.0").findings:
+            assert "puffer-plugin" not in (finding.fix or ""), finding
+    old = doctor.plugin_finding("nethack", "3.12", {**GOOD, "nle": "0.9.1"}, {**data, "commons": {}})
+    assert old.fix is None or "puffer-plugin" not in old.fix
 
 
 def test_puffer_core_and_plugins_the_matrix_does_not_know_are_not_verified():
@@ -208,7 +242,7 @@ def test_json_report_keeps_its_shape():
     keys = ["name", "version", "verdict", "reason", "fix", "cell", "nearest", "installed"]
     for entry in [data["python"], data["puffer_core"], *data["plugins"], *data["packages"]]:
         assert list(entry) == keys
-        assert entry["verdict"] in (VERIFIED, NOT_VERIFIED, KNOWN_BAD, NOT_INSTALLED, NOT_USED)
+        assert entry["verdict"] in (VERIFIED, NOT_VERIFIED, KNOWN_BAD, NOT_INSTALLED, NOT_USED, IN_TANK)
 
 
 # The verified.json shipped in puffer-core (its content changes with each matrix run).
@@ -222,10 +256,13 @@ def test_this_installation_gets_a_verdict_on_everything_the_shipped_matrix_knows
     judged = {VERIFIED, NOT_VERIFIED, KNOWN_BAD}
     assert report.python.verdict in judged and report.core.verdict in judged
     assert {f.name for f in report.plugins} == set(doctor.plugin_names(data, installed)) >= {"classic"}
-    assert all(f.verdict in judged and f.reason for f in report.plugins)
+    assert all(f.verdict in judged | {IN_TANK} and f.reason for f in report.plugins)
+    tank_only = {name for name, info in data["plugins"].items() if info["tank_only"]}
+    assert tank_only == {"dmlab"}  # DeepMind Lab: on no index, built by PufferTank
+    assert all(f.verdict != IN_TANK or f.name in tank_only for f in report.plugins)
     assert {f.name for f in report.packages} >= set(doctor.AXIS_PACKAGES)
     for finding in report.packages:
-        assert (finding.version is None) == (finding.verdict == NOT_INSTALLED)
+        assert (finding.version is None) == (finding.verdict in (NOT_INSTALLED, IN_TANK))
     assert report.ok == (not any(f.fails for f in report.findings))
 
 
