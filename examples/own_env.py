@@ -43,7 +43,7 @@ class Corridor(gymnasium.Env):
 
 
 def make_corridor():
-    # A module-level creator: worker processes import this script to unpickle it.
+    # Any function works, a lambda too: the workers receive it pickled by value (cloudpickle).
     return Corridor(length=10)
 
 
@@ -59,6 +59,10 @@ def main() -> None:
         # The Dict observation arrives flattened into one array per row; unflatten gives it back.
         obs, infos = envs.reset()
         print(f"observation rows {obs.shape} {obs.dtype}, actions {envs.single_action_space}")
+        # Each row holds the Dict's leaves as bytes, laid out by one numpy structured dtype.
+        for name, (leaf, offset) in envs.driver_env.obs_dtype.fields.items():
+            print(f"  bytes {offset}-{offset + leaf.itemsize - 1}: {name!r}, {leaf.base} {leaf.shape}")
+        print(f"  ({obs.shape[1]} bytes a row: a gap is padding that keeps the next leaf aligned)")
         print("positions at reset:", envs.unflatten_observation(obs)["position"].ravel())
         rng = np.random.default_rng(0)
         returns, lengths = [], []

@@ -3,8 +3,8 @@
 
 Needs torch and Stable-Baselines3: ``pip install 'puffer-core[sb3]'`` (install a CPU torch
 first to avoid a CUDA download). Run: ``python examples/sb3_ppo.py`` (``--timesteps 1024``
-for a quick look); on CartPole the default 50,000 steps take about a minute on two cores
-and reach a mean return of about 250 (a random policy's is about 22).
+for a quick look); on CartPole the default 50,000 steps reach a mean return of about 250
+(a random policy's is about 22); the script prints how long they took.
 """
 
 from __future__ import annotations

@@ -49,7 +49,9 @@ def test_every_example_is_tested_and_documented():
 
 def test_own_env_through_a_creator(tmp_path):
     out = run_example("own_env.py", "--steps", "300", cwd=tmp_path)
-    assert re.search(r"observation rows \(8, \d+\) uint8, actions Discrete\(2\)", out), out
+    assert re.search(r"observation rows \(8, 16\) uint8, actions Discrete\(2\)", out), out
+    # What the 16 bytes of a row hold: the float leaf, 4 bytes of padding, the Discrete's int64.
+    assert "  bytes 0-3: 'position', float32 (1,)\n  bytes 8-15: 'steps_left', int64 ()\n" in out, out
     assert re.search(r"[\d,]+ steps/s on multiprocessing", out), out
     episodes = int(re.search(r"(\d+) episodes: mean return -?[\d.]+, mean length [\d.]+", out)[1])
     assert episodes > 8  # 2,400 random steps of episodes at most 40 steps long
