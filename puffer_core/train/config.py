@@ -25,6 +25,7 @@ from puffer_core.specs.limits import (
     check_int,
     check_number,
 )
+from puffer_core.specs.suggest import did_you_mean
 
 __all__ = ["PPOConfig"]
 
@@ -117,13 +118,47 @@ class PPOConfig:
         names = [f.name for f in dataclasses.fields(self)]
         unknown = sorted(set(changes) - set(names))
         if unknown:
-            raise APIUsageError(f"unknown PPO setting {unknown[0]!r}; the settings are: {', '.join(names)}")
+            name = unknown[0]
+            raise APIUsageError(
+                f"unknown PPO setting {name!r}{did_you_mean(name, names, SETTING_ALIASES)}; "
+                f"the settings are: {', '.join(names)}"
+            )
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
+#: Other libraries' names of PPO's settings (Stable-Baselines3, CleanRL, PufferLib), for did-you-mean.
+SETTING_ALIASES = {
+    "lr": "learning_rate",
+    "total_timesteps": "steps",
+    "timesteps": "steps",
+    "n_envs": "num_envs",
+    "n_steps": "rollout_steps",
+    "num_steps": "rollout_steps",
+    "bptt_horizon": "rollout_steps",
+    "horizon": "rollout_steps",
+    "minibatch_size": "num_minibatches",
+    "n_minibatches": "num_minibatches",
+    "n_epochs": "update_epochs",
+    "epochs": "update_epochs",
+    "clip_range": "clip_coef",
+    "clip_range_vf": "clip_vloss",
+    "clip_param": "clip_coef",
+    "entropy_coef": "ent_coef",
+    "entropy_coefficient": "ent_coef",
+    "value_coef": "vf_coef",
+    "value_loss_coef": "vf_coef",
+    "normalize_advantage": "norm_adv",
+    "discount": "gamma",
+    "lambda": "gae_lambda",
+    "gae": "gae_lambda",
+    "hidden": "hidden_size",
+    "net_arch": "hidden_size",
+    "threads": "torch_threads",
+    "timeout": "max_seconds",
+}
 #: The widest hidden layer: 16k units are already a 1 GB weight matrix per layer.
 MAX_HIDDEN = 16_384
 BACKENDS = ("serial", "multiprocessing", "mp", "ray")

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.errors import APIUsageError
-from puffer_core.train.config import PPOConfig
+from puffer_core.specs.suggest import did_you_mean
+from puffer_core.train.config import SETTING_ALIASES, PPOConfig
 
 __all__ = ["Param", "check_params", "parse_param"]
 
@@ -105,7 +106,10 @@ def parse_param(spec: str) -> Param:
         raise APIUsageError(f"--param {spec!r} is not NAME=LO:HI[:log] or NAME=A,B,…")
     types = _field_types()
     if name not in types:
-        raise APIUsageError(f"--param {spec!r}: PPO has no setting {name!r}; the settings are: {', '.join(types)}")
+        raise APIUsageError(
+            f"--param {spec!r}: PPO has no setting {name!r}{did_you_mean(name, types, SETTING_ALIASES)}; "
+            f"the settings are: {', '.join(types)}"
+        )
     if name in NOT_SEARCHED:
         raise APIUsageError(f"--param {spec!r}: {name} is not searched ({NOT_SEARCHED[name]})")
     kind = _kind(types[name])

@@ -156,6 +156,7 @@ def test_bad_sweep_input_is_one_line(tmp_path):
     base = ("sweep", "classic/cartpole", "--trials", "3", "--steps", "64", "--out", str(tmp_path / "s"))
     cases = [
         (("--param", "nonsense=1:2"), "PPO has no setting 'nonsense'; the settings are: steps, num_envs"),
+        (("--param", "lr=1e-4:1e-2:log"), "PPO has no setting 'lr' (did you mean learning_rate?); the settings"),
         (("--param", "ent_coef=0.5:0.1"), "low 0.5 is not below high 0.1"),
         (("--param", "learning_rate=0:1e-2:log"), "a log range must lie above 0, and it starts at 0"),
         (("--param", "learning_rate=-1e-3:1e-2:log"), "a log range must lie above 0"),
