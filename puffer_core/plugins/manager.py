@@ -342,7 +342,8 @@ class PluginSet:
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
-            lines.append(f"Its plugin {plugin!r} did not load ({info.status}): {info.error}")
+            cause = str(info.error).rstrip().removesuffix(".")
+            lines.append(f"Its plugin {plugin!r} did not load ({info.status}): {cause}.")
         elif plugin is not None and plugin not in self.plugins:
             hint = f" (try: pip install {PUBLISHED_PLUGINS[plugin]})" if plugin in PUBLISHED_PLUGINS else ""
             lines.append(f"No plugin named {plugin!r} is installed{hint}.")

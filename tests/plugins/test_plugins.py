@@ -164,8 +164,10 @@ def test_disable_plugins_blocks_builtins_and_external(site):
     assert plugins.plugins["classic"].status == "disabled"
     assert "classic/cartpole" not in plugins.env_specs
     assert any("nonexistent" in w for w in plugins.warnings)
-    with pytest.raises(UnknownEnvError, match="disabled"):
+    with pytest.raises(UnknownEnvError, match="disabled") as excinfo:
         plugins.get_spec("classic/cartpole")
+    # each sentence of the message ends with a full stop
+    assert "did not load (disabled): disabled by PUFFER_DISABLE_PLUGINS. Run `puffer envs`" in str(excinfo.value)
 
 
 def test_load_plugins_selects_external_plugins(site):
