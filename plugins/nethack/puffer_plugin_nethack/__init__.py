@@ -51,6 +51,9 @@ __all__ = ["PLUGIN", "TRAIN_DEFAULTS", "TRAIN_KWARGS", "__version__", "env_specs
 def env_specs() -> list[EnvSpec]:
     """One EnvSpec per NLE task; the API follows the installed nle (0.9: gym, 1.x: gymnasium)."""
     api = api_for_version(installed_nle_version())
+    requires, hint = ("nle",), "pip install nle"
+    if api == "gym":  # nle 0.9.x imports pkg_resources, which setuptools 81 removed
+        requires, hint = ("nle", "pkg_resources"), "pip install 'setuptools<81' (nle 0.9 imports its pkg_resources)"
     return [
         EnvSpec(
             id=f"{PLUGIN}/{task}",
@@ -58,8 +61,8 @@ def env_specs() -> list[EnvSpec]:
             kwargs={"observation_keys": DEFAULT_OBSERVATION_KEYS},
             api=api,
             description=description,
-            requires=("nle",),
-            install_hint="pip install nle",
+            requires=requires,
+            install_hint=hint,
             # One frame per step: 10 a second reads like a fast player (nle says 42).
             render_fps=10.0,
             train_defaults=TRAIN_DEFAULTS,

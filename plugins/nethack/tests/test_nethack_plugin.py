@@ -100,6 +100,16 @@ def test_specs_declare_gym_api_under_nle_0_9(monkeypatch):
     assert {spec.api for spec in puffer_plugin_nethack.env_specs()} == {"gymnasium"}
 
 
+def test_only_nle_0_9_needs_pkg_resources_and_says_which_setuptools_has_it(monkeypatch):
+    """The plugin caps no setuptools (torch wants the newest): nle 0.9's envs ask for pkg_resources instead."""
+    monkeypatch.setattr(puffer_plugin_nethack, "installed_nle_version", lambda: "0.9.1")
+    for spec in puffer_plugin_nethack.env_specs():
+        assert spec.requires == ("nle", "pkg_resources")
+        assert spec.install_hint.startswith("pip install 'setuptools<81'")
+    requires = importlib.metadata.requires("puffer-plugin-nethack") or []
+    assert not [line for line in requires if line.startswith("setuptools")]
+
+
 def test_specs_say_what_they_need():
     for spec in puffer_plugin_nethack.env_specs():
         assert spec.requires == ("nle",) and spec.install_hint == "pip install nle"
