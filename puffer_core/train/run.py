@@ -230,7 +230,8 @@ def _vector_envs(plan: RunPlan) -> vector.VectorEnv:
     return vector.make(
         plan.vector_env(),
         num_envs=config.num_envs,
-        num_workers=config.num_workers,
+        # a plugin's num_workers (e.g. NetHack's 2) stays in the settings of a run moved to serial
+        num_workers=None if config.backend == "serial" else config.num_workers,
         batch_size=config.batch_size,
         backend=config.backend,
         autoreset=config.autoreset,

@@ -67,8 +67,12 @@ def check_counts(
     num_envs = check_int("num_envs", num_envs, 1, MAX_ENVS)
     cpus = cpu_count or available_cpus()
     if backend == "serial":
-        if num_workers is not None:
-            check_int("num_workers", num_workers, 1, MAX_WORKERS)  # accepted and ignored: Serial has one "worker"
+        # Serial steps every env in this process: one "worker"; more would be silently ignored
+        if num_workers is not None and check_int("num_workers", num_workers, 1, MAX_WORKERS) != 1:
+            raise APIUsageError(
+                f"num_workers={num_workers} needs worker processes, but the serial backend steps every env in "
+                f"this process; use backend='multiprocessing' (--backend multiprocessing) or leave num_workers unset"
+            )
         num_workers = 1
     elif num_workers is None:
         num_workers = min(num_envs, cpus)

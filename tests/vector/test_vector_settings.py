@@ -51,7 +51,7 @@ COMMON = [
     ),
     (
         "autoreset",
-        {"num_envs": 2, "num_workers": 2, "batch_size": 1, "autoreset": "disabled"},
+        {"num_envs": 2, "batch_size": 1, "autoreset": "disabled"},
         "autoreset='disabled' needs batch_size == num_envs (2), got batch_size 1",
     ),
     ("on_fault", {"on_fault": "ignore"}, "on_fault must be 'raise' or 'restart', got 'ignore'"),
@@ -75,6 +75,19 @@ def test_every_backend_refuses_each_bad_setting_in_one_line_before_anything_star
     text = str(caught.value)
     assert text.startswith(message) and culprit in text and len(text.splitlines()) == 1
     assert BUILT == [] and multiprocessing.active_children() == before
+
+
+def test_more_than_one_worker_is_refused_on_serial_naming_the_backend_that_has_them():
+    """Serial steps every env in this process: num_workers=2 there would be ignored silently."""
+    BUILT.clear()
+    for path in ("make", "direct"):
+        with pytest.raises(APIUsageError, match=r"^num_workers=2 needs worker processes, but the serial backend") as e:
+            _build("serial", path, num_envs=4, num_workers=2)
+        assert "backend='multiprocessing'" in str(e.value) and len(str(e.value).splitlines()) == 1
+    assert BUILT == []
+    with _build("serial", "make", num_envs=4, num_workers=1) as envs:  # one worker is what Serial is
+        assert envs.num_workers == 1
+    BUILT.clear()
 
 
 def test_restart_is_refused_on_serial_alone_both_ways_in():
