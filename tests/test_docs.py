@@ -134,6 +134,13 @@ def test_the_site_navigation_lists_every_page_and_only_pages_that_exist():
     assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
 
 
+def test_the_readme_lists_every_page_of_the_site():
+    nav = re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    text = README.read_text()
+    section = text[text.index("## Documentation\n") :].split("\n## ", 1)[0]
+    assert [page for page in nav if f"](docs/{page})" not in section] == [], "README's Documentation list"
+
+
 def test_the_readme_is_a_short_page():
     lines = README.read_text().splitlines()
     assert len(lines) <= MAX_README_LINES, f"README.md has {len(lines)} lines; depth goes to docs/"

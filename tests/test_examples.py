@@ -102,7 +102,7 @@ def test_your_env_recipe_runs_as_its_page_says(tmp_path):
     """docs/your-env.md: its script, then its scaffold, edits and commands (pip's part aside:
     the plugin goes on PYTHONPATH with its dist-info; tests/cli/test_scaffold.py installs one)."""
     page = (ROOT / "docs" / "your-env.md").read_text()
-    script, hooks = re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+    script, hooks, train = re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
     (tmp_path / "corridor.py").write_text(script)
     proc = subprocess.run([sys.executable, "corridor.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -130,10 +130,24 @@ def test_your_env_recipe_runs_as_its_page_says(tmp_path):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: puffer-plugin-corridor\nVersion: 0.1.0\n")
     (info / "entry_points.txt").write_text("[puffer]\ncorridor = puffer_plugin_corridor\n")
-    outputs = [_run_command(argv, tmp_path, env) for argv in commands[1:] if argv[:3] != ["python", "-m", "pip"]]
+    commands = [argv for argv in commands[1:] if argv[:3] != ["python", "-m", "pip"]]
+    trains = [argv for argv in commands if argv[:2] in (["puffer", "train"], ["puffer", "eval"])]
+    outputs = [_run_command(argv, tmp_path, env) for argv in commands if argv not in trains]
     assert any("corridor/walk" in out for out in outputs[:4])
     assert re.search(r"corridor/walk: [\d,]+ steps .* \(multiprocessing, 8 envs", "\n".join(outputs)), outputs
     assert re.search(r"\d+ passed", outputs[-1]), outputs[-1]
+
+    # Step 3: train and eval the plugin's env, then the creator of corridor.py with no plugin.
+    require("torch")
+    assert [argv[:2] for argv in trains] == [["puffer", "train"], ["puffer", "eval"]]
+    evaluated = [_run_command(argv, tmp_path, env) for argv in trains][-1]
+    assert re.search(r"mean return", evaluated), evaluated
+    (tmp_path / "train_corridor.py").write_text(train)
+    proc = subprocess.run(
+        [sys.executable, "train_corridor.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^mean return 1\.00$", proc.stdout, re.MULTILINE), proc.stdout
 
 
 def _bash_lines(page: str) -> list[str]:
