@@ -16,7 +16,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.cli.errors import err_console
-from puffer_core.cli.options import NUM_ENVS, Bounded, env_kwargs_option, parse_pairs, ray_options, ray_vector_kwargs
+from puffer_core.cli.options import (
+    NUM_ENVS,
+    Bounded,
+    env_kwargs_option,
+    parse_env_kwargs_option,
+    ray_options,
+    ray_vector_kwargs,
+)
 from puffer_core.cli.output import console, print_json, require_known_env
 from puffer_core.cli.tables import print_markdown, print_table
 
@@ -227,7 +234,7 @@ def autotune_cmd(
 
     ray_kwargs = ray_vector_kwargs(backend, ray_address, placement)  # a usage error with another backend
     ray = ray_kwargs if backend == "ray" else None
-    env_kwargs = parse_pairs(kwargs, "--kwarg")
+    env_kwargs = parse_env_kwargs_option(env_id, kwargs)
     require_known_env(env_id)
     progress = Progress(
         TextColumn(f"[bold]autotune {env_id}[/] {{task.description}}"),

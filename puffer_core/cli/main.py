@@ -24,7 +24,7 @@ from puffer_core.cli.options import (
     STEPS,
     Bounded,
     env_kwargs_option,
-    parse_pairs,
+    parse_env_kwargs_option,
     ray_options,
     ray_vector_kwargs,
     record_option,
@@ -207,7 +207,7 @@ def run_cmd(
     the summary says which node and host each worker ran on.
     """
     vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
-    env_kwargs = parse_pairs(kwargs, "--kwarg")
+    env_kwargs = parse_env_kwargs_option(env_id, kwargs)
     warn_if_known_bad(env_id)
     recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
     options = dict(

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from puffer_core.errors import APIUsageError
 from puffer_core.specs.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS, PLACEMENTS
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "SEED",
     "STEPS",
     "Bounded",
+    "parse_env_kwargs_option",
     "ray_options",
     "ray_vector_kwargs",
     "saved_kwargs_mode",
@@ -60,19 +62,42 @@ BATCH_SIZE = Bounded(1, MAX_ENVS)
 EPISODES = Bounded(1, MAX_EPISODES)
 
 
-def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
-    """KEY=VALUE pairs, VALUE parsed as JSON when it is JSON (0.5, true, null, [1, 2]), else
-    kept as the string (plain strings need no quotes)."""
-    out: dict[str, Any] = {}
+def pair_texts(values: tuple[str, ...], option: str) -> dict[str, str]:
+    """KEY=VALUE pairs as ``{KEY: VALUE}``, VALUE still text."""
+    out: dict[str, str] = {}
     for pair in values:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
+        out[key] = raw
+    return out
+
+
+def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
+    """KEY=VALUE pairs, VALUE parsed as JSON when it is JSON (0.5, true, null, [1, 2]), else
+    kept as the string (plain strings need no quotes)."""
+    out: dict[str, Any] = {}
+    for key, raw in pair_texts(values, option).items():
         try:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
     return out
+
+
+def parse_env_kwargs_option(env_id: str, values: tuple[str, ...]) -> dict[str, Any]:
+    """``--kwarg KEY=VALUE`` pairs for ``env_id``, each VALUE parsed by the type the env declares
+    for KEY (``preprocess=False`` is False); a wrong type or an unknown name is a one-line usage error."""
+    texts = pair_texts(values, "--kwarg")
+    if not texts:
+        return {}
+    from puffer_core.plugins import get_plugins  # deferred: the plugins load only for a command that needs them
+    from puffer_core.specs.kwarg_types import parse_env_kwargs
+
+    try:
+        return parse_env_kwargs(get_plugins().get_spec(env_id), texts)
+    except APIUsageError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def record_option(help: str) -> Any:
@@ -89,7 +114,11 @@ def record_option(help: str) -> Any:
 
 #: ``--kwarg KEY=VALUE`` (repeatable): keyword arguments for the env's creator.
 env_kwargs_option = click.option(
-    "--kwarg", "kwargs", multiple=True, metavar="KEY=VALUE", help="Env kwarg (VALUE parsed as JSON)."
+    "--kwarg",
+    "kwargs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Env kwarg; VALUE parsed by the type the env declares for KEY (true/false, a number, a JSON list, text).",
 )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from puffer_core.cli.errors import err_console
-from puffer_core.cli.options import SEED, STEPS, Bounded, env_kwargs_option, parse_pairs
+from puffer_core.cli.options import SEED, STEPS, Bounded, env_kwargs_option, parse_env_kwargs_option, parse_pairs
 from puffer_core.env.postprocess import EPISODE_RETURN
 from puffer_core.errors import APIUsageError
 
@@ -110,7 +110,7 @@ def sweep_cmd(
         out=out,
         jobs=jobs,
         settings=fixed,
-        env_kwargs=parse_pairs(kwargs, "--kwarg"),
+        env_kwargs=parse_env_kwargs_option(env_id, kwargs),
         metric=metric,
         direction="minimize" if minimize else "maximize",
         seed=seed,

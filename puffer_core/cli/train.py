@@ -23,6 +23,8 @@ from puffer_core.cli.options import (
     SEED,
     STEPS,
     env_kwargs_option,
+    pair_texts,
+    parse_env_kwargs_option,
     parse_pairs,
     ray_options,
     record_option,
@@ -33,6 +35,7 @@ from puffer_core.cli.runs import NOT_RESUMED, given_options, note_failure
 from puffer_core.cli.runs import detach as detach_run
 from puffer_core.env.recording import plan_recording
 from puffer_core.errors import PufferError
+from puffer_core.specs.declarations import env_id_problem
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
 
@@ -171,7 +174,8 @@ def train_cmd(
     chosen.update(parse_pairs(settings, "--set"))
     if resume is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
-    env_kwargs = parse_pairs(kwargs, "--kwarg") or None
+    # A resumed run's env is the checkpoint's: its kwargs are parsed once that is read (_plan).
+    env_kwargs = (parse_env_kwargs_option(env_id, kwargs) if env_id else pair_texts(kwargs, "--kwarg")) or None
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
@@ -223,7 +227,20 @@ def _plan(env_id: str | None, resume: Path | None, out: Path | None, given: dict
         return plan_run(env_id, out=out or _default_out(env_id), **given)
     _check_resume_settings(given["settings"])
     source = _checkpoint_file(resume, "--resume")
-    return plan_run(env_id, resume=source, out=out, load=_import_train(logs=True).load, **given)
+    load = _import_train(logs=True).load
+    if env_id is None and given["env_kwargs"]:
+        load, given = _typed_by_checkpoint(load, source, given)
+    return plan_run(env_id, resume=source, out=out, load=load, **given)
+
+
+def _typed_by_checkpoint(load: Any, source: Path, given: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``--kwarg`` texts parsed by the types of the checkpoint's env, and a loader handing back
+    the checkpoint read for it (read once)."""
+    saved = load(source)
+    pairs = tuple(f"{key}={text}" for key, text in given["env_kwargs"].items())
+    typed = env_id_problem(saved.env) is None  # a creator's name (not an id) declares no types
+    env_kwargs = parse_env_kwargs_option(saved.env, pairs) if typed else parse_pairs(pairs, "--kwarg")
+    return (lambda _path: saved), {**given, "env_kwargs": env_kwargs}
 
 
 def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
@@ -338,13 +355,17 @@ def eval_cmd(
     """
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
-    env_kwargs = parse_pairs(kwargs, "--kwarg")
+    pair_texts(kwargs, "--kwarg")  # a pair that is not KEY=VALUE fails before the checkpoint is read
     saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
     path = _checkpoint_file(run, "DIR")
     train = _import_train()
     from puffer_core.train.plan import plan_eval  # torch-free, but the checkpoint needs torch
 
-    plan = plan_eval(path, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=train.load)
+    saved = train.load(path)
+    # The checkpoint's env declares the kwargs' types; a creator's name (not an id) declares none.
+    typed = env_id_problem(saved.env) is None
+    env_kwargs = parse_env_kwargs_option(saved.env, kwargs) if typed else parse_pairs(kwargs, "--kwarg")
+    plan = plan_eval(path, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=lambda _path: saved)
     for line in plan.describe():
         err_console.print(line, highlight=False, markup=False, soft_wrap=True)
     if isinstance(plan.env, str):
