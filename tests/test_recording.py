@@ -163,10 +163,23 @@ def test_a_missing_imageio_names_the_extra(tmp_path, monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "imageio_ffmpeg" else find_spec(name))
     with pytest.raises(
-        MissingDependencyError, match=r"needs imageio_ffmpeg; install with: pip install 'puffer-core\[record\]'"
+        MissingDependencyError, match=r"needs imageio_ffmpeg; install with: pip install -e '\.\[record\]'"
     ):
         plan_recording("classic/cartpole", tmp_path / "x.mp4")
     assert plan_recording("classic/cartpole", tmp_path / "x.gif").mode == "rgb_array"  # GIFs need no ffmpeg
+
+
+def test_a_missing_render_package_is_named_with_its_extra_before_any_step(tmp_path, monkeypatch):
+    """CartPole draws its frames with pygame: without it, the up-front check says so in one line."""
+    monkeypatch.setitem(sys.modules, "pygame", None)  # `import pygame` fails as where it is not installed
+    with pytest.raises(MissingDependencyError) as caught:
+        plan_recording("classic/cartpole", tmp_path / "x.mp4")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(
+        "classic/cartpole cannot record to .mp4: it renders with pygame, which is not installed; "
+        "install the record extra: pip install -e '.[record]'"
+    )
+    assert not (tmp_path / "x.mp4").exists()
 
 
 def test_bad_episode_counts_are_refused(tmp_path):

@@ -49,7 +49,10 @@ __all__ = [
 FORMATS: dict[str, str] = {".mp4": "rgb_array", ".gif": "rgb_array", ".cast": "ansi"}
 #: Frames per second when neither the plugin nor the env says.
 DEFAULT_FPS = 30.0
-RECORD_INSTALL = "pip install 'puffer-core[record]'"
+#: The record extra, from a checkout (puffer-core is on no index yet) or from the index once published.
+RECORD_INSTALL = "pip install -e '.[record]' in the checkout (pip install 'puffer-core[record]' once published)"
+#: Packages that envs render with and the extra that brings them (gymnasium's classic control: pygame).
+RENDER_PACKAGES = {"pygame": "record"}
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,7 @@ def _check_renders(
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             emulator.reset(seed=0)
-            frame = emulator.render()
+            frame = _render_or_name_the_missing_package(emulator, name, what)
     finally:
         emulator.close()
     if not _frame_fits(frame, mode):
@@ -202,6 +205,32 @@ def _check_renders(
             f" (its render modes: {', '.join(modes) or 'none'}); {_what_works(modes)}"
         )
     return metadata.get("render_fps")
+
+
+def _render_or_name_the_missing_package(emulator: Any, name: str, what: str) -> Any:
+    """The emulator's frame; a package its render() imports and lacks (gymnasium's classic
+    control and pygame) is one line naming the package and what installs it."""
+    try:
+        return emulator.render()
+    except Exception as exc:
+        module = _missing_module(exc)
+        if module is None:
+            raise
+        extra = RENDER_PACKAGES.get(module)
+        fix = f"the {extra} extra: {RECORD_INSTALL}" if extra == "record" else f"pip install {module}"
+        raise MissingDependencyError(
+            f"{name} cannot {what}: it renders with {module}, which is not installed; install {fix}"
+        ) from exc
+
+
+def _missing_module(exc: BaseException | None) -> str | None:
+    """The top-level module an import inside ``exc`` (or what caused it) could not find."""
+    seen = 0
+    while exc is not None and seen < 5:  # gymnasium's DependencyNotInstalled wraps the ImportError
+        if isinstance(exc, ImportError) and exc.name:
+            return exc.name.split(".")[0]
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
 
 
 def _render_modes(factory: Any) -> list[str]:
