@@ -260,8 +260,8 @@ def _print_run(env_id: str, result: Any, record_path: str | None, written: str |
     console.print(
         f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
         f"[bold green]{result.sps:,.0f} steps/s[/] "
-        f"({result.backend}, {_count(result.num_envs, 'env')}, {_count(result.num_workers, 'worker')}, "
-        f"batch {result.batch_size})",
+        f"({result.backend}, {_slots(result.num_envs, result.agents_per_env)}, "
+        f"{_count(result.num_workers, 'worker')}, batch {result.batch_size})",
         highlight=False,
     )
     for line in _placement_lines(result.placement):
@@ -275,6 +275,14 @@ def _print_run(env_id: str, result: Any, record_path: str | None, written: str |
         console.print(f"nothing recorded to {record_path}: env 0 rendered no frame", highlight=False, markup=False)
     elif record_path is not None:
         console.print(f"recorded env 0 to {written}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _slots(rows: int, agents_per_env: int) -> str:
+    """``"4 envs"``, or for a multi-agent env ``"1 env × 20 agents = 20 slots"``: the vector
+    env counts agent slots, the user asked for envs."""
+    if agents_per_env == 1:
+        return _count(rows, "env")
+    return f"{_count(rows // agents_per_env, 'env')} × {_count(agents_per_env, 'agent')} = {_count(rows, 'slot')}"
 
 
 def _placement_lines(placement: list[dict[str, Any]] | None) -> list[str]:

@@ -35,6 +35,9 @@ class RunResult:
     episode_means: dict[str, float] = field(default_factory=dict)
     #: every ended episode's return, in the order they ended
     episode_returns: list[float] = field(default_factory=list)
+    #: agent slots per env (PettingZoo's possible agents; 1 for a single-agent env):
+    #: ``num_envs`` counts slots, ``num_envs // agents_per_env`` envs
+    agents_per_env: int = 1
     #: where each worker ran (the Ray backend's ``envs.placement``: worker, envs, node_id,
     #: host, address); None on the backends that run on this machine only
     placement: list[dict[str, Any]] | None = None
@@ -49,6 +52,7 @@ class RunResult:
             "backend": self.backend,
             "num_envs": self.num_envs,
             "num_workers": self.num_workers,
+            "agents_per_env": self.agents_per_env,
             "batch_size": self.batch_size,
             "steps": self.steps,
             "seconds": round(self.seconds, 4),
@@ -150,6 +154,7 @@ def run_random(
             batch_size=envs.batch_size,
             steps=done_steps,
             seconds=seconds,
+            agents_per_env=envs.agents_per_env,
             placement=_placement(envs),
         )
     result.episodes = len(returns)

@@ -105,6 +105,18 @@ def test_run_prints_sps_and_episode_summary():
     assert "episodes finished; mean" in proc.stdout and "episode_return" in proc.stdout
 
 
+def test_run_of_a_multi_agent_env_counts_envs_and_their_agents():
+    """The vector env counts agent slots; the summary says they are agents, not envs."""
+    proc = run_puffer(None, "run", "pettingzoo/pistonball", "--num-envs", "1", "--steps", "100", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["num_envs"], data["agents_per_env"]) == (20, 20), data
+    plain = run_puffer(None, "run", "pettingzoo/pistonball", "--num-envs", "1", "--steps", "100")
+    assert "(serial, 1 env × 20 agents = 20 slots, 1 worker, batch 20)" in plain.stdout, plain.stdout
+    single = run_puffer(None, "run", "classic/cartpole", "--num-envs", "2", "--steps", "100")
+    assert "(serial, 2 envs, 1 worker, batch 2)" in single.stdout, single.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
