@@ -7,8 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from puffer_core.env.factory import RecordingPlan
-from puffer_core.errors import APIUsageError
+from puffer_core.errors import APIUsageError, WorkerError
 from puffer_core.vector.base import VectorEnv
+from puffer_core.vector.mp.start import IMPORT_TIME_CAUSE
 from puffer_core.vector.serial import Serial
 from puffer_core.vector.vector_settings import MOVED_TO_MAKE, VectorSettings
 
@@ -99,7 +100,12 @@ def make(
     options = cls.Options.checked(_vector_kwargs(vector_kwargs), cls.__name__, via_make=True)
     common = (env, num_envs, num_workers, batch_size, seed, env_kwargs, autoreset, on_fault)
     settings = VectorSettings.check(cls.backend, options, *common, record=record, check_actions=check_actions)
-    return cls.from_settings(settings)
+    try:
+        return cls.from_settings(settings)
+    except WorkerError as exc:
+        if exc.cause == IMPORT_TIME_CAUSE:  # the fix is in the script: its line, not our frames
+            raise exc.with_traceback(None) from None
+        raise
 
 
 def backend_kwargs_of(backend: str | type[VectorEnv]) -> list[str]:

@@ -28,6 +28,7 @@ import os
 import pickle
 import shutil
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -39,7 +40,15 @@ from puffer_core.vector.faults import Fault, restart_seeds
 from puffer_core.vector.mp.commands import Commands, Pipes, WorkerGone
 from puffer_core.vector.mp.protocol import BUILD, CMD, DONE, ERROR, HINT, QUIT, STATUS, WAKE_ANY, Spin
 from puffer_core.vector.mp.shared_memory import SLOTS, FdHandle, Layout
-from puffer_core.vector.mp.start import Lifeline, restart_start_method, worker_context
+from puffer_core.vector.mp.start import (
+    IMPORT_TIME_CAUSE,
+    IMPORT_TIME_EXIT,
+    WORKER_NAME,
+    Lifeline,
+    guard_hint,
+    restart_start_method,
+    worker_context,
+)
 from puffer_core.vector.mp.worker import Pickled, WorkerSpec, worker_main
 
 __all__ = ["Resources", "UnitPlan", "Workers", "how_it_ended", "release"]
@@ -235,7 +244,7 @@ class Workers:
             restart_seeds=restart_seeds,
             temp_dir=res.scratch[0] if res.scratch else None,
         )
-        name = f"puffer-vector-worker-{w}"
+        name = f"{WORKER_NAME}{w}"
         proc = worker_context(method).Process(target=worker_main, name=name, args=(spec,), daemon=True)
         try:
             proc.start()
@@ -281,6 +290,12 @@ class Workers:
             env_index, phase = commands.where(w), commands.phase(w)
             message = f"Multiprocessing: worker {w} (pid {self.procs[w].pid}) {how} {self._doing(w, phase, env_index)}"
             method = self.methods[w]
+            if self.procs[w].exitcode == IMPORT_TIME_EXIT:
+                script = os.path.basename(getattr(sys.modules["__main__"], "__file__", None) or "the script")
+                fault = Fault(w, env_index, phase, how)
+                message = f"{guard_hint(script)} (Multiprocessing: {method} worker {w} exited)"
+                self.owner._fault(fault, message, due=w in commands.running, cause=IMPORT_TIME_CAUSE)
+                continue
             if phase == "construction" and env_index is None and method != "fork":
                 message += (
                     f"; a {method} worker imports the main module and unpickles the env creator first (its "

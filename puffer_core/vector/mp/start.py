@@ -118,15 +118,43 @@ def restart_start_method(method: str, creator_pickles: bool, threads: int | None
     return method
 
 
+#: The name of worker ``w``'s process is WORKER_NAME + str(w).
+WORKER_NAME = "puffer-vector-worker-"
+#: The exit code of a worker that found the script it imports making a vector env at import time.
+IMPORT_TIME_EXIT = 86
+#: ``WorkerError.cause`` of that fault.
+IMPORT_TIME_CAUSE = "the script makes a vector env at import time"
+
+
+def guard_hint(script: str) -> str:
+    """The one line that says what to do when ``script`` makes a vector env at import time."""
+    return (
+        f"{script} makes a vector env at import time, and every worker process imports the script again: "
+        "put the script's code under `if __name__ == '__main__':`"
+    )
+
+
 def check_not_bootstrapping() -> None:
     """Refuse to start workers while this process is a worker or fork server importing the main
     module (multiprocessing marks that phase ``_inheriting``, and refuses to start processes
-    in it too, but only for its non-fork methods)."""
-    if getattr(multiprocessing.current_process(), "_inheriting", False):
-        raise APIUsageError(
-            "a vector env was made while a worker process was importing the main module: the script makes "
-            "its vector env at import time; keep the script's code under `if __name__ == '__main__':`"
-        )
+    in it too, but only for its non-fork methods).
+
+    In one of our workers that is the script's code running at import time: worker 0 says so
+    in one line and every worker exits quietly with ``IMPORT_TIME_EXIT``, which the main
+    process turns into one WorkerError line (a traceback per worker would bury the fix)."""
+    process = multiprocessing.current_process()
+    if not getattr(process, "_inheriting", False):
+        return
+    if process.name.startswith(WORKER_NAME):
+        if process.name == f"{WORKER_NAME}0":
+            script = getattr(sys.modules.get("__mp_main__"), "__file__", None) or "the script"
+            sys.stderr.write(f"error: {guard_hint(os.path.basename(script))}\n")
+            sys.stderr.flush()
+        os._exit(IMPORT_TIME_EXIT)
+    raise APIUsageError(
+        "a vector env was made while a worker process was importing the main module: the script makes "
+        "its vector env at import time; keep the script's code under `if __name__ == '__main__':`"
+    )
 
 
 def check_start_method(method: Any, name: str = "start_method") -> str | None:

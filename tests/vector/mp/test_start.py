@@ -125,28 +125,59 @@ def test_a_fork_env_restarts_its_workers_from_the_fork_server_once_threads_run(n
         np.testing.assert_array_equal(obs[:, 0], [1, 2])  # the replacement steps its fresh env
 
 
-def test_an_unguarded_script_is_told_to_guard_its_code(tmp_path):
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_an_unguarded_script_is_told_to_guard_its_code_first_and_briefly(tmp_path, method):
     # A forkserver or spawn worker imports the main module: without the guard, the script's
-    # code would run again there (and start workers of its own).
+    # code would run again there (and start workers of its own). Each worker exits quietly;
+    # the user reads the fix on the first line, not after a traceback per worker.
     script = tmp_path / "train.py"
     script.write_text(
         textwrap.dedent(
-            """
+            f"""
             from puffer_core import vector
             from puffer_core.testing import CountingEnv
             print("making", flush=True)
-            envs = vector.make(CountingEnv, num_envs=2, num_workers=1, backend="multiprocessing",
-                               vector_kwargs={"start_method": "spawn"})
+            envs = vector.make(CountingEnv, num_envs=2, num_workers=2, backend="multiprocessing",
+                               vector_kwargs={{"start_method": "{method}"}})
             print("made", flush=True)
             """
         )
     )
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0
-    assert "made" not in done.stdout.split()  # neither in the script nor in its worker, which stopped at the refusal
-    assert "a vector env was made while a worker process was importing the main module" in done.stderr
-    assert "worker 0" in done.stderr and "exited with code 1 while starting" in done.stderr
-    assert "keep a script's code under `if __name__ == '__main__':`" in done.stderr
+    assert done.returncode == 1
+    assert "made" not in done.stdout.split()  # neither in the script nor in its workers, which stopped at the refusal
+    fix = "train.py makes a vector env at import time, and every worker process imports the script again: "
+    fix += "put the script's code under `if __name__ == '__main__':`"
+    lines = done.stderr.splitlines()
+    assert lines[0] == f"error: {fix}", done.stderr
+    assert lines[-1].startswith(f"puffer_core.errors.WorkerError: {fix} (Multiprocessing: {method} worker ")
+    assert len(lines) < 15 and done.stderr.count("Traceback") == 1, done.stderr
+
+
+def test_a_vector_env_made_while_another_process_bootstraps_is_refused(tmp_path):
+    # The user's own spawn child importing an unguarded script: not our worker, so an error it can catch.
+    script = tmp_path / "own.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import multiprocessing
+            from puffer_core import vector
+            from puffer_core.testing import CountingEnv
+            if multiprocessing.current_process().name == "mine":
+                try:
+                    vector.make(CountingEnv, num_envs=2, num_workers=1, backend="multiprocessing")
+                except Exception as exc:
+                    print("refused:", exc, flush=True)
+            if __name__ == "__main__":
+                child = multiprocessing.get_context("spawn").Process(target=print, name="mine")
+                child.start()
+                child.join()
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "refused: a vector env was made while a worker process was importing the main module" in done.stdout
 
 
 def test_an_unknown_start_method_names_the_available_ones():
