@@ -86,11 +86,16 @@ def _describe(requirement: str) -> str:
     return requirement
 
 
+#: How an install hint that is a command starts; another hint (DeepMind Lab's) reads as it is.
+_COMMANDS = ("pip ", "python ", "uv ", "puffer ")
+
+
 def _missing_error(spec: EnvSpec, modules: list[str]) -> MissingDependencyError:
     hint = spec.install_hint or "pip install " + " ".join(shlex.quote(m) for m in modules)
+    if hint.startswith(_COMMANDS):
+        hint = f"Install with: {hint}"
     return MissingDependencyError(
-        f"{spec.id} needs {', '.join(_describe(m) for m in modules)}, which this Python does not have. "
-        f"Install with: {hint}"
+        f"{spec.id} needs {', '.join(_describe(m) for m in modules)}, which this Python does not have. {hint}"
     )
 
 

@@ -75,6 +75,14 @@ PUBLISHED_PLUGINS: dict[str, str] = {
 }
 
 
+def _plugin_install(plugin: str) -> str:
+    """How to install one of this project's plugins: from the checkout or a built wheel (no index serves them yet)."""
+    return (
+        f"install it from the checkout: pip install -e plugins/{plugin}, or a wheel built by nox -s dist: "
+        f"pip install {PUBLISHED_PLUGINS[plugin]} --find-links DIST; see docs/installation.md"
+    )
+
+
 @dataclass
 class PluginInfo:
     """What `puffer plugins` reports about one plugin."""
@@ -345,7 +353,7 @@ class PluginSet:
             cause = str(info.error).rstrip().removesuffix(".")
             lines.append(f"Its plugin {plugin!r} did not load ({info.status}): {cause}.")
         elif plugin is not None and plugin not in self.plugins:
-            hint = f" (try: pip install {PUBLISHED_PLUGINS[plugin]})" if plugin in PUBLISHED_PLUGINS else ""
+            hint = f" ({_plugin_install(plugin)})" if plugin in PUBLISHED_PLUGINS else ""
             lines.append(f"No plugin named {plugin!r} is installed{hint}.")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}
         close = difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.8)

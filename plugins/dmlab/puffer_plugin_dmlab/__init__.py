@@ -20,10 +20,10 @@ from puffer_plugin_dmlab.levels import LEVELS
 __all__ = ["ACTION_NAMES", "IMPALA_ACTION_SET", "INSTALL_HINT", "LEVELS", "RESTORABLE", "make_env"]
 __version__ = "0.1.0"
 
+#: Read after "needs deepmind_lab, which this Python does not have." (and in `puffer envs`).
 INSTALL_HINT = (
-    "DeepMind Lab is not on PyPI. Use PufferTank, whose environment layer builds it from its source: "
-    f"git clone https://github.com/google-deepmind/lab DIR && git -C DIR checkout {DMLAB_COMMIT} "
-    "&& puffer tank build --plugins dmlab --dmlab-source DIR; "
+    "DeepMind Lab: in PufferTank only (no package index serves it): with DIR a clone of DeepMind Lab's "
+    f"source, git -C DIR checkout {DMLAB_COMMIT} && puffer tank build --plugins dmlab --dmlab-source DIR; "
     "or build the wheel yourself as the puffer-plugin-dmlab README describes"
 )
 

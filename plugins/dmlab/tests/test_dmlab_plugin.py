@@ -71,7 +71,8 @@ def test_missing_deepmind_lab_says_how_to_get_it(no_deepmind_lab):
         make_raw("dmlab/lt_chasm", plugins=plugins)
     message = str(caught.value)
     assert "dmlab/lt_chasm needs deepmind_lab" in message
-    assert "not on PyPI" in message and "PufferTank" in message
+    assert "DeepMind Lab: in PufferTank only (no package index serves it)" in message
+    assert "Install with: DeepMind" not in message  # the hint is no command
     assert f"git -C DIR checkout {docker.DMLAB_COMMIT}" in message and "--dmlab-source DIR" in message
     assert "README" in message
 
