@@ -2,8 +2,8 @@
 every episode it plays to an MP4 (or a ``.gif``; a text env such as NetHack records to an
 asciinema ``.cast``). The file appears, whole, when the vector env closes.
 
-Needs imageio and its ffmpeg: ``pip install 'puffer-core[record]'``; CartPole renders with pygame
-(``pip install 'gymnasium[classic-control]'``). Run: ``python examples/record_policy.py``
+Needs the record extra (imageio, its ffmpeg, and the pygame CartPole renders with): ``pip install -e
+'.[record]'`` in the checkout. Run: ``python examples/record_policy.py``
 (``--policy random --out cartpole.gif`` for two short episodes as a GIF). The CLI records
 a random policy the same way: ``puffer run classic/cartpole --record run.mp4 --record-episodes 2``.
 """
