@@ -34,49 +34,75 @@ __all__ = ["PPOConfig"]
 class PPOConfig:
     """Everything a PPO run is made of except the env; ``puffer train --set KEY=VALUE`` sets any field."""
 
-    steps: int = 200_000  # environment steps (agent rows × vector steps) in the whole run
+    steps: int = 200_000
+    """Environment steps (agent rows × vector steps) in the whole run."""
     num_envs: int = 32
+    """Envs stepped at once (agent slots for a multi-agent env)."""
     num_workers: int | None = None
-    batch_size: int | None = None  # envs per recv (vector.make's batch_size); None: num_envs
+    """Worker processes of the multiprocessing or Ray backend (None: one per core, at most num_envs)."""
+    batch_size: int | None = None
+    """Envs per recv, vector.make's batch_size (None: num_envs, full batches)."""
     backend: str = "serial"
-    # Ray only (backend="ray"): the cluster the env workers run on ("auto", "HOST:PORT",
-    # "ray://HOST:PORT"; None: RAY_ADDRESS, else a Ray of our own here) and their placement
-    # ("spread" or "pack" over its nodes; None: Ray's own scheduling). The learner runs in
-    # this process either way. Where a run's envs ran, not what the run is: a resumed run
-    # does not inherit them.
+    """Vector backend: serial, multiprocessing or ray."""
     ray_address: str | None = None
+    """Ray only: the cluster the env workers run on (auto, HOST:PORT, ray://HOST:PORT; None:
+    RAY_ADDRESS, else a Ray of our own here); where a run ran, not inherited when it resumes."""
     placement: str | None = None
-    autoreset: str = "next_step"  # or "same_step" (the vector env's mode; both train the same)
-    on_fault: str = "raise"  # "restart": a crashed env's worker is replaced and training goes on
+    """Ray only: spread the workers over as many nodes as it can, or pack them on as few
+    (None: Ray's own scheduling)."""
+    autoreset: str = "next_step"
+    """The vector env's autoreset mode: next_step or same_step (both train the same)."""
+    on_fault: str = "raise"
+    """raise, or restart: a crashed env's worker is replaced and training goes on."""
     seed: int = 0
-    device: str | None = None  # None: cuda when available, else cpu
-    rollout_steps: int = 32  # vector steps per rollout (CleanRL's num_steps)
+    """Seed of the envs and the policy."""
+    device: str | None = None
+    """Where the policy runs: cpu, cuda or cuda:N (None: cuda when available, else cpu)."""
+    rollout_steps: int = 32
+    """Vector steps per rollout (CleanRL's num_steps)."""
     learning_rate: float = 3e-3
+    """Adam's step size."""
     anneal_lr: bool = True
+    """Lower the learning rate linearly to 0 over the run."""
     gamma: float = 0.99
+    """Discount of future rewards."""
     gae_lambda: float = 0.95
+    """λ of generalized advantage estimation."""
     num_minibatches: int = 4
+    """Minibatches each rollout is split into per epoch."""
     update_epochs: int = 4
+    """Passes over each rollout."""
     norm_adv: bool = True
+    """Normalize the advantages of each minibatch."""
     clip_coef: float = 0.2
+    """PPO's clip of the policy ratio."""
     clip_vloss: bool = True
+    """Clip the value loss as the policy ratio is clipped."""
     ent_coef: float = 0.01
+    """Weight of the entropy bonus."""
     vf_coef: float = 0.5
+    """Weight of the value loss."""
     max_grad_norm: float = 0.5
+    """The gradient's norm is clipped to this."""
     target_kl: float | None = None
-    policy: str = "mlp"  # or "lstm": an LSTM of hidden_size units after the observation encoder
+    """Stop an update's epochs early past this approximate KL divergence (None: never)."""
+    policy: str = "mlp"
+    """mlp, or lstm: an LSTM of hidden_size units after the observation encoder."""
     hidden_size: int = 64
+    """Units of the policy's hidden layers."""
     # None: one thread for MLP policies (their small matrices gain nothing from more, and the
     # other cores step envs), every core for CNN policies (convolutions split well over cores).
     torch_threads: int | None = None
-    checkpoint_seconds: float = 30.0  # how often policy.pt is refreshed during a run
-    # Rewards as the learner sees them: multiplied by reward_scale, then clipped to
-    # ±reward_clip (None: not clipped). Episode returns in the curve stay the env's own.
+    """Threads of the learner's torch (None: one for MLP policies, every core for CNN policies)."""
+    checkpoint_seconds: float = 30.0
+    """How often policy.pt is refreshed during a run."""
     reward_scale: float = 1.0
+    """Rewards as the learner sees them are multiplied by this (episode returns in the curve stay the env's own)."""
     reward_clip: float | None = None
-    # Stop after this many seconds of training (None: run all the steps); the learning
-    # rate then anneals over whichever of steps and max_seconds runs out first.
+    """Rewards as the learner sees them are then clipped to ±this (None: not clipped)."""
+    # the learning rate then anneals over whichever of steps and max_seconds runs out first
     max_seconds: float | None = None
+    """Stop after this many seconds of training (None: run all the steps)."""
 
     def validate(self) -> PPOConfig:
         """Check every setting's type and range; the first bad one is a one-line APIUsageError."""
