@@ -12,6 +12,7 @@ from rich.table import Table
 from puffer_core.cli.bench import autotune_cmd, bench_cmd
 from puffer_core.cli.constraints import constraints_cmd
 from puffer_core.cli.doctor import doctor_cmd, warn_if_known_bad
+from puffer_core.cli.envs_listing import env_rows, listing_lines, listing_width
 from puffer_core.cli.errors import MessageGroup, err_console, fail
 from puffer_core.cli.fleet import fleet
 from puffer_core.cli.matrix import matrix
@@ -37,7 +38,6 @@ from puffer_core.cli.tables import print_table
 from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
 from puffer_core.cli.version import print_version
-from puffer_core.env.environments import missing_requirements
 from puffer_core.env.recording import plan_recording, plan_watch, published, receipted
 from puffer_core.plugins import get_plugins
 from puffer_core.vector.random_run import run_random
@@ -100,55 +100,26 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
 
 
 @cli.command("envs")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list for scripts.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list for scripts (every field whole).")
 @click.option("--plugin", "plugin_name", help="Only the envs of this plugin.")
 def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
-    """List every environment id, its API, and whether it can be made here."""
+    """List every environment id by plugin, its API, and whether it can be made here.
+
+    Lines fit the terminal (COLUMNS, else 80 on a pipe); what to install for a plugin's
+    envs is said once, above them. --json has every field whole.
+    """
     plugins = get_plugins()
     plugins.check_make_hooks()
     if plugin_name is not None and plugin_name not in plugins.plugins:
         fail(f"no plugin named {plugin_name!r}; installed: {', '.join(plugins.plugins) or 'none'}")
-    rows = []
-    for env_id in plugins.env_ids():
-        spec = plugins.env_specs[env_id]
-        owner = plugins.env_owner[env_id]
-        if plugin_name is not None and owner != plugin_name:
-            continue
-        missing = missing_requirements(spec)
-        if env_id in plugins.duplicates:
-            available, note = False, "declared by " + " and ".join(plugins.duplicates[env_id])
-        elif missing:
-            available = False
-            note = f"needs {', '.join(missing)}: {spec.install_hint or 'pip install ' + ' '.join(missing)}"
-        else:
-            available, note = True, ""
-        rows.append(
-            {
-                "id": env_id,
-                "plugin": owner,
-                "api": spec.api,
-                "available": available,
-                "note": note,
-                "description": spec.description,
-            }
-        )
+    rows = env_rows(plugins, plugin_name)
     if as_json:
         print_json({"envs": rows, "warnings": plugins.warnings})
         return
-    table = Table(title="Puffer environments")
-    for column in ("id", "api", "description", "available"):  # "available" last: its notes run long
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        mark = "[green]yes[/]" if row["available"] else f"[red]no[/] ({escape(row['note'])})"
-        table.add_row(row["id"], row["api"], escape(row["description"]), mark)
-    print_table(console, table)
-    failed = [info for info in plugins.plugins.values() if info.status == "failed"]
-    for info in failed:
-        console.print(
-            f"[red]✗ plugin {info.name} failed[/]: {escape(str(info.error))}", highlight=False, soft_wrap=True
-        )
-    for warning in plugins.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    failed = [f"plugin {info.name} failed: {info.error}" for info in plugins.plugins.values() if info.error]
+    extra = [*failed, *(f"warning: {warning}" for warning in plugins.warnings)]
+    for line in listing_lines(rows, plugins, listing_width(), extra):
+        click.echo(line)
 
 
 def _count(n: int, noun: str) -> str:

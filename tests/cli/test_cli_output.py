@@ -95,20 +95,6 @@ def wide_site(site):
     return site
 
 
-def test_envs_on_a_pipe_is_one_aligned_line_per_env(wide_site):
-    lines = puffer_plain(wide_site, "envs")
-    rows = json.loads(run_puffer(wide_site, "envs", "--json").stdout)["envs"]
-    assert lines[0] == "Puffer environments"
-    header, body = lines[1], lines[2 : 2 + len(rows)]
-    assert header.split() == ["id", "api", "description", "available"]
-    for row, line in zip(rows, body):
-        assert line.startswith(row["id"] + " ")
-        assert at(line, start(header, "api")).startswith(row["api"] + " ")
-        assert at(line, start(header, "description")).startswith(row["description"])
-        assert line.endswith("yes" if row["available"] else row["note"] + ")")
-    assert any(line.startswith(f"wide/{LONG_NAME} ") and LONG_DESCRIPTION in line for line in body)
-
-
 def test_plugins_on_a_pipe_is_one_aligned_line_per_plugin(wide_site):
     lines = puffer_plain(wide_site, "plugins")
     plugins = json.loads(run_puffer(wide_site, "plugins", "--json").stdout)["plugins"]
