@@ -93,12 +93,10 @@ restored only where the env's plugin declares it restorable, within its bounds
 num_envs, num_workers or torch_threads beyond what this machine runs is refused unless
 --set again. A crash, or a loss or weight that stops being finite,
 saves nothing: the last good checkpoint stays. One run at a time holds OUT. `puffer eval
-OUT` plays the policy. PPO settings for --set: policy (mlp or lstm), batch_size, autoreset
-(next_step or same_step), rollout_steps, learning_rate, anneal_lr, gamma, gae_lambda,
-num_minibatches, update_epochs, norm_adv, clip_coef, clip_vloss, ent_coef, vf_coef,
-max_grad_norm, target_kl, hidden_size, torch_threads, checkpoint_seconds, reward_scale,
-reward_clip, max_seconds. An env's plugin may declare training defaults (settings and
-kwargs that make its envs learn); they are printed, and --set / --kwarg override them.
+OUT` plays the policy. --set KEY=VALUE takes any PPO setting (learning_rate, ent_coef,
+policy=lstm, ...): docs/settings.md lists each with its default and meaning. An env's plugin
+may declare training defaults (settings and kwargs that make its envs learn); they are
+printed, and --set / --kwarg override them.
 Needs the train extra: pip install 'puffer-core[train]'.
 """
 

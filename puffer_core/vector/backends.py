@@ -59,7 +59,8 @@ def make(
             creator's raw Gymnasium / PettingZoo env gets episode statistics and emulation.
         num_envs: Environments (the returned env's ``num_envs`` counts agent rows: envs ×
             agents per env).
-        num_workers: Worker processes (Multiprocessing, Ray); default ``min(num_envs, cpus)``.
+        num_workers: Worker processes (Multiprocessing, Ray); default ``min(num_envs, cpus)``. Serial
+            has none: more than 1 there is refused (``APIUsageError``).
         batch_size: Environments per ``recv`` (default ``num_envs``); fewer returns whichever
             workers finish first.
         backend: ``"serial"``, ``"multiprocessing"`` or ``"ray"`` (or a ``VectorEnv`` subclass).
