@@ -42,7 +42,7 @@ __all__ = [
 SHIPPED_DIR = pathlib.Path(__file__).resolve().parent / "verified"
 VERIFIED_SCHEMA = 1
 _CONSTRAINTS_RE = re.compile(r"constraints-py(3\.\d+)\.txt\Z")
-_USAGE = "# Use as a pip constraints file: pip install -c <(puffer constraints) puffer-plugin-nethack\n"
+_USAGE = "# Use as a pip constraints file: pip install -c <(puffer constraints) -e plugins/nethack (in the checkout)\n"
 
 
 def running_python() -> str:
