@@ -131,7 +131,7 @@ def test_the_link_check_catches_a_missing_page_an_anchor_and_a_link_out_of_the_s
 
 def test_the_site_navigation_lists_every_page_and_only_pages_that_exist():
     nav = re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
-    assert sorted(nav) == sorted(p.name for p in DOCS.glob("*.md"))
+    assert sorted(nav) == sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
 
 
 def test_the_readme_lists_every_page_of_the_site():
