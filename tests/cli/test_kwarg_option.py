@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from plugin_site import run_puffer
 
@@ -67,3 +69,17 @@ def test_a_list_still_parses_as_json_where_the_type_is_a_list():
         "frameskip=[2, 5]",
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_eval_and_resume_parse_by_the_checkpoints_env(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "run"
+    trained = run_puffer(None, "train", "classic/cartpole", "--steps", "256", "--out", str(out), "--json")
+    assert trained.returncode == 0, trained.stderr
+    bad = run_puffer(None, "eval", str(out), "--episodes", "1", "--kwarg", "max_episode_steps=abc")
+    assert bad.returncode == 2 and "max_episode_steps=abc: not a number; classic/cartpole's" in bad.stderr
+    good = run_puffer(None, "eval", str(out), "--episodes", "1", "--json", "--kwarg", "max_episode_steps=7")
+    assert good.returncode == 0, good.stderr
+    assert max(json.loads(good.stdout)["lengths"]) <= 7
+    resumed = run_puffer(None, "train", "--resume", str(out), "--steps", "512", "--kwarg", "sutton_barto_reward=maybe")
+    assert resumed.returncode == 2 and "sutton_barto_reward=maybe: not true or false" in resumed.stderr
