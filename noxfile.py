@@ -400,6 +400,9 @@ def bench(session: nox.Session) -> None:
     `nox -s bench -- --memory [DIR]` runs `puffer train classic/probe_1` for 20 minutes instead,
     sampling its process tree's memory and its checkpoint's size, then resumes it, into
     bench-results/memory/, and regenerates docs/performance.md.
+    `nox -s bench -- --expected [DIR]` trains each env a newcomer meets first with `puffer train`'s
+    defaults against random actions instead, into bench-results/expected/, and regenerates
+    docs/expected-results.md.
     """
     if session.posargs[:1] == ["--cluster"]:
         _bench_cluster(session, session.posargs[1:])
@@ -409,6 +412,9 @@ def bench(session: nox.Session) -> None:
         return
     if session.posargs[:1] == ["--memory"]:
         _bench_memory(session, session.posargs[1:])
+        return
+    if session.posargs[:1] == ["--expected"]:
+        _bench_expected(session, session.posargs[1:])
         return
     install_project(session)
     has_torch = install_torch(session)
@@ -437,6 +443,17 @@ def _bench_memory(session: nox.Session, args: list[str]) -> None:
     install_torch_extras(session, "train")
     out = args[0] if args else "bench-results/memory"
     session.run("python", "-m", "puffer_core.bench.memory", "--out", out)
+    if not args:
+        session.run("python", "-m", "puffer_core.bench.results")
+
+
+def _bench_expected(session: nox.Session, args: list[str]) -> None:
+    """`nox -s bench -- --expected [DIR]`: `puffer train`'s defaults on the first envs (it trains: torch)."""
+    install_project(session)
+    install_torch(session, from_index=True)
+    install_torch_extras(session, "train")
+    out = args[0] if args else "bench-results/expected"
+    session.run("python", "-m", "puffer_core.bench.expected", "--out", out)
     if not args:
         session.run("python", "-m", "puffer_core.bench.results")
 
