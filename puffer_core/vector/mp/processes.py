@@ -299,8 +299,9 @@ class Workers:
             if phase == "construction" and env_index is None and method != "fork":
                 message += (
                     f"; a {method} worker imports the main module and unpickles the env creator first (its "
-                    "traceback is on stderr): keep a script's code under `if __name__ == '__main__':` and the "
-                    "creator importable, or pass vector_kwargs={'start_method': 'fork'}"
+                    "traceback is on stderr): the modules the creator uses must import in a fresh process "
+                    "(a lambda or a function of the script itself travels by value), or pass "
+                    "vector_kwargs={'start_method': 'fork'}"
                 )
             self.owner._fault(Fault(w, env_index, phase, how), message, due=w in commands.running)
 

@@ -180,6 +180,40 @@ def test_a_vector_env_made_while_another_process_bootstraps_is_refused(tmp_path)
     assert "refused: a vector env was made while a worker process was importing the main module" in done.stdout
 
 
+def test_a_creator_whose_module_a_fresh_process_cannot_import_is_named_with_the_fix(tmp_path):
+    # A module that lives only in this process's sys.modules: cloudpickle sends its creator by
+    # reference, and the spawn worker cannot import it. A lambda of the script itself would go by value.
+    script = tmp_path / "made_here.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, types
+            from puffer_core import vector
+            from puffer_core.errors import WorkerError
+            from puffer_core.testing import CountingEnv
+
+            if __name__ == "__main__":
+                module = types.ModuleType("only_in_memory")
+                module.CountingEnv = CountingEnv
+                exec("def creator():\\n    return CountingEnv()", module.__dict__)
+                sys.modules["only_in_memory"] = module
+                try:
+                    vector.make(module.creator, num_envs=2, num_workers=1, backend="multiprocessing",
+                                vector_kwargs={"start_method": "spawn"})
+                except WorkerError as exc:
+                    print("refused:", exc, flush=True)
+            """
+        )
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "No module named 'only_in_memory'" in done.stderr  # the worker's own traceback
+    refused = done.stdout.strip()
+    assert refused.startswith("refused: Multiprocessing: worker 0 ") and "while starting" in refused, refused
+    assert "the modules the creator uses must import in a fresh process" in refused
+    assert "vector_kwargs={'start_method': 'fork'}" in refused
+
+
 def test_an_unknown_start_method_names_the_available_ones():
     message = r"^vector_kwargs\['start_method'\]='threads' is not available here; use one of 'fork'"
     with pytest.raises(APIUsageError, match=message):
