@@ -117,6 +117,23 @@ def _create(spec: EnvSpec, kwargs: dict[str, Any]) -> Any:
         raise
 
 
+def make_batch_from_spec(spec: EnvSpec, num_envs: int, **kwargs: Any) -> Any:
+    """``spec``'s native batch of ``num_envs`` envs (``EnvSpec.batch_creator``), with the spec's
+    default kwargs under ``kwargs``; its requirements checked first, as ``make``'s."""
+    missing = missing_requirements(spec)
+    if missing:
+        raise _missing_error(spec, missing)
+    if spec.batch_creator is None:
+        raise APIUsageError(f"{spec.id} has no native batches: its plugin declares no batch_creator")
+    try:
+        return spec.batch_creator(num_envs, **{**spec.kwargs, **kwargs})
+    except TypeError as exc:
+        rejected = _rejected_kwargs(exc, kwargs)
+        if rejected:
+            raise _kwargs_error(spec, rejected, exc) from exc
+        raise
+
+
 def _rejected_kwargs(exc: TypeError, kwargs: dict[str, Any]) -> list[str]:
     """The caller's kwargs a creator's TypeError names (``unexpected keyword argument 'foo'``)."""
     message = str(exc)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from puffer_core.env.emulation import GymnasiumEmulator, PettingZooEmulator
-from puffer_core.env.environments import emulate_with_stats, make_from_spec
+from puffer_core.env.environments import emulate_with_stats, make_batch_from_spec, make_from_spec
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
@@ -104,6 +104,7 @@ class EnvFactory:
         env: str | Callable[..., Any],
         env_kwargs: Mapping[str, Any] | None = None,
         recording: RecordingPlan | None = None,
+        native: bool = False,
     ):
         if not isinstance(env, str) and not callable(env):
             raise APIUsageError(
@@ -114,6 +115,8 @@ class EnvFactory:
         self.env_kwargs = dict(env_kwargs or {})
         #: env 0's recording (a ``RecordingPlan``), or None
         self.recording = recording
+        #: whether the backends step these envs in native batches (``batch``), not one by one
+        self.native = native
 
     #: the spec of ``env`` once this process looked it up (a class default: a factory unpickled
     #: or copied without ``__init__`` starts without one)
@@ -133,6 +136,18 @@ class EnvFactory:
     @property
     def name(self) -> str:
         return env_name(self.env)
+
+    def batch_spec(self) -> EnvSpec | None:
+        """The spec whose ``batch_creator`` makes this env's native batches (None: the env has none)."""
+        spec = getattr(self.env, "spec", None) if not isinstance(self.env, str) else self._spec()
+        return spec if isinstance(spec, EnvSpec) and spec.batch_creator is not None else None
+
+    def batch(self, num_envs: int) -> Any:
+        """A native batch of ``num_envs`` of these envs (the spec's ``batch_creator``, with the env kwargs)."""
+        spec = self.batch_spec()
+        if spec is None:
+            raise APIUsageError(f"{self.name} has no native batches: its plugin declares no batch_creator")
+        return make_batch_from_spec(spec, num_envs, **self.env_kwargs)
 
     def __call__(self, buf: Any = None, index: int | None = None) -> Any:
         """The emulated env writing into ``buf``; env ``index`` 0 records when ``recording`` is set."""

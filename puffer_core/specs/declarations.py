@@ -141,6 +141,15 @@ class EnvSpec:
             ``{"frame_stack": IntRange(1, 16), "grayscale": Flag()}``. A saved kwarg not
             named here, or out of its bounds, is refused unless the user trusts it
             (``--trust-kwargs``); the plugin's own ``train_kwargs`` values come back without one.
+        batch_creator: Builds K of these envs as one object stepping them at once (a native
+            batch): ``batch_creator(num_envs, **kwargs)``, the same kwargs as ``creator``. It
+            returns a ``gymnasium.vector.VectorEnv`` whose ``single_observation_space`` and
+            ``single_action_space`` are the env's, in next-step autoreset (the step after an
+            episode's end returns the reset observation with reward 0 and no flags), whose
+            ``reset(seed=S)`` seeds its envs S, S+1, ... (or one generator from S; the plugin's
+            docs say which), and whose infos are a dict of arrays. Hosted by every backend when a
+            vector env asks for native batches (``vector_kwargs={"native": True}``);
+            ``puffer check`` holds it to this contract.
     """
 
     id: str
@@ -171,6 +180,8 @@ class EnvSpec:
     #: The creator kwargs a checkpoint may bring back, and what each may hold: a file is data,
     #: and a kwarg such as a directory to write into must not come from one unchecked.
     restorable: Mapping[str, KwargRule] = field(default_factory=dict)
+    #: ``batch_creator(num_envs, **kwargs)``: K envs stepped at once (a gymnasium VectorEnv), or None.
+    batch_creator: Callable[..., Any] | None = None
 
     @property
     def plugin(self) -> str:
@@ -210,6 +221,8 @@ class EnvSpec:
             )
         if self.creator is None or not callable(self.creator):
             raise _fail(plugin, what, "creator", f"must be callable, got {self.creator!r}")
+        if self.batch_creator is not None and not callable(self.batch_creator):
+            raise _fail(plugin, what, "batch_creator", f"must be None or callable, got {self.batch_creator!r}")
         if not isinstance(self.kwargs, Mapping):
             raise _fail(plugin, what, "kwargs", f"must be a mapping, got {self.kwargs!r}")
         if not isinstance(self.api, str) or not self.api:

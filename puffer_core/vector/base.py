@@ -51,6 +51,7 @@ from puffer_core.vector.calls import CallResult, EnvCall, raise_failures
 from puffer_core.vector.checks import format_choices
 from puffer_core.vector.env_group import EnvFault
 from puffer_core.vector.faults import FaultLog
+from puffer_core.vector.native_group import native_spaces_problem
 from puffer_core.vector.vector_settings import BackendOptions, VectorSettings, WorkerOptions
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "action_buffer_spec",
     "allocate_arrays",
     "batched_space",
+    "check_native_batch",
     "format_infos",
     "probe_env",
     "slice_arrays",
@@ -84,6 +86,31 @@ def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
         "possible_agents": list(getattr(env, "possible_agents", ["agent_0"])),
     }
     return env, info
+
+
+def check_native_batch(factory: EnvFactory, env: Any) -> None:
+    """A native batch of one env steps what ``env`` (the probe, one env made alone) steps: the
+    same single-agent spaces, next-step autoreset; else APIUsageError saying what differs."""
+    name = factory.name
+    if int(getattr(env, "num_agents", 1)) != 1:
+        env.close()
+        raise APIUsageError(f"native batches host single-agent envs; {name} has {env.num_agents} agent slots")
+    try:
+        batch = factory.batch(1)
+    except PufferError:
+        env.close()
+        raise
+    except Exception as exc:
+        env.close()
+        fault = EnvFault(0, "construction (a native batch in the main process)", exc)
+        raise fault.to_worker_error(None, "vector.make") from exc
+    try:
+        problem = native_spaces_problem(batch, env.obs_layout.original_space, env.action_layout.original_space)
+    finally:
+        batch.close()
+    if problem is not None:
+        env.close()
+        raise APIUsageError(f"{name}'s native batch does not step the env it makes alone: {problem}")
 
 
 def action_buffer_spec(action_space: Any) -> tuple[tuple[int, ...], np.dtype]:
@@ -226,6 +253,8 @@ class VectorEnv:
         self.autoreset_mode, self._seed, self._on_fault = settings.autoreset, settings.seed, settings.on_fault
         self.check_actions = settings.check_actions
         env, spec = probe_env(settings.factory)
+        if settings.factory.native:
+            check_native_batch(settings.factory, env)
         a = spec["agents_per_env"]
         self.agents_per_env = a
         self.possible_agents = spec["possible_agents"]

@@ -9,7 +9,8 @@ import numpy as np
 from puffer_core.vector.autoreset import DISABLED
 from puffer_core.vector.base import VectorEnv, allocate_arrays, format_infos
 from puffer_core.vector.calls import CallResult, EnvCall
-from puffer_core.vector.env_group import EnvFault, EnvGroup
+from puffer_core.vector.env_group import EnvFault
+from puffer_core.vector.native_group import make_group
 from puffer_core.vector.vector_settings import VectorSettings
 
 __all__ = ["Serial"]
@@ -33,16 +34,23 @@ class Serial(VectorEnv):
             self.num_envs, self.single_observation_space, self._action_shape, self._action_dtype
         )
         try:
-            # A recording env 0 is built anew (with its render kwargs); the probe is reused otherwise.
-            prebuilt = [first] if factory.recording is None else []
+            # A recording env 0 is built anew (with its render kwargs), native batches make their
+            # own envs (one batch per group of batch_size); the probe is reused otherwise.
+            prebuilt = [first] if factory.recording is None and not factory.native else []
             if not prebuilt:
-                first.close()
-            self.group = EnvGroup(
-                factory, envs, self.agents_per_env, self.arrays, prebuilt=prebuilt, autoreset=self.autoreset_mode
+                first.close()  # its layouts stay (unflatten_observation)
+            self.group = make_group(
+                factory,
+                envs,
+                self.agents_per_env,
+                self.arrays,
+                prebuilt=prebuilt,
+                autoreset=self.autoreset_mode,
+                unit_size=batch,
             )
         except EnvFault as fault:
             raise fault.to_worker_error(None, "Serial") from fault
-        self.driver_env = self.group.envs[0]
+        self.driver_env = first if factory.native else self.group.envs[0]
         self._num_groups = envs // batch
         self._cursor = 0
         self._state = "new"  # new → (async_reset) → ready → (recv) → held → (send) → ready …

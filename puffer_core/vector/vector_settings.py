@@ -78,8 +78,12 @@ class Counts(NamedTuple):
 
 @dataclass(frozen=True)
 class BackendOptions:
-    """A backend's own settings: none (Serial). A backend with some subclasses it, each
-    field made by ``option``; the class is the backend's ``Options``."""
+    """The settings every backend takes in ``vector_kwargs``: ``native`` (step the env in its
+    plugin's native batches, ``EnvSpec.batch_creator``, instead of one env at a time; Serial
+    takes only this). A backend with more subclasses it, each field made by ``option``; the
+    class is the backend's ``Options``."""
+
+    native: bool = option(False, check_bool)
 
     def plan(self, num_envs: Any, num_workers: Any, batch_size: Any, backend: str) -> Counts:
         """The checked counts (``check_counts``); Multiprocessing adds its main share."""
@@ -185,7 +189,10 @@ class VectorSettings:
                 raise APIUsageError("record goes with an env id or creator, not an EnvFactory (it has its recording)")
             factory = env
         else:
-            factory = EnvFactory(env, env_kwargs, _recording(env, record, env_kwargs))
+            native = getattr(options, "native", False)
+            factory = EnvFactory(env, env_kwargs, None if native else _recording(env, record, env_kwargs), native)
+        if factory.native:
+            _check_native(factory, autoreset, record)
         return cls(
             backend=backend,
             factory=factory,
@@ -209,6 +216,22 @@ class VectorSettings:
         """Seconds ``close`` gives the workers to close their envs: ``usual``, or
         ``RECORDING_CLOSE_GRACE`` when env 0 records."""
         return RECORDING_CLOSE_GRACE if self.records else usual
+
+
+def _check_native(factory: EnvFactory, autoreset: str, record: Any) -> None:
+    """What native batches cannot do, refused before anything starts, each in one line."""
+    if factory.batch_spec() is None:
+        raise APIUsageError(
+            f"vector_kwargs['native']=True: {factory.name} has no native batches (its plugin declares no "
+            "batch_creator); drop native, or see `puffer envs --json` (native: true) for envs that have them"
+        )
+    if autoreset != NEXT_STEP:
+        raise APIUsageError(
+            f"native batches reset an ended env on its next step: autoreset={autoreset!r} needs "
+            "vector_kwargs={'native': False}"
+        )
+    if record is not None or factory.recording is not None:
+        raise APIUsageError("native batches have no env 0 of their own to record; record with native=False")
 
 
 def _recording(env: Any, record: Any, env_kwargs: Mapping[str, Any] | None) -> RecordingPlan | None:

@@ -16,7 +16,7 @@ from puffer_core.errors import APIUsageError
 @pytest.mark.parametrize(
     ("backend", "vector_kwargs", "message"),
     [
-        ("serial", {"timeout": 5}, "vector_kwargs 'timeout' not taken by the Serial backend; it takes none"),
+        ("serial", {"timeout": 5}, "vector_kwargs 'timeout' not taken by the Serial backend; it takes: native"),
         ("multiprocessing", {"spinn_us": 5}, "'spinn_us' not taken by the Multiprocessing backend; it takes:"),
         ("multiprocessing", {"num_envs": 4}, "'num_envs' not taken"),  # make's own argument, not a backend key
         ("multiprocessing", {"timeout": float("inf")}, "vector_kwargs['timeout'] (seconds) must be a number in (0,"),
@@ -116,8 +116,16 @@ def test_settings_within_bounds_still_run():
 def test_the_keys_each_backend_takes_are_listed():
     serial = vector.backend_kwargs_of(vector.Serial)
     mp = vector.backend_kwargs_of(vector.Multiprocessing)
-    assert serial == []
-    assert {"timeout", "startup_timeout", "start_method", "spin_us", "info_buffer_bytes", "main_share"} <= set(mp)
+    assert serial == ["native"]  # every backend hosts native batches
+    assert {
+        "native",
+        "timeout",
+        "startup_timeout",
+        "start_method",
+        "spin_us",
+        "info_buffer_bytes",
+        "main_share",
+    } <= set(mp)
     assert not {"env", "num_envs", "seed", "self", "check_actions", "record"} & set(mp)
     # A name, as make takes it, lists the same keys as the class.
     assert vector.backend_kwargs_of("multiprocessing") == vector.backend_kwargs_of("mp") == mp

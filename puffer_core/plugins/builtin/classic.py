@@ -23,6 +23,9 @@ CLASSIC_CONTROL = {
     "pendulum": ("Pendulum-v1", "swing up and balance a pendulum, continuous torque (Gymnasium Pendulum-v1)"),
 }
 
+#: The classic-control envs whose gymnasium registration has a vector entry point (native batches).
+VECTOR_ENTRY_POINTS = frozenset({"cartpole"})
+
 PROBES = {
     "probe_dict": ("ProbeDictEnv", "probe: nested Dict/Tuple observation, Dict action", "gymnasium"),
     "probe_mixed": ("ProbeMixedActionEnv", "probe: mixed discrete + continuous Tuple action", "gymnasium"),
@@ -85,8 +88,26 @@ def make_gymnasium(gym_id: str, **kwargs: Any) -> Any:
     return gymnasium.make(gym_id, **kwargs)
 
 
+def make_gymnasium_vec(gym_id: str, num_envs: int, **kwargs: Any) -> Any:
+    """``num_envs`` of a gymnasium env in its own vector entry point (CartPole's numpy
+    ``CartPoleVectorEnv``): one array step for the batch. Seeding: one generator from the seed."""
+    import gymnasium
+
+    kwargs.pop("disable_env_checker", None)  # the vector entry point takes no checker
+    return gymnasium.make_vec(gym_id, num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
 def make_probe(class_name: str, **kwargs: Any) -> Any:
     return getattr(probes, class_name)(**kwargs)
+
+
+def make_probe_batch(class_name: str, num_envs: int, **kwargs: Any) -> Any:
+    """``num_envs`` probes in gymnasium's ``SyncVectorEnv`` (env i seeded seed + i, as the per-env
+    path seeds it): a native batch that steps the same trajectories as single envs, so the
+    probes check the hosting of native batches; it is no faster than single envs."""
+    from gymnasium.vector import SyncVectorEnv
+
+    return SyncVectorEnv([functools.partial(make_probe, class_name, **kwargs)] * num_envs)
 
 
 @hookimpl
@@ -97,6 +118,7 @@ def puffer_envs() -> list[EnvSpec]:
             creator=functools.partial(make_gymnasium, gym_id),
             description=description,
             restorable=CLASSIC_RESTORABLE[name],
+            batch_creator=functools.partial(make_gymnasium_vec, gym_id) if name in VECTOR_ENTRY_POINTS else None,
         )
         for name, (gym_id, description) in CLASSIC_CONTROL.items()
     ]
@@ -118,6 +140,7 @@ def puffer_envs() -> list[EnvSpec]:
             api=api,
             description=description + variant,
             restorable={"number": IntRange(1, 5)},
+            batch_creator=functools.partial(make_probe_batch, class_name) if api == "gymnasium" else None,
         )
         for suffix, (class_name, api, variant) in DEBUG_PROBE_VARIANTS.items()
         for number, description in DEBUG_PROBES.items()

@@ -34,6 +34,7 @@ from puffer_core.vector.env_group import EnvFault, EnvGroup, env_fault_message
 from puffer_core.vector.faults import Fault, restart_seeds
 from puffer_core.vector.mp.commands import Commands
 from puffer_core.vector.mp.protocol import CALL, HAS_MASK, HAS_SEEDS, RESET, STEP
+from puffer_core.vector.native_group import NativeGroup, make_group
 
 __all__ = ["MainShare", "ResetRows", "plan_units", "wants_main_share"]
 
@@ -120,7 +121,7 @@ class MainShare:
         self.factory, self.agents_per_env, self.autoreset = factory, agents_per_env, autoreset
         self.rows, self.plans = rows, plans
         self.envs = commands.envs_of[unit]
-        self.group: EnvGroup | None = None
+        self.group: EnvGroup | NativeGroup | None = None
         #: async batches: the next env still to step (None: nothing pending)
         self.pending: int | None = None
         #: the next command's argument (reset options; a call's local indices and request)
@@ -129,7 +130,7 @@ class MainShare:
 
     def build(self, seeds: Any = None, reset: bool = False) -> None:
         """Make its envs (and reset them with ``seeds`` when ``reset``: a restart)."""
-        self.group = EnvGroup(
+        self.group = make_group(
             self.factory,
             len(self.envs),
             self.agents_per_env,

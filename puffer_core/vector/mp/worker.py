@@ -54,6 +54,7 @@ from puffer_core.vector.mp.protocol import (
 )
 from puffer_core.vector.mp.shared_memory import ROW_FIELDS, SLOTS, FdHandle, Layout, fd_of, words
 from puffer_core.vector.mp.start import die_with_owner
+from puffer_core.vector.native_group import NativeGroup, make_group
 
 __all__ = ["Pickled", "Worker", "WorkerSpec", "worker_main"]
 
@@ -137,7 +138,7 @@ class Worker:
         self.progress = self.from_me[PROGRESS : PROGRESS + 1]
         self.progress[0] = -1
         self.fence = threading.Lock()
-        self.group: EnvGroup | None = None
+        self.group: EnvGroup | NativeGroup | None = None
 
     def finish(self, word: int, status: int, payload: bytes | None = None) -> None:
         """Publish completion of ``word``; wake the main process only if it sleeps."""
@@ -183,7 +184,7 @@ class Worker:
     def build(self) -> None:
         spec = self.spec
         try:
-            self.group = EnvGroup(
+            self.group = make_group(
                 spec.factory,
                 spec.num_envs,
                 spec.agents_per_env,

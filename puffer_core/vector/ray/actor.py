@@ -21,6 +21,7 @@ from puffer_core.vector.autoreset import NEXT_STEP, ResetPlan
 from puffer_core.vector.base import allocate_arrays
 from puffer_core.vector.calls import CallResult, EnvCall, sendable
 from puffer_core.vector.env_group import EnvFault, EnvGroup
+from puffer_core.vector.native_group import NativeGroup, make_group
 from puffer_core.vector.ray.placement import where_am_i
 
 __all__ = ["FIELDS", "EnvActor"]
@@ -52,7 +53,7 @@ class EnvActor:
         arrays = allocate_arrays(num_envs * agents_per_env, obs_space, action_shape, action_dtype)
         self.arrays = arrays
         try:
-            self.group: EnvGroup | None = EnvGroup(
+            self.group: EnvGroup | NativeGroup | None = make_group(
                 factory,
                 num_envs,
                 agents_per_env,
