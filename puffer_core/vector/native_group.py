@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core.env.flatten import ActionLayout, ObservationLayout
-from puffer_core.env.postprocess import episode_info
+from puffer_core.env.postprocess import NOT_STATISTICS, episode_info
 from puffer_core.errors import APIUsageError
 from puffer_core.vector.autoreset import NEXT_STEP, NO_SEED, ResetPlan
 from puffer_core.vector.calls import CallResult, EnvCall
@@ -250,7 +250,7 @@ def _per_env(info: Any, n: int) -> list[tuple[int, dict]]:
         return []
     out: dict[int, dict] = {}
     for key, values in info.items():
-        if key.startswith("_"):
+        if key.startswith("_") or key in NOT_STATISTICS:  # e.g. ALE's env_id, the index in its batch
             continue
         mask = info.get(f"_{key}")
         if isinstance(values, dict):

@@ -12,7 +12,7 @@ import functools
 from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
 from puffer_plugin_atari.compat import compat_axes
 from puffer_plugin_atari.docker import docker_layer
-from puffer_plugin_atari.envs import MIN_ALE_PY, RESTORABLE, make_atari
+from puffer_plugin_atari.envs import MIN_ALE_PY, RESTORABLE, make_atari, make_atari_batch
 from puffer_plugin_atari.games import game_ids, title
 
 __version__ = "0.1.0"
@@ -30,6 +30,7 @@ def env_specs() -> list[EnvSpec]:
         EnvSpec(
             id=f"{PLUGIN}/{game}",
             creator=functools.partial(make_atari, game),
+            batch_creator=functools.partial(make_atari_batch, game),
             api="gymnasium",
             description=f"Atari 2600 {title(game)} (ALE v5: sticky actions; 84x84x4 grayscale unless preprocess=False)",
             # The import name catches a missing (or unimportable) ale-py, the versioned

@@ -25,7 +25,7 @@ from puffer_core import AnyOf, Flag, FloatRange, IntRange, KwargRule, ListOf, On
 from puffer_core.errors import MissingDependencyError
 from puffer_plugin_atari.games import game_ids
 
-__all__ = ["MIN_ALE_PY", "RESTORABLE", "check_ale_py_version", "make_atari"]
+__all__ = ["MIN_ALE_PY", "RESTORABLE", "check_ale_py_version", "make_atari", "make_atari_batch"]
 
 #: ale-py 0.8 speaks the gym API and bundles no ROMs (they came from AutoROM); 0.9 is the
 #: first release with gymnasium envs and bundled ROMs.
@@ -146,3 +146,61 @@ def make_atari(
     if frame_stack > 1:
         env = FrameStack(env, frame_stack)
     return AtariEpisodeStats(env)
+
+
+def make_atari_batch(
+    game: str,
+    num_envs: int,
+    *,
+    preprocess: bool = True,
+    frameskip: int | tuple[int, int] = 4,
+    repeat_action_probability: float = 0.25,
+    full_action_space: bool = False,
+    max_num_frames_per_episode: int | None = 108_000,
+    noop_max: int = 30,
+    screen_size: int = 84,
+    grayscale: bool = True,
+    frame_stack: int = 4,
+    **ale_kwargs: Any,
+) -> Any:
+    """``num_envs`` of ``atari/<game>`` as one native batch: ALE's own ``AtariVectorEnv``, its
+    envs stepped by C++ threads with the preprocessing in C++, set up as ``make_atari``'s
+    (sticky actions, no reward clipping, no fire on reset, no episode per life), so the
+    observation and action spaces are the same. ALE's preprocessing is its own: its frames
+    and no-op starts are not bit for bit gymnasium's ``AtariPreprocessing``'s, so a seed gives
+    other trajectories than the per-env path (env i is seeded seed + i in both).
+    ``num_threads`` (in ``ale_kwargs``) sets the batch's threads (default: one per env, up to
+    this process's CPUs)."""
+    if not preprocess:
+        raise ValueError("native batches of atari envs preprocess (ALE's vector env); for raw frames use native=False")
+    if not isinstance(frameskip, int):
+        raise ValueError("a stochastic frameskip (low, high) needs native=False and preprocess=False")
+    if game not in game_ids():
+        raise ValueError(f"unknown Atari game {game!r}; `puffer envs --plugin atari` lists them")
+    check_ale_py_version(_ale_py_version())
+    import os
+
+    from ale_py.vector_env import AtariVectorEnv
+
+    threads = ale_kwargs.pop("num_threads", None) or min(num_envs, len(os.sched_getaffinity(0)))
+    ale_kwargs.pop("render_mode", None)  # recordings take the per-env path
+    unknown = sorted(ale_kwargs)  # mode, difficulty, obs_type, ...: AtariEnv's, not the vector env's
+    if unknown:
+        raise ValueError(f"ALE's vector env does not take {', '.join(unknown)}; use native=False")
+    return AtariVectorEnv(
+        game,
+        num_envs,
+        num_threads=threads,
+        repeat_action_probability=repeat_action_probability,
+        full_action_space=full_action_space,
+        max_num_frames_per_episode=max_num_frames_per_episode or 0,
+        img_height=screen_size,
+        img_width=screen_size,
+        grayscale=grayscale,
+        stack_num=frame_stack,
+        frameskip=frameskip,
+        noop_max=noop_max,
+        reward_clipping=False,
+        use_fire_reset=False,
+        episodic_life=False,
+    )
