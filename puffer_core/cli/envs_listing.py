@@ -63,6 +63,7 @@ def env_rows(plugins: PluginSet, plugin_name: str | None = None) -> list[dict[st
                 "description": spec.description,
                 "needs": missing,
                 "install_hint": spec.install_hint,
+                "native": spec.batch_creator is not None,
             }
         )
     return rows
@@ -85,7 +86,9 @@ def _header(plugin: str, info: Any, rows: list[dict[str, Any]]) -> str:
     count = len(rows)
     made = sum(row["available"] for row in rows)
     availability = "" if made == count else ", none available here" if made == 0 else f", {made} available here"
-    return f"{plugin} ({where}): {count} env{'s' * (count != 1)}{availability}"
+    native = sum(row.get("native", False) for row in rows)
+    batches = "" if not native else ", native batches" if native == count else f", {native} with native batches"
+    return f"{plugin} ({where}): {count} env{'s' * (count != 1)}{availability}{batches}"
 
 
 def _ids(ids: list[str]) -> str:

@@ -140,6 +140,7 @@ def _count(n: int, noun: str) -> str:
 )
 @click.option("--num-workers", type=NUM_WORKERS, help="Worker processes (multiprocessing, ray).")
 @click.option("--batch-size", type=BATCH_SIZE, help="Rows returned per recv (default: all).")
+@click.option("--native", is_flag=True, help="Step the env in its plugin's native batches (see puffer envs).")
 @ray_options
 @env_kwargs_option
 @record_option("Record env 0's episodes: .mp4 or .gif (pixel envs), .cast (text envs, asciinema).")
@@ -155,6 +156,7 @@ def run_cmd(
     backend: str,
     num_workers: int | None,
     batch_size: int | None,
+    native: bool,
     ray_address: str | None,
     placement: str | None,
     kwargs: tuple[str, ...],
@@ -175,9 +177,13 @@ def run_cmd(
     `asciinema play PATH`). --watch redraws env 0's ANSI frames here instead, at the env's
     pace (--fps to change it); Ctrl-C stops. With --backend ray, --ray-address runs the
     workers on a Ray cluster and --placement spreads them over its nodes (or packs them);
-    the summary says which node and host each worker ran on.
+    the summary says which node and host each worker ran on. --native steps the env in
+    its plugin's native batches (one object stepping many envs, e.g. ALE's vector env for
+    atari/*; `puffer envs` marks the envs that have them).
     """
     vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
+    if native:
+        vector_kwargs = {**(vector_kwargs or {}), "native": True}
     env_kwargs = parse_env_kwargs_option(env_id, kwargs)
     warn_if_known_bad(env_id)
     recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)

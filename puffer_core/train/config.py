@@ -50,6 +50,10 @@ class PPOConfig:
     placement: str | None = None
     """Ray only: spread the workers over as many nodes as it can, or pack them on as few
     (None: Ray's own scheduling)."""
+    native: bool = False
+    """Step the envs in their plugin's native batches (one object stepping many envs, such as
+    ALE's vector env for atari/*; ``puffer envs --json`` says which envs have them) instead of
+    one env at a time; needs autoreset next_step."""
     autoreset: str = "next_step"
     """The vector env's autoreset mode: next_step or same_step (both train the same)."""
     on_fault: str = "raise"
@@ -253,6 +257,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "backend": _one_of(BACKENDS),
     "ray_address": _address,
     "placement": _one_of(PLACEMENTS),
+    "native": _flag,
     "autoreset": _one_of(AUTORESET),
     "on_fault": _one_of(ON_FAULT),
     "seed": _int(0, MAX_SEED),

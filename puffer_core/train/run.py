@@ -237,7 +237,7 @@ def _vector_envs(plan: RunPlan) -> vector.VectorEnv:
         autoreset=config.autoreset,
         seed=config.seed,
         on_fault=config.on_fault,
-        vector_kwargs=_ray_kwargs(config),
+        vector_kwargs={**(_ray_kwargs(config) or {}), **({"native": True} if config.native else {})} or None,
         **plan.env_kwargs,
     )
 

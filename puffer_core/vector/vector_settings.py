@@ -222,8 +222,8 @@ def _check_native(factory: EnvFactory, autoreset: str, record: Any) -> None:
     """What native batches cannot do, refused before anything starts, each in one line."""
     if factory.batch_spec() is None:
         raise APIUsageError(
-            f"vector_kwargs['native']=True: {factory.name} has no native batches (its plugin declares no "
-            "batch_creator); drop native, or see `puffer envs --json` (native: true) for envs that have them"
+            f"{factory.name} has no native batches (its plugin declares no batch_creator): drop native; "
+            "`puffer envs` names the plugins with native batches, `puffer envs --json` each env's \"native\""
         )
     if autoreset != NEXT_STEP:
         raise APIUsageError(

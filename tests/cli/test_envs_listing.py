@@ -90,3 +90,14 @@ def test_the_installed_plugins_fit_120_columns_and_dmlab_says_its_hint_once():
         pytest.skip("the dmlab plugin is not installed here, or DeepMind Lab is (in PufferTank)")
     assert len(dmlab) == 44 and words(text).count(words(dmlab[0]["note"])) == 1
     assert len(text.splitlines()) < 400  # the 44 levels' build instructions once, not 44 times
+
+
+def test_native_batches_are_named_per_plugin_and_per_env_in_json():
+    text = listing(None, 120)
+    headers = {line.split(" (")[0]: line for line in text.splitlines() if line and not line.startswith(" ")}
+    assert headers["classic"].endswith("25 envs, 11 with native batches")  # cartpole and the probes 1-5
+    assert not headers["nethack"].endswith("native batches")
+    rows = {row["id"]: row for row in json.loads(listing(None, None, "--json"))["envs"]}
+    assert rows["classic/cartpole"]["native"] is True and rows["classic/acrobot"]["native"] is False
+    if "atari/breakout" in rows:
+        assert headers["atari"].endswith("native batches") and rows["atari/breakout"]["native"] is True
