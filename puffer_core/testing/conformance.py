@@ -38,6 +38,7 @@ from puffer_core.errors import PufferError, UnknownEnvError
 from puffer_core.plugins import LOADED, PluginSet, get_plugins
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.testing.assertions import assert_trees_equal
+from puffer_core.testing.native_conformance import native_contract, native_determinism, native_multiprocessing_run
 
 __all__ = [
     "GYMNASIUM_CHECK",
@@ -373,6 +374,10 @@ def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None
     checks.run("emulation round trip", lambda: _emulation(env_id))
     _check_with_peer_checker(checks, env_id, steps)
     checks.run("multiprocessing run", lambda: multiprocessing_run(env_id, 16))
+    if spec.batch_creator is not None:
+        checks.run("native batch contract", lambda: native_contract(env_id, plugins, steps))
+        checks.run("native batch determinism by seed", lambda: native_determinism(env_id, plugins, steps))
+        checks.run("native batches on 2 workers", lambda: native_multiprocessing_run(env_id, 16))
     return checks.report
 
 

@@ -237,3 +237,70 @@ def test_env_whose_package_is_missing_is_reported_not_failed(site):
     assert report.passed  # the spec check ran and passed; nothing failed
     cli = run_puffer(site, "check", "good/needy")
     assert cli.returncode == 0 and "1 skipped (missing packages)" in cli.stdout
+
+
+FLAWED_BATCHES = '''
+import functools
+
+import gymnasium
+import numpy as np
+import puffer_core
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from puffer_core import EnvSpec
+
+cartpole = functools.partial(gymnasium.make, "CartPole-v1")
+
+
+def same_step(num_envs):
+    return SyncVectorEnv([cartpole] * num_envs, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+class PaysOnReset(SyncVectorEnv):
+    """Next-step autoreset by its metadata, but the reset step pays 1 and says so nowhere."""
+
+    def step(self, actions):
+        obs, rewards, terminals, truncations, info = super().step(actions)
+        return obs, np.ones_like(rewards), terminals, truncations, info
+
+
+def pays_on_reset(num_envs):
+    return PaysOnReset([cartpole] * num_envs)
+
+
+def unseeded(num_envs):
+    batch = SyncVectorEnv([cartpole] * num_envs)
+    reset = batch.reset
+    batch.reset = lambda seed=None, options=None: reset(seed=None, options=options)  # drops the seed
+    return batch
+
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [
+        EnvSpec("batches/same_step", cartpole, batch_creator=same_step),
+        EnvSpec("batches/pays_on_reset", cartpole, batch_creator=pays_on_reset),
+        EnvSpec("batches/unseeded", cartpole, batch_creator=unseeded),
+        EnvSpec("batches/good", cartpole, batch_creator=lambda num_envs: SyncVectorEnv([cartpole] * num_envs)),
+    ]
+'''
+
+NATIVE_CHECKS = ["native batch contract", "native batch determinism by seed", "native batches on 2 workers"]
+
+
+def test_a_native_batch_is_held_to_its_contract(site):
+    write_plugin(site, "batches", FLAWED_BATCHES)
+    plugins = load_plugins(entry_points=site_entry_points(site), environ={})
+
+    def results(env_id: str) -> dict:
+        return {r.name: r for r in check_env(env_id, steps=300, plugins=plugins).results}
+
+    good = results("batches/good")
+    assert all(good[name].passed for name in NATIVE_CHECKS), [good[name].detail for name in NATIVE_CHECKS]
+    same_step = results("batches/same_step")["native batch contract"]
+    assert not same_step.passed and "autoreset mode" in same_step.detail and "next-step" in same_step.detail
+    pays = results("batches/pays_on_reset")["native batch contract"]
+    assert not pays.passed and "a reset step paid a reward" in pays.detail
+    unseeded = results("batches/unseeded")
+    assert unseeded["native batch contract"].passed and not unseeded["native batch determinism by seed"].passed
+    # The per-env checks of the same creator pass: the batch is what failed.
+    assert results("batches/pays_on_reset")["reset/step contract and spaces"].passed
