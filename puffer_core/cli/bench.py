@@ -223,7 +223,9 @@ def autotune_cmd(
     is built and stepped with random actions in at least two interleaved rounds within
     --seconds, and keeps its best round. Each row reports steps/s, RAM per env (the main
     process and workers' memory over the envs) and the share of steps that ended an
-    episode. --backend ray tries the Ray backend at those worker and batch settings instead of
+    episode. An env with native batches (puffer envs says which) is measured both ways:
+    Serial and Multiprocessing stepping its native batches too (vector_kwargs={"native":
+    True} in the call printed). --backend ray tries the Ray backend at those worker and batch settings instead of
     Multiprocessing, on this machine or on the cluster --ray-address names (--placement: how
     its workers are placed). From Python: puffer_core.vector.autotune(env, num_envs, budget).
     """

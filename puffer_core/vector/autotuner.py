@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env.factory import EnvFactory
 from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import PufferError
 from puffer_core.specs.limits import MAX_SECONDS, check_int, check_number
@@ -84,6 +85,7 @@ class _Trial:
             "batch_size": s.batch_size,
             "main_share": s.main_share,
             "main_envs": s.main_envs,
+            "native": s.native,
             "sps": None if measured.best is None else round(measured.best, 1),
             "sps_rounds": [round(x, 1) for x in measured.figures],
             "ram_per_env_mb": None if self.ram_mb is None else round(self.ram_mb, 2),
@@ -180,7 +182,7 @@ def autotune(
     budget = check_number("budget (seconds)", budget, 0, MAX_SECONDS, low_open=True)
     rounds = check_int("rounds (interleaved, against noise)", rounds, 2)
     cpus = available_cpus() if cpus is None else check_int("cpus", cpus, 1)
-    grid = settings_grid(num_envs, cpus) if ray is None else ray_grid(num_envs, cpus, ray)
+    grid = settings_grid(num_envs, cpus, has_native_batches(env)) if ray is None else ray_grid(num_envs, cpus, ray)
     trials = [_Trial(s) for s in grid]
     started = time.perf_counter()
     # A tenth of the budget stays in reserve: a setting built for the first time (more
@@ -206,6 +208,11 @@ def autotune(
     if verbose:
         print_result(result)
     return result
+
+
+def has_native_batches(env: Any) -> bool:
+    """Whether ``env`` (an id, or a creator of a spec's env) declares native batches (a batch_creator)."""
+    return EnvFactory(env).batch_spec() is not None if isinstance(env, str) or hasattr(env, "spec") else False
 
 
 def _overhead_guess(trial: _Trial, trials: list[_Trial]) -> float:
@@ -292,7 +299,8 @@ def table_rows(result: dict[str, Any]) -> list[tuple[dict[str, Any], list[str]]]
     for row in sorted(result["rows"], key=lambda r: -(r["sps"] or 0)):
         label = Setting("multiprocessing", 1, 1, row["main_share"], row.get("main_envs")).main_label
         workers = "–" if row["backend"] == "serial" else f"{row['num_workers']}{label}"
-        cells = [row["backend"], workers, str(row["batch_size"])]
+        backend = row["backend"] + (" native" if row.get("native") else "")
+        cells = [backend, workers, str(row["batch_size"])]
         if row["sps"] is None:
             out.append((row, [*cells, f"failed: {row['error'] or ''}", "", "", ""]))
             continue

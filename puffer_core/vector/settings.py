@@ -4,7 +4,9 @@
 cores, 2 × cores} (clipped to ``num_envs``), ``batch_size`` ``num_envs`` and, where valid,
 ``num_envs // 2`` (EnvPool-style: whichever workers finish first), each with the main
 process stepping one share of the envs (``main_share``) and without; it holds every
-setting ``puffer bench`` measures (``mp_settings``, ``main_share_settings``).
+setting ``puffer bench`` measures (``mp_settings``, ``main_share_settings``). For an env with
+native batches (``EnvSpec.batch_creator``), ``settings_grid(..., native=True)`` adds Serial
+and the Multiprocessing settings of ``mp_settings`` stepping them (``native_settings``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "default_num_envs",
     "main_share_settings",
     "mp_settings",
+    "native_settings",
     "ray_grid",
     "settings_grid",
 ]
@@ -81,14 +84,17 @@ class Setting:
     main_envs: int | None = None
     #: the Ray backend's vector_kwargs (address, placement) as sorted pairs (hashable)
     ray: tuple[tuple[str, str], ...] = ()
+    #: whether the envs step in their plugin's native batches
+    native: bool = False
 
     @property
     def name(self) -> str:
+        suffix = " native" if self.native else ""
         if self.backend == "serial":
-            return "Serial"
+            return "Serial" + suffix
         if self.backend == "ray":
-            return f"Ray w={self.num_workers} b={self.batch_size}"
-        return f"Multiprocessing w={self.num_workers}{self.main_label} b={self.batch_size}"
+            return f"Ray w={self.num_workers} b={self.batch_size}{suffix}"
+        return f"Multiprocessing w={self.num_workers}{self.main_label} b={self.batch_size}{suffix}"
 
     @property
     def main_label(self) -> str:
@@ -99,6 +105,12 @@ class Setting:
 
     def make_kwargs(self, num_envs: int) -> dict[str, Any]:
         """The ``vector.make`` keyword arguments of this setting (the env and its kwargs aside)."""
+        kwargs = self._make_kwargs(num_envs)
+        if self.native:
+            kwargs["vector_kwargs"] = {**kwargs.get("vector_kwargs", {}), "native": True}
+        return kwargs
+
+    def _make_kwargs(self, num_envs: int) -> dict[str, Any]:
         if self.backend == "serial":
             return {"num_envs": num_envs, "backend": "serial"}
         if self.backend == "ray":
@@ -120,9 +132,18 @@ def default_num_envs(env: Any) -> int:
     return STANDARD.get(env, DEFAULT_NUM_ENVS) if isinstance(env, str) else DEFAULT_NUM_ENVS
 
 
-def settings_grid(num_envs: int, cpus: int | None = None) -> list[Setting]:
-    """Serial, then every valid Multiprocessing setting of the grid (see the module docstring)."""
+def native_settings(num_envs: int, cpus: int | None = None) -> list[Setting]:
+    """Serial and the Multiprocessing settings of ``mp_settings``, stepping native batches."""
+    serial = Setting("serial", 1, num_envs, native=True)
+    return [serial] + [Setting("multiprocessing", w, b, native=True) for w, b in mp_settings(num_envs, cpus)]
+
+
+def settings_grid(num_envs: int, cpus: int | None = None, native: bool = False) -> list[Setting]:
+    """Serial, then every valid Multiprocessing setting of the grid (see the module docstring);
+    with ``native``, the ``native_settings`` too."""
     cpus = cpus or available_cpus()
+    if native:
+        return settings_grid(num_envs, cpus) + native_settings(num_envs, cpus)
     grid = [Setting("serial", 1, num_envs)]
     grid += [Setting("multiprocessing", w, b) for w, b in mp_settings(num_envs, cpus)]
     grid += [Setting("multiprocessing", w, b, main_share=True) for w, b in main_share_settings(num_envs, cpus)]

@@ -38,7 +38,9 @@ def tuned():
 
 def test_every_row_has_steps_memory_and_resets(tuned):
     result, _ = tuned
-    assert [row["name"] for row in result["rows"]] == [s.name for s in settings_grid(4, cpus=2)]
+    # CartPole has native batches (gymnasium's numpy vector env): both ways are measured.
+    assert [row["name"] for row in result["rows"]] == [s.name for s in settings_grid(4, cpus=2, native=True)]
+    assert {"Serial native", "Multiprocessing w=2 b=4 native"} <= {row["name"] for row in result["rows"]}
     for row in result["rows"]:
         assert ROW_KEYS <= set(row), row
         assert row["error"] is None, row
@@ -53,7 +55,7 @@ def test_the_best_is_the_fastest_row(tuned):
     fastest = max(result["rows"], key=lambda row: row["sps"])
     assert result["best"] == fastest and fastest["ratio_vs_best"] == 1.0
     assert all(0 < row["ratio_vs_best"] <= 1.0 for row in result["rows"])
-    setting = next(s for s in settings_grid(4, cpus=2) if s.name == fastest["name"])
+    setting = next(s for s in settings_grid(4, cpus=2, native=True) if s.name == fastest["name"])
     assert result["make_kwargs"] == setting.make_kwargs(4)
     assert (result["env"], result["num_envs"], result["cpus"], result["rounds"]) == ("classic/cartpole", 4, 2, 2)
 
@@ -159,7 +161,7 @@ def test_cli_json_prints_the_rows_and_the_best():
     proc = run_puffer(None, "autotune", "classic/cartpole", "--num-envs", "2", "--seconds", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert [row["name"] for row in data["rows"]] == [s.name for s in settings_grid(2)]
+    assert [row["name"] for row in data["rows"]] == [s.name for s in settings_grid(2, native=True)]
     assert data["best"]["sps"] == max(row["sps"] for row in data["rows"])
     assert data["make_call"].startswith('puffer_core.vector.make("classic/cartpole", num_envs=2, ')
     assert proc.stderr == ""  # no progress bar in a pipe
@@ -192,3 +194,19 @@ def test_cli_tunes_the_ray_backend_on_a_cluster(ray_cluster):
     # a Ray setting's call to paste (when one is the best) names the cluster and the placement
     call = make_call("classic/cartpole", ray_grid(3, vector_kwargs=cluster)[1].make_kwargs(3))
     assert call.endswith(f'backend="ray", vector_kwargs={{"address": "{ray_cluster.address}", "placement": "spread"}})')
+
+
+def test_a_native_setting_makes_a_call_that_steps_native_batches():
+    setting = next(s for s in settings_grid(4, cpus=2, native=True) if s.native and s.backend == "multiprocessing")
+    kwargs = setting.make_kwargs(4)
+    assert kwargs["vector_kwargs"] == {"native": True} and setting.name.endswith(" native")
+    call = make_call("classic/cartpole", kwargs, {})
+    assert "vector_kwargs={'native': True}" in call or 'vector_kwargs={"native": True}' in call
+    with vector.make("classic/cartpole", **kwargs) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, np.int64))
+
+
+def test_an_env_without_native_batches_is_measured_one_env_at_a_time():
+    assert not autotuner.has_native_batches("classic/acrobot") and autotuner.has_native_batches("classic/cartpole")
+    assert not any(s.native for s in settings_grid(4, cpus=2))
