@@ -1,6 +1,7 @@
 """The peers ``puffer bench`` compares against: gymnasium's ``AsyncVectorEnv`` (shared
-memory on) and, when ``pufferlib`` is importable (``PUFFERLIB_INSTALL``), PufferLib's Serial
-and Multiprocessing at their usual settings. Single-agent envs only."""
+memory on); when ``pufferlib`` is importable (``PUFFERLIB_INSTALL``), PufferLib's Serial
+and Multiprocessing at their usual settings; the env's native batch run alone and EnvPool
+(:mod:`puffer_core.bench.native_peers`). Single-agent envs only."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from puffer_core.bench.cases import Case
+from puffer_core.bench.native_peers import envpool_cases, native_alone_cases
 from puffer_core.env.environments import make_raw
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
@@ -41,8 +43,10 @@ def pufferlib_version() -> str | None:
     return str(getattr(pufferlib, "__version__", "?"))
 
 
-def peer_cases(env_id: str, num_envs: int, seed: int) -> list[Case]:
-    """The peers' configurations on ``env_id``: none for a multi-agent env (they take single-agent envs only)."""
+def peer_cases(env_id: str, num_envs: int, seed: int, peer_python: str | None = None) -> list[Case]:
+    """The peers' configurations on ``env_id``: none for a multi-agent env (they take single-agent envs only).
+    Where the env has native batches, the batch run alone; with ``peer_python``, EnvPool there
+    (:mod:`puffer_core.bench.native_peers`)."""
 
     def raw_creator() -> Any:
         return make_raw(env_id)
@@ -57,6 +61,9 @@ def peer_cases(env_id: str, num_envs: int, seed: int) -> list[Case]:
     version = pufferlib_version()
     if version is not None:
         cases.extend(_pufferlib_cases(raw_creator, num_envs, seed, version))
+    cases.extend(native_alone_cases(env_id, num_envs, seed))
+    if peer_python is not None:
+        cases.extend(envpool_cases(env_id, num_envs, seed, peer_python))
     return cases
 
 

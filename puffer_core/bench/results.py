@@ -74,7 +74,8 @@ def _fastest(rows: list[dict], kinds: tuple[str, ...], backends: tuple[str, ...]
 
 def standard_summary(document: dict[str, Any]) -> dict[str, dict[str, dict | None]]:
     """Per env of a run: its fastest row of Puffer Core, Serial, the raw loop, AsyncVectorEnv,
-    PufferLib (any of its settings) and the free and lock-step ceilings."""
+    PufferLib (any of its settings), EnvPool, the env's native batch alone and the free and
+    lock-step ceilings."""
     summary = {}
     for env_id, rows in document["results"].items():
         summary[env_id] = {
@@ -83,6 +84,8 @@ def standard_summary(document: dict[str, Any]) -> dict[str, dict[str, dict | Non
             "raw": _fastest(rows, ("raw",)),
             "async": _fastest(rows, ("peer",), ("gymnasium-async",)),
             "pufferlib": fastest_pufferlib(rows),
+            "envpool": _fastest(rows, ("peer",), ("envpool",)),
+            "native_alone": _fastest(rows, ("peer",), ("native-alone",)),
             "ceiling": _fastest(rows, ("ceiling",), ("independent",)),
             "lockstep": _fastest(rows, ("ceiling",), ("independent-lockstep",)),
         }
@@ -118,17 +121,17 @@ def render_readme_table(document: dict[str, Any]) -> str:
     machine = document["machine"]
     pufferlib = _pufferlib_label(document)
     lines = [
-        f"| workload | Puffer Core, steps/s (setting) | AsyncVectorEnv | {pufferlib} | free ceiling "
-        f"| × AsyncVectorEnv | × {pufferlib} | of the ceiling |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| workload | Puffer Core, steps/s (setting) | AsyncVectorEnv | {pufferlib} | EnvPool | free ceiling "
+        f"| × AsyncVectorEnv | × {pufferlib} | × EnvPool | of the ceiling |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for env_id, best in standard_summary(document).items():
         ours = best["puffer"]
         setting = f" (`{ours['name']}`)" if ours else ""
         lines.append(
             f"| `{env_id}`, {_num_envs(document['results'][env_id])} envs | {_sps(ours)}{setting} "
-            f"| {_sps(best['async'])} | {_sps(best['pufferlib'])} | {_sps(best['ceiling'])} "
-            f"| {_over(ours, best['async'])} | {_over(ours, best['pufferlib'])} "
+            f"| {_sps(best['async'])} | {_sps(best['pufferlib'])} | {_sps(best['envpool'])} | {_sps(best['ceiling'])} "
+            f"| {_over(ours, best['async'])} | {_over(ours, best['pufferlib'])} | {_over(ours, best['envpool'])} "
             f"| {_over(ours, best['ceiling'], percent=True)} |"
         )
     cpu = f", {machine['cpu_model']}" if machine.get("cpu_model") else ""
@@ -137,7 +140,10 @@ def render_readme_table(document: dict[str, Any]) -> str:
         f"On {machine['cpus']} CPUs{cpu}, Python {machine['python']}: each setting's best of "
         f"{document['rounds']} interleaved rounds of {document['seconds']:g} s. Puffer Core and PufferLib at "
         "their fastest setting in the run; AsyncVectorEnv in its one setting (a process per env, shared "
-        "memory); gymnasium's SyncVectorEnv is not measured. The free ceiling is one Serial process per CPU, "
+        "memory); gymnasium's SyncVectorEnv is not measured; EnvPool at one thread per CPU, full and half "
+        "batches, in an interpreter of its own (`--peer-python`; – where the run had none). A setting ending in "
+        "`native` steps the env's native batches (ALE's vector env, gymnasium's vector entry point). "
+        "The free ceiling is one Serial process per CPU, "
         "never talking to each other: a yardstick of what the cores give, not a bound (see docs/performance.md). "
         "A setting `w=1+main b=16`: 1 worker process, the main process stepping a share of the envs too, "
         "batches of 16 envs.",

@@ -148,6 +148,7 @@ def run_bench(
     include_adapters: bool = True,
     include_action_check: bool = True,
     include_restart: bool = True,
+    peer_python: str | None = None,
 ) -> list[dict]:
     """Measure every configuration on ``env_id``; see the module docstring for the rows.
 
@@ -156,7 +157,8 @@ def run_bench(
     Multiprocessing (num_workers, batch_size) pairs; ``include_adapters`` adds ``to_gymnasium``
     and ``to_sb3`` rows, each next to its vector env stepped directly (``ratio_vs_backend``);
     ``include_action_check`` a Multiprocessing row with ``send``'s action checks on, next to
-    the same vector env with ``check_actions=False`` (``ratio_vs_unchecked``, ``check_us``).
+    the same vector env with ``check_actions=False`` (``ratio_vs_unchecked``, ``check_us``);
+    ``peer_python`` an interpreter with EnvPool, whose rows then run there.
     ``include_restart`` a row with the median seconds from a worker's SIGKILL to the next
     batch under ``on_fault="restart"`` (``latency_seconds``). A configuration that fails to build or
     run gets ``sps=None`` and its ``error`` text instead of stopping the run.
@@ -164,7 +166,7 @@ def run_bench(
     warmup = min(1.0, seconds / 5) if warmup is None else warmup
     cases = puffer_cases(env_id, num_envs, seed, settings, include_ray, include_adapters, include_action_check)
     if include_peers:
-        cases += peer_cases(env_id, num_envs, seed)
+        cases += peer_cases(env_id, num_envs, seed, peer_python)
     done = len(cases) * rounds
     total = done + int(include_emulation) + int(include_restart)
     ticks = progress if progress is None else lambda name, turns, _: progress(name, turns, total)
@@ -294,6 +296,7 @@ def run_standard(
     include_peers: bool = True,
     include_training: bool = True,
     include_uneven: bool = True,
+    peer_python: str | None = None,
 ) -> dict:
     """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.runs.write_run``).
 
@@ -302,8 +305,8 @@ def run_standard(
     (``puffer_core.bench.training``) when torch, matplotlib and Stable-Baselines3 import;
     ``include_uneven`` the uneven-cores section (``puffer_core.bench.uneven``: synchronous
     against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
-    and at least two rounds. The learning section (``puffer_core.bench.learning``) is a run of
-    its own.
+    and at least two rounds; ``peer_python`` an interpreter with EnvPool for its rows. The
+    learning section (``puffer_core.bench.learning``) is a run of its own.
     """
     private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
@@ -314,7 +317,13 @@ def run_standard(
             notes.append(reason)
             continue
         results[env_id] = run_bench(
-            env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers, progress=progress, rounds=rounds
+            env_id,
+            num_envs=num_envs,
+            seconds=seconds,
+            include_peers=include_peers,
+            progress=progress,
+            rounds=rounds,
+            peer_python=peer_python,
         )
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,7 +37,10 @@ Compares a raw env loop, Serial, Multiprocessing (several worker/batch settings)
 to_gymnasium / to_sb3 adapters next to the vector env they wrap, the cost of send()'s
 action checks (on and off, alternating on one Multiprocessing env), gymnasium's
 AsyncVectorEnv and PufferLib's vectorization when importable (without it, the report
-says how to install it), plus the emulation overhead of one env. Ratios are against the
+says how to install it), plus the emulation overhead of one env. An env with native batches
+(`puffer envs`) is measured both ways, and its native batch alone (ALE's AtariVectorEnv,
+gymnasium's vector entry point) is a peer row; --peer-python PY runs EnvPool's rows in PY,
+an interpreter where EnvPool is installed (it installs in an environment of its own). Ratios are against the
 peers of the same run. --standard DIR runs the standard set (what `nox -s bench` runs)
 and stores it as DIR/<UTC time>.json (`python -m puffer_core.bench.results` renders the
 docs' tables from such files), with a training section: seconds to solve CartPole
@@ -68,7 +72,12 @@ puffer_core.bench.results` renders the docs' table from the newest in bench-resu
 @click.option("--num-envs", default=16, show_default=True, type=NUM_ENVS, help="Envs per setting.")
 @click.option("--seconds", default=3.0, show_default=True, type=click.FloatRange(0.1, 3600), help="Time per setting.")
 @click.option("--rounds", default=1, show_default=True, type=Bounded(1, 1000), help="Interleaved repetitions.")
-@click.option("--no-peers", is_flag=True, help="Skip gymnasium AsyncVectorEnv and PufferLib.")
+@click.option("--no-peers", is_flag=True, help="Skip the peers (AsyncVectorEnv, PufferLib, the native batch, EnvPool).")
+@click.option(
+    "--peer-python",
+    type=click.Path(exists=True, dir_okay=False),
+    help="An interpreter with EnvPool installed: its rows run there (ENV_ID and --standard).",
+)
 @click.option("--ray", "include_ray", is_flag=True, help="Also measure the Ray backend.")
 @click.option("--no-adapters", is_flag=True, help="Skip the to_gymnasium / to_sb3 rows.")
 @click.option("--training", "training_only", is_flag=True, help="Only the training section (see below).")
@@ -112,6 +121,7 @@ def bench_cmd(
     seconds: float,
     rounds: int,
     no_peers: bool,
+    peer_python: str | None,
     include_ray: bool,
     no_adapters: bool,
     training_only: bool,
@@ -162,6 +172,7 @@ def bench_cmd(
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
     if out_dir is not None:
         sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
+        sections["peer_python"] = _peer_python(peer_python, no_peers)
         _bench_standard(out_dir, seconds, rounds, as_json, **sections)
         return
     require_known_env(env_id)  # every row would fail alike, each with the same error
@@ -175,6 +186,7 @@ def bench_cmd(
             rounds=rounds,
             include_ray=include_ray,
             include_adapters=not no_adapters,
+            peer_python=_peer_python(peer_python, no_peers),
         )
     if as_json:
         print_json(rows)
@@ -271,6 +283,19 @@ def _progress_callback(description: str, hidden: bool) -> Iterator[Callable[[str
     with Progress(console=err_console, transient=True, disable=hidden or not err_console.is_terminal) as bar:
         task = bar.add_task(description, total=None)
         yield lambda name, done, total: bar.update(task, description=name, completed=done, total=total)
+
+
+def _peer_python(path: str | None, no_peers: bool) -> str | None:
+    """``--peer-python``, checked: an interpreter that imports envpool (a usage error otherwise)."""
+    if path is None:
+        return None
+    if no_peers:
+        raise click.UsageError("--peer-python runs peers' rows, and --no-peers leaves them out: give one")
+    probe = subprocess.run([path, "-c", "import envpool"], capture_output=True, text=True, timeout=120)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["it did not run"])[-1]
+        raise click.UsageError(f"--peer-python {path} cannot import envpool ({last}); pip install envpool there")
+    return path
 
 
 def _bench_standard(out_dir: str, seconds: float, rounds: int, as_json: bool, **options: Any) -> None:

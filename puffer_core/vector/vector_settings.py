@@ -223,7 +223,7 @@ def _check_native(factory: EnvFactory, autoreset: str, record: Any) -> None:
     if factory.batch_spec() is None:
         raise APIUsageError(
             f"{factory.name} has no native batches (its plugin declares no batch_creator): drop native; "
-            "`puffer envs` names the plugins with native batches, `puffer envs --json` each env's \"native\""
+            '`puffer envs` names the plugins with native batches, `puffer envs --json` each env\'s "native"'
         )
     if autoreset != NEXT_STEP:
         raise APIUsageError(
