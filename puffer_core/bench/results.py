@@ -362,7 +362,12 @@ def _newest_in_full(document: dict[str, Any]) -> list[str]:
     full = render_markdown(document["results"], document.get("skipped"), machine=machine)
     # Its title and machine line give way to this page's.
     lines += _demoted("\n".join(line for line in full.splitlines()[1:] if not line.startswith("Machine: ")).lstrip())
-    for section, render in (("uneven", bench_uneven.render_markdown), ("training", bench_training.render_markdown)):
+    sections = (
+        ("uneven", bench_uneven.render_markdown),
+        ("uneven_native", bench_uneven.render_markdown),
+        ("training", bench_training.render_markdown),
+    )
+    for section, render in sections:
         if document.get(section):
             lines += ["", *_demoted(render(document[section]))]
     return lines

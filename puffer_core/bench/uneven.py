@@ -22,6 +22,7 @@ with no overhead would show for these step costs on this many cores.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -30,10 +31,22 @@ import numpy as np
 from gymnasium import spaces
 
 from puffer_core import vector
+from puffer_core.env.environments import SpecCreator
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.timing import Progress, Turn, run_rounds, time_async, time_gym_vector
 
-__all__ = ["BusyEnv", "headline", "ideal_ratio", "layout_cells", "render_markdown", "run_uneven", "slow_seeds"]
+__all__ = [
+    "BUSY_SPEC",
+    "BusyEnv",
+    "busy_batch",
+    "headline",
+    "ideal_ratio",
+    "layout_cells",
+    "render_markdown",
+    "run_uneven",
+    "slow_seeds",
+]
 
 
 class BusyEnv(gymnasium.Env):
@@ -69,6 +82,18 @@ class BusyEnv(gymnasium.Env):
         burn_cpu(self.cost_ns)
         self.t += 1
         return self._obs(), 1.0, self.t >= self.episode_length, False, {}
+
+
+def busy_batch(num_envs: int, **kwargs: Any) -> Any:
+    """``num_envs`` BusyEnvs as one native batch (gymnasium's SyncVectorEnv: env i seeded seed + i,
+    so the slow envs are the same as one env at a time)."""
+    from gymnasium.vector import SyncVectorEnv
+
+    return SyncVectorEnv([functools.partial(BusyEnv, **kwargs)] * num_envs)
+
+
+#: BusyEnv as a spec with native batches, for ``run_uneven(native=True)``.
+BUSY_SPEC = EnvSpec("bench/busy", BusyEnv, batch_creator=busy_batch, description="a step that burns CPU time")
 
 
 def burn_cpu(ns: int) -> None:
@@ -132,12 +157,14 @@ def run_uneven(
     cpus: int | None = None,
     seed: int = 0,
     progress: Progress | None = None,
+    native: bool = False,
 ) -> dict[str, Any]:
     """Sync (``step``, full batch) against async (``recv``/``send``, half the envs per batch)
     on ``BusyEnv`` with half the workers ``slowdown`` × slower, per layout (see the module
-    docstring); each setting measured ``rounds`` times, interleaved, keeping its best.
+    docstring); each setting measured ``rounds`` times, interleaved, keeping its best. With
+    ``native``, each worker steps its envs as one native batch (``BUSY_SPEC``).
 
-    Returns ``{"created", "cpus", "step_us", "slowdown", "seconds", "rounds", "layouts"}``;
+    Returns ``{"created", "cpus", "step_us", "slowdown", "seconds", "rounds", "native", "layouts"}``;
     each layout: ``num_workers``, ``num_envs``, ``batch_size``, ``slow_workers``,
     ``sync_sps``, ``async_sps``, ``ratio`` (async / sync), ``ideal_ratio`` and each round's
     figures.
@@ -151,9 +178,10 @@ def run_uneven(
 
     def measure(turn: Turn) -> float:
         (workers, envs, batch), mode = settings[turn.index]
-        return _measure(mode, workers, envs, batch, step_us, slowdown, seconds, warmup, seed)
+        return _measure(mode, workers, envs, batch, step_us, slowdown, seconds, warmup, seed, native)
 
-    names = [f"uneven cores: {workers} workers, {mode}" for (workers, _, _), mode in settings]
+    kind = ", native batches" if native else ""
+    names = [f"uneven cores: {workers} workers, {mode}{kind}" for (workers, _, _), mode in settings]
     # fatal: a test env of our own, so a failure is a bug, not a row to report
     measured = run_rounds(names, measure, rounds, alternate=True, progress=progress, fatal=True)
     figures = {(layout[0], mode): m.figures for (layout, mode), m in zip(settings, measured)}
@@ -164,6 +192,7 @@ def run_uneven(
         "slowdown": slowdown,
         "seconds": seconds,
         "rounds": rounds,
+        "native": native,
         "layouts": [_layout_row(w, e, b, step_us, slowdown, cpus, figures) for w, e, b in layouts],
     }
 
@@ -178,10 +207,12 @@ def _measure(
     seconds: float,
     warmup: float,
     seed: int,
+    native: bool = False,
 ) -> float:
     """Steps/second of one setting: ``step`` on full batches ("sync") or recv/send on half batches ("async")."""
     with vector.make(
-        BusyEnv,
+        SpecCreator(BUSY_SPEC) if native else BusyEnv,
+        vector_kwargs={"native": True} if native else None,
         num_envs=envs,
         num_workers=workers,
         batch_size=envs if mode == "sync" else batch,
@@ -229,16 +260,17 @@ def _layout_row(
 
 
 def headline(result: dict[str, Any]) -> str:
+    batches = ", each worker's envs one native batch" if result.get("native") else ""
     return (
         f"Uneven cores: half the workers {result['slowdown']:g}× slower (BusyEnv, {result['step_us']:g} µs of CPU "
-        f"per fast step), {result['cpus']} CPUs, {result['rounds']} interleaved rounds, {result['created']}"
+        f"per fast step{batches}), {result['cpus']} CPUs, {result['rounds']} interleaved rounds, {result['created']}"
     )
 
 
 def render_markdown(result: dict[str, Any]) -> str:
     """The section ``bench.md`` gets."""
     lines = [
-        "## Uneven cores",
+        "## Uneven cores" + (", native batches" if result.get("native") else ""),
         "",
         headline(result) + ". Sync: `step` with `batch_size == num_envs`; async: `recv`/`send` with "
         "half the envs per batch. Ideal: the ratio with no overhead, on this many cores.",

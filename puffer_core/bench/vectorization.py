@@ -327,9 +327,10 @@ def run_standard(
         )
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
-    uneven = None
+    uneven = uneven_native = None
     if include_uneven:
         uneven = bench_uneven.run_uneven(seconds, max(2, rounds), progress=progress)
+        uneven_native = bench_uneven.run_uneven(seconds, max(2, rounds), progress=progress, native=True)
     training = None
     if include_training:
         missing = [m for m in ("torch", "matplotlib", "stable_baselines3") if importlib.util.find_spec(m) is None]
@@ -338,4 +339,5 @@ def run_standard(
         else:
             training = bench_training.run_training(progress=progress)
     sections = {"seconds": seconds, "rounds": rounds, "results": results, "uneven": uneven, "training": training}
+    sections["uneven_native"] = uneven_native
     return write_run(out_dir, {**sections, "skipped": notes})

@@ -14,6 +14,7 @@ from rich.console import Console
 from puffer_core import vector
 from puffer_core.bench import vectorization as bench
 from puffer_core.bench.uneven import (
+    BUSY_SPEC,
     BusyEnv,
     burn_cpu,
     ideal_ratio,
@@ -22,6 +23,7 @@ from puffer_core.bench.uneven import (
     slow_seeds,
 )
 from puffer_core.cli.bench import uneven_table
+from puffer_core.env.environments import SpecCreator
 from puffer_core.vector.checks import split_envs
 
 
@@ -65,6 +67,29 @@ def test_the_slow_envs_sit_on_the_slow_workers_of_a_vector_env():
     ) as envs:
         obs, _ = envs.reset()
         assert obs[:, 1].tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_the_slow_envs_sit_on_the_slow_workers_of_native_batches_too():
+    with vector.make(
+        SpecCreator(BUSY_SPEC),
+        num_envs=4,
+        num_workers=2,
+        backend="multiprocessing",
+        seed=3,
+        step_us=1,
+        slowdown=3.0,
+        slow_seeds=slow_seeds(4, 2, 3),
+        vector_kwargs={"native": True},
+    ) as envs:
+        obs, _ = envs.reset()
+        assert obs[:, 1].tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_run_uneven_with_native_batches_measures_the_same_layouts():
+    result = run_uneven(0.05, 2, step_us=20, native=True)
+    assert result["native"] is True and len(result["layouts"]) >= 1
+    assert all(row["sync_sps"] > 0 and row["async_sps"] > 0 for row in result["layouts"])
+    assert render_markdown(result).startswith("## Uneven cores, native batches\n")
 
 
 def test_ideal_ratio():
@@ -115,6 +140,7 @@ def test_run_standard_adds_the_uneven_section(tmp_path):
         tmp_path, seconds=0.02, rounds=1, envs=only, include_peers=False, include_training=False, include_uneven=True
     )
     assert document["uneven"]["rounds"] == 2  # at least two, even when the env rows run one
+    assert document["uneven_native"]["native"] is True and document["uneven"]["native"] is False
     stored = json.loads((tmp_path / f"{document['run']}.json").read_text())
     assert stored["uneven"] == json.loads(json.dumps(document["uneven"]))
     skipped = bench.run_standard(
