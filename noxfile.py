@@ -160,6 +160,27 @@ def install_torch_extras(session: nox.Session, *extras: str) -> None:
     session.install(*common_constraints(session), "-e", f".[{','.join(extras)}]", TORCH, env=uv_env())
 
 
+#: EnvPool for the bench's peer rows: an environment of its own (its pins are not ours).
+ENVPOOL = "envpool==1.2.5"
+
+
+def envpool_python(session: nox.Session) -> str | None:
+    """The Python of a venv beside the session's with EnvPool in it (``puffer bench --peer-python``);
+    None, with a warning, where no EnvPool wheel installs (its rows are then left out)."""
+    folder = pathlib.Path(session.virtualenv.location).parent / "peer-envpool"
+    python = folder / "bin" / "python"
+    made = subprocess.run(["uv", "venv", "--quiet", "--allow-existing", "--python", str(session.python), str(folder)],
+                          capture_output=True, text=True, env={**os.environ, **uv_env()})  # fmt: skip
+    installed = made.returncode == 0 and subprocess.run(
+        ["uv", "pip", "install", "--quiet", "--python", str(python), ENVPOOL], capture_output=True, text=True,
+        env={**os.environ, **uv_env()},
+    ).returncode == 0  # fmt: skip
+    if not installed:
+        session.warn(f"{ENVPOOL} did not install beside this session: the bench runs without EnvPool's rows")
+        return None
+    return str(python)
+
+
 def install_pufferlib(session: nox.Session) -> bool:
     """PufferLib from a wheel; False (with a warning) on a Python it ships none for.
 
@@ -424,7 +445,9 @@ def bench(session: nox.Session) -> None:
     out = session.posargs[0] if session.posargs else "bench-results"
     # Three interleaved rounds of 2 s: this machine's speed swings by tens of percent from
     # minute to minute, and a setting's best round is its figure.
-    session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2")
+    peer = envpool_python(session)
+    peer_args = ["--peer-python", peer] if peer else []
+    session.run("puffer", "bench", "--standard", out, "--rounds", "3", "--seconds", "2", *peer_args)
     # The learning section: 30 minutes of PPO on NetHack for each of 3 seeds; the first seed's
     # curve and recording go to the docs (only in a standard run: a scratch run keeps nothing).
     keep = [] if session.posargs else ["--keep", "docs/assets/learning"]
