@@ -31,6 +31,7 @@ import numpy as np
 
 from puffer_core import vector
 from puffer_core.env.environments import unavailable_reason
+from puffer_core.plugins import get_plugins
 from puffer_core.vector.timing import time_async
 
 __all__ = ["CARTPOLE_SETTINGS", "SOLVED", "run_training", "solve_trial", "training_throughput"]
@@ -122,9 +123,12 @@ def time_to_solve(seeds: tuple[int, ...] = (0, 1, 2), progress: Progress | None 
     return out
 
 
-def training_throughput(env_id: str, num_envs: int = 8, workers: int = 2, updates: int = 3, seed: int = 0) -> dict:
+def training_throughput(
+    env_id: str, num_envs: int = 8, workers: int = 2, updates: int = 3, seed: int = 0, native: bool = False
+) -> dict:
     """PPO's steps/second on ``env_id`` (CleanRL's Atari rollout length, 2 workers) against the
-    same vector env stepped with random actions, measured for as long as training took."""
+    same vector env stepped with random actions, measured for as long as training took; with
+    ``native``, the workers step the env's native batches."""
     from puffer_core.train import ppo  # deferred: torch, an optional extra
 
     rollout = 128
@@ -137,15 +141,20 @@ def training_throughput(env_id: str, num_envs: int = 8, workers: int = 2, update
         rollout_steps=rollout,
         learning_rate=2.5e-4,
         seed=seed,
+        native=native,
     )
     train_sps = float(np.median([row["steps_per_second"] for row in curve.rows]))
-    with vector.make(env_id, num_envs=num_envs, num_workers=workers, backend="multiprocessing", seed=seed) as envs:
+    with vector.make(
+        env_id, num_envs=num_envs, num_workers=workers, backend="multiprocessing", seed=seed,
+        vector_kwargs={"native": True} if native else None,
+    ) as envs:  # fmt: skip
         seconds = min(10.0, max(2.0, sum(row["seconds"] for row in curve.rows[-1:])))
         env_sps = time_async(envs, seconds, 1.0, envs.batch_size, envs.single_action_space, seed)
     return {
         "env": env_id,
         "num_envs": num_envs,
         "num_workers": workers,
+        "native": native,
         "training_sps": round(train_sps, 1),
         "env_only_sps": round(env_sps, 1),
         "ratio": round(train_sps / env_sps, 3),
@@ -167,6 +176,8 @@ def run_training(
         if progress is not None:
             progress(f"training throughput: {env_id}", 0, 1)
         document["throughput"].append(training_throughput(env_id))
+        if get_plugins().get_spec(env_id).batch_creator is not None:  # Breakout: its native batches too
+            document["throughput"].append(training_throughput(env_id, native=True))
     return document
 
 
@@ -205,8 +216,9 @@ def render_markdown(document: dict) -> str:
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in document["throughput"]:
+            env = row["env"] + (", native batches" if row.get("native") else "")
             lines.append(
-                f"| {row['env']} | {row['num_envs']} | {row['num_workers']} | {row['training_sps']:,.0f} | "
+                f"| {env} | {row['num_envs']} | {row['num_workers']} | {row['training_sps']:,.0f} | "
                 f"{row['env_only_sps']:,.0f} | {row['ratio']:.2f}× |"
             )
     lines += [f"- {reason}" for reason in document.get("skipped", [])]

@@ -239,6 +239,12 @@ def test_training_throughput_sets_training_against_env_only_stepping():
     row = bench_training.training_throughput("classic/cartpole", num_envs=2, workers=2, updates=1)
     assert row["training_sps"] > 0 and row["env_only_sps"] > 0
     assert row["ratio"] == round(row["training_sps"] / row["env_only_sps"], 3)
+    native = bench_training.training_throughput("classic/cartpole", num_envs=2, workers=2, updates=1, native=True)
+    assert native["native"] is True and native["training_sps"] > 0
+    assert "| classic/cartpole, native batches | 2 | 2 |" in bench_training.render_markdown(
+        {"cartpole": {"trials": [], "settings": {}, "ratio": None, "puffer_median_seconds": None,
+                      "sb3_median_seconds": None}, "throughput": [row, native]}
+    )  # fmt: skip
 
 
 def test_time_to_solve_takes_medians_and_reports_failed_trials(monkeypatch):
