@@ -441,6 +441,11 @@ class VectorEnv:
 
     def _indices(self, env_indices: Any) -> list[int]:
         self._check_usable()
+        if self.settings.factory.native:  # refused here, before a worker is asked
+            raise APIUsageError(
+                "call, get_attr, set_attr and render reach single envs, and native batches have none; make the "
+                "vector env with vector_kwargs={'native': False}"
+            )
         count = self._env_count
         if env_indices is None:
             return list(range(count))

@@ -204,3 +204,16 @@ def test_each_unit_makes_one_native_batch_of_its_envs(tmp_path, backend, num_wor
     ) as envs:  # fmt: skip
         envs.reset(seed=0) if batch_size is None else envs.async_reset(0)
     assert sorted(map(int, (tmp_path / "made").read_text().split())) == sorted(sizes)
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing"])
+def test_calls_to_single_envs_are_refused_before_any_worker_is_asked(backend):
+    workers = None if backend == "serial" else 2
+    with vector.make(
+        "classic/cartpole", num_envs=4, num_workers=workers, backend=backend, vector_kwargs={"native": True}
+    ) as envs:
+        envs.reset(seed=0)
+        for call in (lambda: envs.call("render"), lambda: envs.get_attr("spec"), envs.render):
+            with pytest.raises(APIUsageError, match=r"native batches have none; make the vector env with"):
+                call()
+        envs.step(np.zeros(4, np.int64))  # the workers are untouched
