@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import inspect
+import os
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -148,58 +150,50 @@ def make_atari(
     return AtariEpisodeStats(env)
 
 
-def make_atari_batch(
-    game: str,
-    num_envs: int,
-    *,
-    preprocess: bool = True,
-    frameskip: int | tuple[int, int] = 4,
-    repeat_action_probability: float = 0.25,
-    full_action_space: bool = False,
-    max_num_frames_per_episode: int | None = 108_000,
-    noop_max: int = 30,
-    screen_size: int = 84,
-    grayscale: bool = True,
-    frame_stack: int = 4,
-    **ale_kwargs: Any,
-) -> Any:
+def _creator_defaults() -> dict[str, Any]:
+    """``make_atari``'s keyword defaults: the one place the envs' settings are written."""
+    parameters = inspect.signature(make_atari).parameters.values()
+    return {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+def make_atari_batch(game: str, num_envs: int, **kwargs: Any) -> Any:
     """``num_envs`` of ``atari/<game>`` as one native batch: ALE's own ``AtariVectorEnv``, its
     envs stepped by C++ threads with the preprocessing in C++, set up as ``make_atari``'s
-    (sticky actions, no reward clipping, no fire on reset, no episode per life), so the
-    observation and action spaces are the same. ALE's preprocessing is its own: its frames
-    and no-op starts are not bit for bit gymnasium's ``AtariPreprocessing``'s, so a seed gives
-    other trajectories than the per-env path (env i is seeded seed + i in both).
-    ``num_threads`` (in ``ale_kwargs``) sets the batch's threads (default: one per env, up to
-    this process's CPUs)."""
-    if not preprocess:
+    (the same kwargs and defaults; sticky actions, no reward clipping, no fire on reset, no
+    episode per life), so the observation and action spaces are the same. ALE's preprocessing
+    is its own: its frames and no-op starts are not bit for bit gymnasium's
+    ``AtariPreprocessing``'s, so a seed gives other trajectories than the per-env path (env i
+    is seeded seed + i in both). ``num_threads`` sets the batch's threads (default: one per
+    env, up to this process's CPUs)."""
+    threads = kwargs.pop("num_threads", None)
+    kwargs.pop("render_mode", None)  # recordings take the per-env path
+    defaults = _creator_defaults()
+    unknown = sorted(set(kwargs) - set(defaults))  # mode, difficulty, obs_type, ...: AtariEnv's, not the vector env's
+    if unknown:
+        raise ValueError(f"ALE's vector env does not take {', '.join(unknown)}; use native=False")
+    options = {**defaults, **kwargs}
+    if not options["preprocess"]:
         raise ValueError("native batches of atari envs preprocess (ALE's vector env); for raw frames use native=False")
-    if not isinstance(frameskip, int):
+    if not isinstance(options["frameskip"], int):
         raise ValueError("a stochastic frameskip (low, high) needs native=False and preprocess=False")
     if game not in game_ids():
         raise ValueError(f"unknown Atari game {game!r}; `puffer envs --plugin atari` lists them")
     check_ale_py_version(_ale_py_version())
-    import os
-
     from ale_py.vector_env import AtariVectorEnv
 
-    threads = ale_kwargs.pop("num_threads", None) or min(num_envs, len(os.sched_getaffinity(0)))
-    ale_kwargs.pop("render_mode", None)  # recordings take the per-env path
-    unknown = sorted(ale_kwargs)  # mode, difficulty, obs_type, ...: AtariEnv's, not the vector env's
-    if unknown:
-        raise ValueError(f"ALE's vector env does not take {', '.join(unknown)}; use native=False")
     return AtariVectorEnv(
         game,
         num_envs,
-        num_threads=threads,
-        repeat_action_probability=repeat_action_probability,
-        full_action_space=full_action_space,
-        max_num_frames_per_episode=max_num_frames_per_episode or 0,
-        img_height=screen_size,
-        img_width=screen_size,
-        grayscale=grayscale,
-        stack_num=frame_stack,
-        frameskip=frameskip,
-        noop_max=noop_max,
+        num_threads=threads or min(num_envs, len(os.sched_getaffinity(0))),
+        repeat_action_probability=options["repeat_action_probability"],
+        full_action_space=options["full_action_space"],
+        max_num_frames_per_episode=options["max_num_frames_per_episode"] or 0,
+        img_height=options["screen_size"],
+        img_width=options["screen_size"],
+        grayscale=options["grayscale"],
+        stack_num=options["frame_stack"],
+        frameskip=options["frameskip"],
+        noop_max=options["noop_max"],
         reward_clipping=False,
         use_fire_reset=False,
         episodic_life=False,
