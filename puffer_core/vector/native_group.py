@@ -19,7 +19,7 @@ a list, one per env.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,15 +68,17 @@ def native_spaces_problem(batch: Any, observation_space: spaces.Space, action_sp
 
 
 class _Unit:
-    """One native batch over the group's envs ``lo:hi`` (local indices)."""
+    """One native batch over the group's envs ``lo:hi`` (local indices), and its rows of the arrays."""
 
-    def __init__(self, batch: Any, lo: int, hi: int):
+    def __init__(self, batch: Any, lo: int, hi: int, arrays: dict[str, np.ndarray]):
         self.batch, self.lo, self.hi = batch, lo, hi
         n = hi - lo
         self.returns = np.zeros(n, np.float64)
+        #: steps of each env's episode; -1 after its end, so the native batch's reset step counts none
         self.lengths = np.zeros(n, np.int64)
-        #: envs whose episode ended on the last step: the next step is the native batch's reset
         self.ended = np.zeros(n, bool)
+        self.rows = {name: arrays[name][lo:hi] for name in ("observations", "rewards", "terminals", "truncations")}
+        self.actions = arrays["actions"][lo:hi]
 
 
 class NativeGroup:
@@ -111,14 +113,16 @@ class NativeGroup:
             except Exception as exc:
                 self.close()
                 raise EnvFault(first_env + lo, "construction", exc) from exc
-            unit = _Unit(batch, lo, lo + unit_size)
+            unit = _Unit(batch, lo, lo + unit_size, arrays)
             self.units.append(unit)
             self._by_start[lo] = unit
         self._mark(-1)
         batch = self.units[0].batch
         self.obs_layout = ObservationLayout(batch.single_observation_space)
         self.action_layout = ActionLayout(batch.single_action_space)
-        self._discrete = isinstance(batch.single_action_space, spaces.Discrete)
+        self._decode = _action_decoder(self.action_layout)
+        for unit in self.units:
+            unit.write_obs = _observation_writer(self.obs_layout, unit.rows["observations"])
         arrays["masks"][:num_envs] = True  # one agent per env, always live
 
     def _mark(self, i: int) -> None:
@@ -153,11 +157,10 @@ class NativeGroup:
         return infos
 
     def _write_reset(self, unit: _Unit, obs: Any) -> None:
-        lo, hi, arrays = unit.lo, unit.hi, self.arrays
-        self.obs_layout.flatten(obs, out=arrays["observations"][lo:hi])
-        arrays["rewards"][lo:hi] = 0.0
-        arrays["terminals"][lo:hi] = False
-        arrays["truncations"][lo:hi] = False
+        unit.write_obs(obs)
+        unit.rows["rewards"][...] = 0.0
+        unit.rows["terminals"][...] = False
+        unit.rows["truncations"][...] = False
         unit.returns[:] = 0.0
         unit.lengths[:] = 0
         unit.ended[:] = False
@@ -184,34 +187,30 @@ class NativeGroup:
         return [] if unit is None else self._step_unit(unit)
 
     def _step_unit(self, unit: _Unit) -> list:
-        lo, hi, arrays = unit.lo, unit.hi, self.arrays
-        self._mark(lo)
-        flat = self.actions[lo:hi]
-        actions = flat.astype(self.action_layout.dtype, copy=False) if self._discrete else flat
+        """One step of ``unit``: whole-array work, no loop over its envs but over those that ended."""
+        self._mark(unit.lo)
         try:
-            native = self.action_layout.unflatten(actions)
-            obs, rewards, terminals, truncations, info = unit.batch.step(native)
+            obs, rewards, terminals, truncations, info = unit.batch.step(self._decode(unit.actions))
         except Exception as exc:
-            raise EnvFault(self.first_env + lo, "step", exc) from exc
-        self.obs_layout.flatten(obs, out=arrays["observations"][lo:hi])
-        arrays["rewards"][lo:hi] = rewards
-        arrays["terminals"][lo:hi] = terminals
-        arrays["truncations"][lo:hi] = truncations
-        # The rows that were the native batch's reset step count as a new episode's start.
-        counted = ~unit.ended
-        unit.returns += np.where(counted, rewards, 0.0)
-        unit.lengths += counted
-        ended = np.logical_or(terminals, truncations)
-        unit.ended = ended
+            raise EnvFault(self.first_env + unit.lo, "step", exc) from exc
+        rows = unit.rows
+        unit.write_obs(obs)
+        rows["rewards"][...] = rewards
+        rows["terminals"][...] = terminals
+        rows["truncations"][...] = truncations
+        # A reset step pays nothing (next-step autoreset) and takes the length from -1 to 0.
+        unit.returns += rewards
+        unit.lengths += 1
+        ended = np.logical_or(terminals, truncations, out=unit.ended)
         if not ended.any():
             return []  # as EpisodeStats: an info waits for its episode's end
-        entries = dict(_per_env(info, hi - lo))
+        entries = dict(_per_env(info, unit.hi - unit.lo))
         infos = []
         for i in np.flatnonzero(ended).tolist():
             stats = episode_info(entries.get(i, {}), unit.returns[i], int(unit.lengths[i]))
-            infos.append((self.first_env + lo + i, stats))
-            unit.returns[i] = 0.0
-            unit.lengths[i] = 0
+            infos.append((self.first_env + unit.lo + i, stats))
+        unit.returns[ended] = 0.0
+        unit.lengths[ended] = -1
         return infos
 
     # ------------------------------------------------------------ calls, close
@@ -232,6 +231,26 @@ class NativeGroup:
                 unit.batch.close()
             except Exception:  # closing is best effort, as EnvGroup's
                 pass
+
+
+def _action_decoder(layout: ActionLayout) -> Callable[[np.ndarray], Any]:
+    """Flat action rows → the batch of actions the native batch takes (no copy where none is needed)."""
+    if layout.mode == "discrete" and int(layout.leaves[0].start) == 0:
+        dtype = layout.dtype
+        return lambda rows: rows if rows.dtype == dtype else rows.astype(dtype)
+    return layout.unflatten
+
+
+def _observation_writer(layout: ObservationLayout, rows: np.ndarray) -> Callable[[Any], None]:
+    """``write(obs)``: a batch of observations into ``rows`` (one copy for a single leaf)."""
+    if layout.single_leaf:
+        (dst,) = layout.views(rows)  # rows as the leaf's dtype and shape, batch dimension first
+
+        def write(obs: Any) -> None:
+            np.copyto(dst, obs, casting="same_kind")
+
+        return write
+    return lambda obs: layout.flatten(obs, out=rows)
 
 
 def _unit_seed(seeds: np.ndarray | None) -> int | list[int | None] | None:
