@@ -404,6 +404,12 @@ def render_page(
         "**PufferLib**: PufferLib 3.0's vectorization at its usual settings; every × PufferLib and vs PufferLib "
         "is over its fastest one in the same run. It comes from the `pufferlib-core` wheel (`nox -s bench` "
         "installs it; the `pufferlib` sdist cannot be built offline).",
+        "- **EnvPool**: EnvPool's C++ vectorization at one thread per CPU, full and half batches (its "
+        "asynchronous `send`/`recv`), set up as our env (Atari: sticky actions, no reward clipping, no episode per "
+        "life), in an interpreter of its own (`puffer bench --peer-python PY`; `nox -s bench` makes one). "
+        "**native batch alone**: the env's own batched implementation (ALE's `AtariVectorEnv`, gymnasium's "
+        "vector entry point) stepped in a plain loop, next to settings ending in `native`, where Puffer Core hosts "
+        "the same batches.",
         "- **emulated single env**: the emulated env's step time over the raw env's, in one process, "
         "interleaved (`python -m puffer_core.bench.emulation`): with episode statistics (what the backends "
         "step), without them, and, for envs with a 1-D Box observation and a Discrete action, the *floor*: a "
