@@ -5,10 +5,10 @@ A group's envs are cut into units, each one native batch (a gymnasium ``VectorEn
 next-step autoreset) over consecutive envs: Serial makes one unit per batch, a
 Multiprocessing worker, its main share and a Ray actor one unit of all their envs. A unit's
 step is whole-array work: the actions of its rows decoded in one call, one ``step`` of the
-native batch, its observations flattened into the rows in one copy, rewards and flags copied,
+native batch, its observations written into the rows in one copy, rewards and flags copied,
 and the episode statistics (return, length) kept in arrays. The step after an episode's end
 is the native batch's own reset (next-step autoreset, as an ``EnvGroup`` resets an ended env
-on its next step); its reward is not counted.
+on its next step): it pays nothing (the batch's contract) and is not counted in the length.
 
 Seeds: ``reset`` gives a unit the seed of its first env when its envs' seeds run on from it
 (``vector.make``'s seed S gives env i the seed S + i), which the native batch spreads over its
