@@ -461,22 +461,21 @@ def bench(session: nox.Session) -> None:
 
 def _bench_memory(session: nox.Session, args: list[str]) -> None:
     """`nox -s bench -- --memory [DIR]`: a long training run's memory and checkpoint (it trains: torch)."""
-    install_project(session)
-    install_torch(session, from_index=True)
-    install_torch_extras(session, "train")
-    out = args[0] if args else "bench-results/memory"
-    session.run("python", "-m", "puffer_core.bench.memory", "--out", out)
-    if not args:
-        session.run("python", "-m", "puffer_core.bench.results")
+    _bench_training_module(session, "puffer_core.bench.memory", "bench-results/memory", args)
 
 
 def _bench_expected(session: nox.Session, args: list[str]) -> None:
     """`nox -s bench -- --expected [DIR]`: `puffer train`'s defaults on the first envs (it trains: torch)."""
+    _bench_training_module(session, "puffer_core.bench.expected", "bench-results/expected", args)
+
+
+def _bench_training_module(session: nox.Session, module: str, standard_out: str, args: list[str]) -> None:
+    """``python -m MODULE --out DIR`` with torch and the train extra: into ``standard_out`` and the
+    pages regenerated, or into the scratch DIR given in ``args`` (then nothing is regenerated)."""
     install_project(session)
     install_torch(session, from_index=True)
     install_torch_extras(session, "train")
-    out = args[0] if args else "bench-results/expected"
-    session.run("python", "-m", "puffer_core.bench.expected", "--out", out)
+    session.run("python", "-m", module, "--out", args[0] if args else standard_out)
     if not args:
         session.run("python", "-m", "puffer_core.bench.results")
 
