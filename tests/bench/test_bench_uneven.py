@@ -54,9 +54,11 @@ def test_slow_seeds_are_the_envs_of_the_last_half_of_the_workers(num_envs, worke
     assert set(slow_seeds(num_envs, workers, 100)) == expected
 
 
-def test_the_slow_envs_sit_on_the_slow_workers_of_a_vector_env():
+@pytest.mark.parametrize("native", [False, True])
+def test_the_slow_envs_sit_on_the_slow_workers_of_a_vector_env(native):
+    # With native batches, each worker's envs are one batch (BUSY_SPEC), seeded as single envs are.
     with vector.make(
-        BusyEnv,
+        SpecCreator(BUSY_SPEC) if native else BusyEnv,
         num_envs=4,
         num_workers=2,
         backend="multiprocessing",
@@ -64,22 +66,7 @@ def test_the_slow_envs_sit_on_the_slow_workers_of_a_vector_env():
         step_us=1,
         slowdown=3.0,
         slow_seeds=slow_seeds(4, 2, 3),
-    ) as envs:
-        obs, _ = envs.reset()
-        assert obs[:, 1].tolist() == [0.0, 0.0, 1.0, 1.0]
-
-
-def test_the_slow_envs_sit_on_the_slow_workers_of_native_batches_too():
-    with vector.make(
-        SpecCreator(BUSY_SPEC),
-        num_envs=4,
-        num_workers=2,
-        backend="multiprocessing",
-        seed=3,
-        step_us=1,
-        slowdown=3.0,
-        slow_seeds=slow_seeds(4, 2, 3),
-        vector_kwargs={"native": True},
+        vector_kwargs={"native": True} if native else None,
     ) as envs:
         obs, _ = envs.reset()
         assert obs[:, 1].tolist() == [0.0, 0.0, 1.0, 1.0]
