@@ -15,8 +15,8 @@ from typing import Any
 from puffer_core import vector
 from puffer_core.bench.ceiling import parallel_ceiling
 from puffer_core.env.environments import make, make_raw
+from puffer_core.env.factory import has_native_batches
 from puffer_core.env.random_actions import random_action_batches
-from puffer_core.plugins import get_plugins
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.settings import main_share_settings, mp_settings
 from puffer_core.vector.timing import Measured, time_async, time_gym_vector, time_raw, time_sb3
@@ -97,7 +97,7 @@ def puffer_cases(
             label = f"Multiprocessing w={workers}+main({even - 1}) b={batch}"
             lighter = {"main_share": even - 1}
             cases.append(_vector_case(env_id, num_envs, seed, label, "multiprocessing", workers, batch, **lighter))
-    if get_plugins().get_spec(env_id).batch_creator is not None:  # native batches: both ways
+    if has_native_batches(env_id):  # native batches: both ways
         cases.append(_vector_case(env_id, num_envs, seed, "Serial native", "serial", None, num_envs, native=True))
         for workers, batch in settings or mp_settings(num_envs):
             label = f"Multiprocessing w={workers} b={batch} native"

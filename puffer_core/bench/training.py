@@ -31,7 +31,7 @@ import numpy as np
 
 from puffer_core import vector
 from puffer_core.env.environments import unavailable_reason
-from puffer_core.plugins import get_plugins
+from puffer_core.env.factory import has_native_batches
 from puffer_core.vector.timing import time_async
 
 __all__ = ["CARTPOLE_SETTINGS", "SOLVED", "run_training", "solve_trial", "training_throughput"]
@@ -176,7 +176,7 @@ def run_training(
         if progress is not None:
             progress(f"training throughput: {env_id}", 0, 1)
         document["throughput"].append(training_throughput(env_id))
-        if get_plugins().get_spec(env_id).batch_creator is not None:  # Breakout: its native batches too
+        if has_native_batches(env_id):  # Breakout: its native batches too
             document["throughput"].append(training_throughput(env_id, native=True))
     return document
 

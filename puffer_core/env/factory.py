@@ -16,7 +16,7 @@ from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
 
-__all__ = ["EnvFactory", "RecordingPlan", "attach", "env_name"]
+__all__ = ["EnvFactory", "RecordingPlan", "attach", "env_name", "has_native_batches"]
 
 
 def env_name(env: Any) -> str:
@@ -162,3 +162,8 @@ class EnvFactory:
         emulated = emulated or all(hasattr(made, name) for name in ("buf", "num_agents", "observation_space"))
         env = attach(made, buf) if emulated else emulate_with_stats(made, buf)
         return env if recording is None else recording.wrap(env)
+
+
+def has_native_batches(env: Any) -> bool:
+    """Whether ``env`` (an id, or a creator of a spec's env) declares native batches (a batch_creator)."""
+    return (isinstance(env, str) or callable(env)) and EnvFactory(env).batch_spec() is not None

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from puffer_core.env.factory import EnvFactory
+from puffer_core.env.factory import has_native_batches
 from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import PufferError
 from puffer_core.specs.limits import MAX_SECONDS, check_int, check_number
@@ -208,11 +208,6 @@ def autotune(
     if verbose:
         print_result(result)
     return result
-
-
-def has_native_batches(env: Any) -> bool:
-    """Whether ``env`` (an id, or a creator of a spec's env) declares native batches (a batch_creator)."""
-    return EnvFactory(env).batch_spec() is not None if isinstance(env, str) or hasattr(env, "spec") else False
 
 
 def _overhead_guess(trial: _Trial, trials: list[_Trial]) -> float:

@@ -51,7 +51,7 @@ from puffer_core.vector.calls import CallResult, EnvCall, raise_failures
 from puffer_core.vector.checks import format_choices
 from puffer_core.vector.env_group import EnvFault
 from puffer_core.vector.faults import FaultLog
-from puffer_core.vector.native_group import native_spaces_problem
+from puffer_core.vector.native_group import NO_SINGLE_ENVS, native_spaces_problem
 from puffer_core.vector.vector_settings import BackendOptions, VectorSettings, WorkerOptions
 
 __all__ = [
@@ -90,18 +90,16 @@ def probe_env(factory: EnvFactory) -> tuple[Any, Any]:
 
 def check_native_batch(factory: EnvFactory, env: Any) -> None:
     """A native batch of one env steps what ``env`` (the probe, one env made alone) steps: the
-    same single-agent spaces, next-step autoreset; else APIUsageError saying what differs."""
+    same single-agent spaces, next-step autoreset; else APIUsageError saying what differs (the
+    caller closes ``env``)."""
     name = factory.name
     if int(getattr(env, "num_agents", 1)) != 1:
-        env.close()
         raise APIUsageError(f"native batches host single-agent envs; {name} has {env.num_agents} agent slots")
     try:
         batch = factory.batch(1)
     except PufferError:
-        env.close()
         raise
     except Exception as exc:
-        env.close()
         fault = EnvFault(0, "construction (a native batch in the main process)", exc)
         raise fault.to_worker_error(None, "vector.make") from exc
     try:
@@ -109,7 +107,6 @@ def check_native_batch(factory: EnvFactory, env: Any) -> None:
     finally:
         batch.close()
     if problem is not None:
-        env.close()
         raise APIUsageError(f"{name}'s native batch does not step the env it makes alone: {problem}")
 
 
@@ -254,7 +251,11 @@ class VectorEnv:
         self.check_actions = settings.check_actions
         env, spec = probe_env(settings.factory)
         if settings.factory.native:
-            check_native_batch(settings.factory, env)
+            try:
+                check_native_batch(settings.factory, env)
+            except BaseException:
+                env.close()
+                raise
         a = spec["agents_per_env"]
         self.agents_per_env = a
         self.possible_agents = spec["possible_agents"]
@@ -442,10 +443,7 @@ class VectorEnv:
     def _indices(self, env_indices: Any) -> list[int]:
         self._check_usable()
         if self.settings.factory.native:  # refused here, before a worker is asked
-            raise APIUsageError(
-                "call, get_attr, set_attr and render reach single envs, and native batches have none; make the "
-                "vector env with vector_kwargs={'native': False}"
-            )
+            raise APIUsageError(NO_SINGLE_ENVS)
         count = self._env_count
         if env_indices is None:
             return list(range(count))

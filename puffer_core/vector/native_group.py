@@ -32,7 +32,13 @@ from puffer_core.vector.autoreset import NEXT_STEP, NO_SEED, ResetPlan
 from puffer_core.vector.calls import CallResult, EnvCall
 from puffer_core.vector.env_group import EnvFault, EnvGroup
 
-__all__ = ["NativeGroup", "make_group", "native_spaces_problem"]
+__all__ = ["NO_SINGLE_ENVS", "NativeGroup", "make_group", "native_spaces_problem"]
+
+#: Why env calls (call, get_attr, set_attr, render) cannot reach native batches.
+NO_SINGLE_ENVS = (
+    "call, get_attr, set_attr and render reach single envs, and native batches have none; make the vector env "
+    "with vector_kwargs={'native': False}"
+)
 
 
 def make_group(
@@ -215,14 +221,8 @@ class NativeGroup:
 
     # ------------------------------------------------------------ calls, close
     def call(self, indices: Sequence[int], request: EnvCall) -> list[CallResult]:
-        raise APIUsageError(
-            "calls reach single envs, and native batches have none; make the vector env with "
-            "vector_kwargs={'native': False}"
-        )
-
-    @property
-    def envs(self) -> list[Any]:
-        return [unit.batch for unit in self.units]
+        """Refused: the vector env refuses calls before they reach a group; this says the same."""
+        raise APIUsageError(NO_SINGLE_ENVS)
 
     def close(self) -> None:
         units, self.units = self.units, []

@@ -189,8 +189,8 @@ class VectorSettings:
                 raise APIUsageError("record goes with an env id or creator, not an EnvFactory (it has its recording)")
             factory = env
         else:
-            native = getattr(options, "native", False)
-            factory = EnvFactory(env, env_kwargs, None if native else _recording(env, record, env_kwargs), native)
+            recording = None if options.native else _recording(env, record, env_kwargs)
+            factory = EnvFactory(env, env_kwargs, recording, options.native)
         if factory.native:
             _check_native(factory, autoreset, record)
         return cls(

@@ -14,6 +14,7 @@ from plugin_site import run_puffer
 
 import puffer_core
 from puffer_core import vector
+from puffer_core.env.factory import has_native_batches
 from puffer_core.errors import APIUsageError, UnknownEnvError
 from puffer_core.vector import autotuner
 from puffer_core.vector.autotuner import make_call
@@ -208,5 +209,5 @@ def test_a_native_setting_makes_a_call_that_steps_native_batches():
 
 
 def test_an_env_without_native_batches_is_measured_one_env_at_a_time():
-    assert not autotuner.has_native_batches("classic/acrobot") and autotuner.has_native_batches("classic/cartpole")
+    assert not has_native_batches("classic/acrobot") and has_native_batches("classic/cartpole")
     assert not any(s.native for s in settings_grid(4, cpus=2))
