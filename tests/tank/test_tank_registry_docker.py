@@ -78,6 +78,12 @@ def _tags(engine_env: dict[str, str] | None = None) -> set[str]:
     return {tag for tag in out.split() if not tag.endswith(":<none>")}  # <none>: known by its digest only
 
 
+def _digest_references(engine_env: dict[str, str] | None = None) -> set[str]:
+    """``REPO@sha256:…`` the engine keeps: a push records one on the image it pushed."""
+    out = _docker("images", "--digests", "--format", "{{.Repository}}@{{.Digest}}", env=engine_env).stdout
+    return {ref for ref in out.split() if not ref.endswith("@<none>")}
+
+
 @pytest.fixture(scope="module")
 def registry():
     if not os.path.exists(REGISTRY_BINARY):
@@ -97,12 +103,16 @@ def box2(client):
 
 @pytest.fixture(scope="module", autouse=True)
 def _untag_ours(client, registry):
-    """Leave the first engine as it was: remove every tag these tests made (the images the
-    `built` fixture tagged stay, so this only untags them)."""
+    """Leave the first engine as it was: remove every tag these tests made, and the digest
+    references their pushes recorded (the images the `built` fixture tagged stay, so this only
+    untags them)."""
     yield
     for tag in _tags():
         if tag.startswith((LOCAL, registry.address)):
             _docker("rmi", tag, check=False)
+    for ref in _digest_references():
+        if ref.startswith(registry.address + "/"):
+            _docker("rmi", ref, check=False)
 
 
 @pytest.fixture(scope="module")
