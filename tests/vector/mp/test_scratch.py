@@ -5,6 +5,7 @@ a live process, of another user or of another pid namespace."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -100,10 +101,13 @@ def test_the_folder_goes_when_a_fault_closes_the_vector_env(no_leaks):
 
 
 KILLED_OWNER = """
-import os, signal, tempfile
+import multiprocessing.util, os, signal, tempfile
 from puffer_core import vector
 from puffer_core.testing import CountingEnv
 
+# The fork server's socket goes in multiprocessing's temp dir: made first, under the short TMPDIR
+# the test gives (pytest-xdist's temp dirs make the socket path too long for AF_UNIX).
+multiprocessing.util.get_temp_dir()
 tempfile.tempdir = {temp!r}
 envs = vector.make(CountingEnv, num_envs=2, num_workers=2, backend="multiprocessing")
 envs.reset(seed=0)
@@ -114,9 +118,14 @@ os.kill(os.getpid(), signal.SIGKILL)  # no close, no finalizer: what the OOM kil
 
 def test_a_killed_owners_folder_is_swept_by_the_next_vector_env(no_leaks):
     temp = tempfile.gettempdir()  # no_leaks's own temp dir
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(KILLED_OWNER.format(temp=temp))], capture_output=True, text=True
-    )
+    short = tempfile.mkdtemp(prefix="ptk-", dir="/tmp")  # the killed owner's multiprocessing files
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(KILLED_OWNER.format(temp=temp))],
+            capture_output=True, text=True, env={**os.environ, "TMPDIR": short},
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     left = [name for name in os.listdir(temp) if name.startswith(PREFIX)]
     assert len(left) == 1 and left[0] in proc.stdout
