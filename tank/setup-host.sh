@@ -5,11 +5,13 @@
 # PCI bus, the driver and the NVIDIA Container Toolkit; puffer-core (this checkout) in a venv with
 # `puffer` and the login shell `puffertank-login` on PATH; registers that shell in /etc/shells;
 # installs the broker, the one program between users and the engine (group puffertank, one sudo
-# rule); records the box's image (--image) and enrols users (--user). Every step checks first
-# and logs one line; a second run changes nothing and says so. `--help` lists the options.
+# rule); writes the limits of each user's tanks; keeps enrolled users' code in their tanks (an
+# sshd drop-in for the group, no ~/.pam_environment, no systemd user manager); records the box's
+# image (--image) and enrols users (--user), closing the account of those taken off. Every step
+# checks first and logs one line; a second run changes nothing and says so. `--help` lists the options.
 #
-# It never opens a port and never configures a VPN or sshd: how users reach the box
-# (Tailscale, WireGuard, a LAN, sshd's own settings) stays the admin's choice.
+# It never opens a port and never configures a VPN: how users reach the box (Tailscale,
+# WireGuard, a LAN) stays the admin's choice.
 #
 # It runs as root, so it takes nothing from anyone else: a fixed PATH, root's own HOME, umask
 # 022 (the venv is for every user), the caller's environment emptied except the settings
@@ -42,6 +44,11 @@ STATE_DIR=/var/lib/puffertank/containers         # the broker's record: containe
 DOCKER_CONFIG_DIR=/etc/puffertank/docker         # the broker's DOCKER_CONFIG: root's, no CLI plugin of anyone's
 IMAGE_FILE=/etc/puffertank/image
 DEFAULT_IMAGE=puffertank:latest
+LIMITS_FILE=/etc/puffertank/limits              # each tank's memory, swap, processes, CPU share; tanks per user
+SSHD_DROPIN=/etc/ssh/sshd_config.d/puffertank.conf
+UNITS=/etc/systemd/system                       # where a user's systemd manager is masked (user@UID.service)
+LINGER_DIR=/var/lib/systemd/linger
+CRON_SPOOL=/var/spool/cron/crontabs
 LOG=/var/log/puffertank-setup.log               # output of the commands that change the box
 BASE_PACKAGES=(git vim tmux curl ca-certificates python3 python3-venv sudo)
 PYTHON=/usr/bin/python3                          # Debian's, from BASE_PACKAGES: the venv's home
@@ -88,10 +95,22 @@ Options:
   --fix-homes          make enrolled users' homes 0700 where others can read them (without
                        it, each such home gets one warning line and is left as it is)
   --exact-users        the --user list is this box's whole list: every other enrolled user is
-                       taken off the box (login shell nologin, out of group $GROUP, their
-                       containers stopped; home and files kept), one line each (the fleet's
+                       taken off the box, their account closed: expired (no login, no key, no
+                       ssh forward), sessions ended, crontab and linger removed, login shell
+                       nologin, out of group $GROUP, their containers stopped; home and
+                       files kept. Enrolling them again opens it. One line each (the fleet's
                        playbook, tank/fleet/site.yml, runs it so)
+  --memory SIZE        each tank's memory, e.g. 48G (default: the box's memory less a reserve
+                       for the host, at least 2G or 10%, divided by --tanks)
+  --swap SIZE          each tank's swap beyond --memory (default 0)
+  --pids N             each tank's processes and threads (default 4096)
+  --cpu-shares N       each tank's CPU weight when the cores are contended (default 1024: equal)
+  --tanks N            containers per user, puffertank-USER and its --new siblings (default 2)
+                       The five limits go to $LIMITS_FILE; an option not given keeps the
+                       file's value, 'auto' puts back the default. The broker applies them to
+                       every tank it makes or joins, and this script to the tanks there are
   --no-nvidia          skip the NVIDIA steps even where an NVIDIA GPU is present
+  --print-sshd-config  print the sshd drop-in this script writes, and exit
   -h, --help           this text
 
 Steps: packages (${BASE_PACKAGES[*]} and the engine; apt-get update only when something
@@ -103,12 +122,16 @@ repository; nvidia-ctk runtime configure --runtime=docker and a docker restart),
 changed or users could not run it), links (/usr/local/bin/puffer), scripts ($LOGIN
 and $BROKER, run as python -I), broker (group $GROUP, $SUDOERS
 letting it run $BROKER as root and nothing else, checked with visudo -c;
-$STATE_DIR and $DOCKER_CONFIG_DIR, root's alone), shells
+$STATE_DIR and $DOCKER_CONFIG_DIR, root's alone), limits ($LIMITS_FILE), sshd
+($SSHD_DROPIN: for group $GROUP every session runs the login, sftp included;
+forwarding one way only, ssh -L; no agent or X11 forwarding, tunnel or ~/.ssh/rc; checked with
+sshd -t and reloaded), pam (user_readenv=0 wherever pam_env read ~/.pam_environment), shells
 ($LOGIN in /etc/shells), image, docker group (every enrolled user taken out of
 group docker), old containers (login containers made before the broker, named for removal),
-user NAME, other users (with --exact-users: each enrolled user not named, taken off).
+user NAME (and no systemd user manager, user@UID.service masked, no linger), other users
+(with --exact-users: each enrolled user not named, taken off and their account closed).
 
-Never: opens a port, touches the firewall or sshd, configures Tailscale or any VPN (the admin's
+Never: opens a port, touches the firewall, configures Tailscale or any VPN (the admin's
 choice), removes a package. A failed step is undone where it can be (files are written to a
 temporary name and moved; a failed venv install puts the previous venv back) and the steps
 after it do not run. Command output goes to $LOG.
@@ -127,8 +150,16 @@ now_us() { local t=${EPOCHREALTIME/[.,]/}; echo "$t"; }
 secs() { printf '%d.%d s' $(($1 / 1000000)) $(($1 / 100000 % 10)); }
 
 # -- options ------------------------------------------------------------------------------
-ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=() FIX_HOMES=0 EXACT=0
+ARGS=("$@") DRY=0 REPO=debian SRC="" IMAGE="" NVIDIA=1 USERS=() FIX_HOMES=0 EXACT=0 LIMITS=() PRINT_SSHD=0
 need_value() { [[ $# -ge 2 && -n $2 ]] || die "$1 needs a value; see --help"; }
+limit() { # OPTION VALUE: one of the limits, checked for its form here and its range by the limits step
+    local key=${1#--} pattern='^[0-9]+$'
+    key=${key//-/_}
+    if [[ $key == memory || $key == swap ]]; then pattern='^[0-9]+(\.[0-9]+)?[KMGTkmgt]?$'; fi
+    [[ $2 == auto || $2 =~ $pattern ]] ||
+        die "$1 '$2' is not $([[ $key == memory || $key == swap ]] && echo 'a size (e.g. 48G)' || echo 'a whole number') or auto; see --help"
+    LIMITS+=("$key=$2")
+}
 while (($#)); do
     case $1 in
         --dry-run) DRY=1 ;;
@@ -140,6 +171,8 @@ while (($#)); do
         --exact-users) EXACT=1 ;;
         --no-nvidia) NVIDIA=0 ;;
         --fix-homes) FIX_HOMES=1 ;;
+        --memory | --swap | --pids | --cpu-shares | --tanks) need_value "$@"; limit "$1" "$2"; shift ;;
+        --print-sshd-config) PRINT_SSHD=1 ;;
         -h | --help) usage; exit 0 ;;
         *) die "unknown option '$1'; see --help" ;;
     esac
@@ -262,6 +295,11 @@ check_options() {
     check_source "$what"
     check_script
     check_pip_cert
+    if ((${#LIMITS[@]})) && limits_module; then  # their ranges, where the venv can tell already
+        local why
+        why=$("$VENV/bin/python" -I -m puffer_core.tank.limits /dev/null "${LIMITS[@]}" 2>&1 >/dev/null) ||
+            die "${why#limits: }; see --help"
+    fi
     [[ -z $IMAGE ]] || valid_image "$IMAGE" ||
         die "--image '$IMAGE' is not an image reference (NAME[:TAG][@sha256:DIGEST], e.g. $DEFAULT_IMAGE)"
     local name seen=" "
@@ -782,6 +820,109 @@ step_broker() {
     did "made $(comma_list "${changes[@]}"): group $GROUP may run $BROKER as root, and nothing else"
 }
 
+# -- what one user may take of the box ----------------------------------------------------------
+limits_module() { "$VENV/bin/python" -I -c 'import puffer_core.tank.limits' 2>/dev/null; }
+
+apply_limits() { # the limits file's limits on every tank the broker made, running or not: one phrase
+    local args id count=0 failed=()
+    timeout 10 docker info >/dev/null 2>&1 || { echo "the engine does not answer: each tank gets them when next joined"; return 0; }
+    args=$("$VENV/bin/python" -I -m puffer_core.tank.limits --docker-args "$LIMITS_FILE") || { echo "not applied"; return 0; }
+    while read -r id; do
+        [[ -n $id && -e $STATE_DIR/$id.json ]] || continue
+        # shellcheck disable=SC2086  # the options, split on purpose
+        if docker update $args -- "$id" >>"$LOG" 2>&1; then count=$((count + 1)); else failed+=("${id:0:12}"); fi
+    done < <(docker ps -aq --no-trunc --filter label=org.puffer.tank.login)
+    echo "applied to $count tank(s)${failed[*]:+; not to ${failed[*]} (see $LOG; each gets them at its --fresh)}"
+}
+
+step_limits() {
+    local want current="" effect applied
+    if ! limits_module; then  # a dry run before the venv holds this version
+        would "write $LIMITS_FILE (each tank's limits, derived from this box${LIMITS[*]:+, with ${LIMITS[*]}})"
+        return
+    fi
+    want=$("$VENV/bin/python" -I -m puffer_core.tank.limits "$LIMITS_FILE" "${LIMITS[@]}" 2>&1) || fail "${want#limits: }"
+    effect=${want##*# in effect: }
+    if [[ -r $LIMITS_FILE ]]; then current=$(cat "$LIMITS_FILE"); fi
+    if [[ $current == "$want" ]]; then
+        already "$LIMITS_FILE: $effect"
+        return
+    elif ((DRY)); then
+        would "write $LIMITS_FILE: $effect"
+        return
+    fi
+    write_file "$LIMITS_FILE" 0644 "$want"
+    applied=$(apply_limits)
+    did "wrote $LIMITS_FILE: $effect; $applied"
+}
+
+# -- the host, as docs/security.md says it is: an enrolled user's code runs in their tank -----------
+sshd_text() {
+    printf '%s\n' "# Written by tank/setup-host.sh: the users of group $GROUP reach this box through their" \
+        "# PufferTank only: every session runs the login (sftp too, whatever the Subsystem), forwarding" \
+        "# goes one way (ssh -L: to the box's ports and sockets), and nothing of theirs runs on the host" \
+        "# (no ~/.ssh/rc, agent or X11 forwarding, tunnel). The script checks it with sshd -t." \
+        "Match Group $GROUP" \
+        "    ForceCommand $LOGIN" \
+        "    AllowTcpForwarding local" \
+        "    AllowStreamLocalForwarding local" \
+        "    AllowAgentForwarding no" \
+        "    X11Forwarding no" \
+        "    PermitTunnel no" \
+        "    PermitUserRC no" \
+        "Match all"
+}
+
+step_sshd() {
+    local sshd=/usr/sbin/sshd included=1 reload=""
+    grep -Eqs '^[[:space:]]*Include[[:space:]]+/etc/ssh/sshd_config\.d/\*\.conf' /etc/ssh/sshd_config || included=0
+    if [[ -f $SSHD_DROPIN && $(cat "$SSHD_DROPIN") == "$(sshd_text)" ]]; then
+        already "$SSHD_DROPIN keeps group $GROUP in their tanks"
+    elif ((DRY)); then
+        would "write $SSHD_DROPIN (group $GROUP: the login for every session, ssh -L only, no ~/.ssh/rc)"
+    else
+        write_file "$SSHD_DROPIN" 0644 "$(sshd_text)"
+        if [[ -x $sshd ]]; then
+            $sshd -t >>"$LOG" 2>&1 || fail "sshd -t refuses its configuration with $SSHD_DROPIN in it (see $LOG)"
+            if systemd_pid1 && systemctl is-active --quiet ssh; then
+                run systemctl reload ssh
+                reload="; sshd reloaded"
+            fi
+        fi
+        did "wrote $SSHD_DROPIN (group $GROUP: the login for every session, ssh -L only, no ~/.ssh/rc)$reload"
+    fi
+    if [[ -x $sshd ]] && ((!included)); then
+        note "warning: /etc/ssh/sshd_config does not include /etc/ssh/sshd_config.d/*.conf, so sshd never reads $SSHD_DROPIN: add 'Include /etc/ssh/sshd_config.d/*.conf' at its top"
+    fi
+}
+
+pam_user_env() { # the PAM services whose pam_env reads each user's ~/.pam_environment
+    local file
+    for file in /etc/pam.d/*; do
+        grep -Eqs '^[[:space:]]*[^#[:space:]].*pam_env\.so.*user_readenv=1' "$file" && echo "$file"
+    done
+    return 0
+}
+
+step_pam() {
+    local files=() file tmp
+    mapfile -t files < <(pam_user_env)
+    if ((${#files[@]} == 0)); then
+        already "no PAM service reads a user's ~/.pam_environment"
+        return
+    elif ((DRY)); then
+        would "set user_readenv=0 in $(comma_list "${files[@]}") (a user's ~/.pam_environment sets LD_PRELOAD for what sshd starts)"
+        return
+    fi
+    for file in "${files[@]}"; do  # PAM has no drop-in folder: the line is changed in place, the file saved for undo
+        tmp=$(mktemp "$file.new.XXXXXX")
+        TEMPS+=("$tmp")
+        sed -E '/pam_env\.so/ s/user_readenv=1/user_readenv=0/' "$file" >"$tmp"
+        put_file "$file" 0644 "$tmp"
+    done
+    did "set user_readenv=0 in $(comma_list "${files[@]}"): a user's ~/.pam_environment (LD_PRELOAD) no longer reaches what sshd starts on the host"
+}
+
 enrolled_in_docker() { # users whose login shell is the login and who are in group docker
     local user
     for user in $(getent group docker | cut -d: -f4 | tr ',' ' '); do
@@ -838,31 +979,78 @@ home_note() { # NAME: the home's mode fixed with --fix-homes, or one warning lin
     fi
 }
 
+user_manager_unit() { echo "$UNITS/user@$(id -u "$1").service"; }
+
+host_services_open() { # NAME: what lets NAME's own code run on the host outside a tank: a systemd user manager, linger
+    local unit
+    unit=$(user_manager_unit "$1")
+    [[ $(readlink "$unit" 2>/dev/null) == /dev/null ]] || echo "a systemd user manager (user@$(id -u "$1").service)"
+    [[ ! -e $LINGER_DIR/$1 ]] || echo "linger"
+}
+
+close_host_services() { # NAME: mask their systemd user manager (stopped where systemd runs), linger off
+    local name=$1 unit
+    unit=$(user_manager_unit "$name")
+    if [[ $(readlink "$unit" 2>/dev/null) != /dev/null ]]; then
+        [[ ! -e $unit || -L $unit ]] || fail "$unit is a file, not a link made by $PROG: move it away, then run this again"
+        if [[ ! -e $unit ]]; then RB_NEW+=("$unit"); fi
+        make_dir "$UNITS"
+        ln -sfn /dev/null "$unit"
+        if systemd_pid1; then
+            run systemctl daemon-reload
+            systemctl stop "${unit##*/}" >>"$LOG" 2>&1 || true
+        fi
+    fi
+    if [[ -e $LINGER_DIR/$name ]]; then
+        KEPT="${KEPT:+$KEPT, }linger of $name off"
+        if systemd_pid1; then run loginctl disable-linger "$name"; else rm -f -- "${LINGER_DIR:?}/$name"; fi
+    fi
+}
+
+expired() { # NAME: the account's expiry date has passed (shadow's field 8, days since 1970)
+    local day
+    day=$(getent shadow "$1" | cut -d: -f8)
+    [[ -n $day ]] && ((day <= $(date +%s) / 86400))
+}
+
 step_user() {
-    local name=$1 shell in_docker=0 in_group=0 changes=()
+    local name=$1 shell in_docker=0 in_group=0 changes=() open=() opened=0 crontab=0
     if getent passwd "$name" >/dev/null; then
         shell=$(getent passwd "$name" | cut -d: -f7)
         if id -nG "$name" | tr ' ' '\n' | grep -qx docker; then in_docker=1; fi
         if id -nG "$name" | tr ' ' '\n' | grep -qx "$GROUP"; then in_group=1; fi
+        if expired "$name"; then opened=1; fi
+        if [[ -e $CRON_SPOOL/$name ]]; then crontab=1; fi
+        mapfile -t open < <(host_services_open "$name")
         [[ $shell == "$LOGIN" ]] || changes+=("login shell $LOGIN (was $shell)")
         ((in_group)) || changes+=("in group $GROUP")
         ((!in_docker)) || changes+=("out of group docker (root-equivalent)")
+        ((!opened)) || changes+=("account opened again (it had expired)")
+        ((${#open[@]} == 0)) || changes+=("no $(comma_list "${open[@]}") on the host")
         if ((${#changes[@]} == 0)); then
-            already "login shell $LOGIN, in group $GROUP, not in group docker"
+            already "login shell $LOGIN, in group $GROUP, not in group docker, no host services"
         elif ((DRY)); then
             would "$(comma_list "${changes[@]}")"
         else
             getent group "$GROUP" >/dev/null || fail "group $GROUP does not exist (the broker step makes it)"
-            # One usermod call: shell and group change together or not at all.
-            if [[ $shell != "$LOGIN" ]] || ((!in_group)); then run usermod -s "$LOGIN" -a -G "$GROUP" "$name"; fi
+            # One usermod call: shell, group and expiry change together or not at all.
+            local expiry=()
+            if ((opened)); then expiry=(--expiredate ''); fi
+            if [[ $shell != "$LOGIN" ]] || ((!in_group || opened)); then
+                run usermod -s "$LOGIN" -a -G "$GROUP" "${expiry[@]}" "$name"
+            fi
             if ((in_docker)); then run gpasswd -d "$name" docker; fi
+            close_host_services "$name"
             did "$(comma_list "${changes[@]}")"
+        fi
+        if ((crontab)); then
+            note "warning: $name has a crontab ($CRON_SPOOL/$name), which cron runs on the host outside their tank: crontab -r -u $name removes it"
         fi
         home_note "$name"
         return
     fi
     if ((DRY)); then
-        would "create it (useradd -m, home 0700) with login shell $LOGIN, in group $GROUP"
+        would "create it (useradd -m, home 0700) with login shell $LOGIN, in group $GROUP, no systemd user manager"
         return
     fi
     getent group "$GROUP" >/dev/null || fail "group $GROUP does not exist (the broker step makes it)"
@@ -874,7 +1062,8 @@ step_user() {
             fail "useradd exited $rc but $name now exists ($(user_state "$name")); fix it or userdel -r $name, then run this again"
         fail "useradd exited $rc: $name was not created (output: $LOG)"
     fi
-    did "created (home $(getent passwd "$name" | cut -d: -f6), 0700), login shell $LOGIN, in group $GROUP"
+    close_host_services "$name"
+    did "created (home $(getent passwd "$name" | cut -d: -f6), 0700), login shell $LOGIN, in group $GROUP, no systemd user manager"
 }
 
 enrolled_users() { # users whose login shell is the login, or who are in group puffertank
@@ -884,13 +1073,25 @@ enrolled_users() { # users whose login shell is the login, or who are in group p
     } | sed '/^$/d' | sort -u
 }
 
-step_other_user() { # NAME: an enrolled user not named by --user: taken off this box, home kept
-    local name=$1 uid shell stopped=() id
+kill_processes_of() { # UID: SIGKILL every process it runs on the host (procps may be missing); false when none
+    local proc pid killed=1
+    for proc in /proc/[0-9]*; do
+        pid=${proc#/proc/}
+        [[ $pid != "$$" && $(stat -c %u "$proc" 2>/dev/null) == "$1" ]] || continue
+        kill -KILL "$pid" 2>/dev/null && killed=0
+    done
+    return $killed
+}
+
+step_other_user() { # NAME: an enrolled user not named by --user: taken off this box, account closed, home kept
+    local name=$1 uid shell stopped=() id ended=""
     uid=$(id -u "$name") shell=$(getent passwd "$name" | cut -d: -f7)
     if ((DRY)); then
-        would "take $name off this box (login shell /usr/sbin/nologin, out of group $GROUP, containers stopped; home kept)"
+        would "take $name off this box (account expired, sessions ended, crontab and linger removed, login shell /usr/sbin/nologin, out of group $GROUP, containers stopped; home kept)"
         return
     fi
+    # Expired first: no new session (key, password or forward) while the rest is closed.
+    expired "$name" || run usermod --expiredate 1 "$name"
     [[ $shell != "$LOGIN" ]] || run usermod -s /usr/sbin/nologin "$name"
     if id -nG "$name" | tr ' ' '\n' | grep -qx "$GROUP"; then run gpasswd -d "$name" "$GROUP"; fi
     if docker info >/dev/null 2>&1; then
@@ -900,10 +1101,22 @@ step_other_user() { # NAME: an enrolled user not named by --user: taken off this
             stopped+=("$(docker inspect --format '{{.Name}}' -- "$id" | sed 's|^/||')")
         done < <(docker ps -q --filter "label=org.puffer.tank.login=$uid")
     fi
-    did "taken off this box: login shell /usr/sbin/nologin, out of group $GROUP${stopped[*]:+, stopped $(comma_list "${stopped[@]}")}; home $(getent passwd "$name" | cut -d: -f6) kept"
+    # Their sessions (an ssh forward, a process left on the host) end: logind's, then any other.
+    if systemd_pid1; then loginctl terminate-user "$name" >>"$LOG" 2>&1 || true; fi
+    if kill_processes_of "$uid"; then ended=", sessions ended"; fi
+    if [[ -e $CRON_SPOOL/$name ]]; then
+        if command -v crontab >/dev/null; then run crontab -r -u "$name"; else rm -f -- "${CRON_SPOOL:?}/$name"; fi
+        ended+=", crontab removed"
+    fi
+    close_host_services "$name"
+    did "taken off this box: account expired$ended, no systemd user manager or linger, login shell /usr/sbin/nologin, out of group $GROUP${stopped[*]:+, stopped $(comma_list "${stopped[@]}")}; home $(getent passwd "$name" | cut -d: -f6) kept"
 }
 
 # -- main ---------------------------------------------------------------------------------
+if ((PRINT_SSHD)); then
+    sshd_text
+    exit 0
+fi
 check_system
 check_options
 cd /  # no command runs in the caller's folder
@@ -919,6 +1132,9 @@ step puffer step_puffer
 step links step_links
 step scripts step_scripts
 step broker step_broker
+step limits step_limits
+step sshd step_sshd
+step pam step_pam
 step shells step_shells
 step image step_image
 step "docker group" step_docker_group

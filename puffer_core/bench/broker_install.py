@@ -90,7 +90,7 @@ def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = N
     _script(broker, venv, "from puffer_core.tank.broker import BrokerConfig, main\n\n"
             f"sys.exit(main(config=BrokerConfig({config})))\n")  # fmt: skip
     _script(login, venv, f"from puffer_core.tank.login import main\n\nsys.exit(main(broker={str(broker)!r}, "
-            f"group={group!r}))\n")  # fmt: skip
+            f"group={group!r}, path={str(login)!r}))\n")  # fmt: skip
     subprocess.run(["chmod", "-R", "a+rX,go-w", str(folder)], check=True)
     docker_config.chmod(0o700)
     sudoers = SUDOERS_DIR / group

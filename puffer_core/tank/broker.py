@@ -8,7 +8,7 @@ an argument):
 
     session [--container NAME] [--fresh] [--tty] [--cwd DIR] [--env KEY=VALUE]... [--image REF]
             [-c COMMAND [ARG...]]        start or join one of the caller's containers, run a shell or COMMAND
-    list [--json]                        the caller's containers
+    list [--json]                        the caller's containers and their limits
     stop NAME | rm NAME                  stop or remove one of them (NAME ``default`` is puffertank-USER)
 
 Anything else is refused in one line. The broker runs as ``python -I`` (no
@@ -18,7 +18,8 @@ and a root-owned ``DOCKER_CONFIG`` (no CLI plugin or credential helper from anyo
 takes images only from the box's image file and the admin's allow-list, and sets every
 docker option itself: the caller's uid:gid, the caller's own home only (a directory the
 caller owns, in folders only root can write), every capability dropped, no new
-privileges, the GPUs when the engine has the NVIDIA runtime.
+privileges, the GPUs when the engine has the NVIDIA runtime, and the box's limits
+(:mod:`puffer_core.tank.limits`: memory, swap, processes, CPU share per tank, tanks per user).
 
 Which container belongs to whom is root's record, not a label: the broker writes
 ``<state>/<container id>.json`` when it makes a container, and joins, starts, stops or
@@ -45,9 +46,10 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from puffer_core.atomic import write_atomically
-from puffer_core.specs.images import image_reference_problem
+from puffer_core.specs.images import image_reference_problem, parse_image_reference
 from puffer_core.tank.container import bind_mount
 from puffer_core.tank.errors import TankError
+from puffer_core.tank.limits import LIMITS_FILE, LimitsError, TankLimits, box_limits, format_size
 
 __all__ = ["BrokerConfig", "BrokerError", "Caller", "Request", "caller_of", "main", "parse_request"]
 
@@ -94,6 +96,8 @@ class BrokerConfig:
     docker_host: str | None = None
     group: str = GROUP
     default_image: str = "puffertank:latest"
+    #: The admin's limits of each tank (memory, swap, processes, CPU share) and of tanks per user.
+    limits_file: str = LIMITS_FILE
 
 
 @dataclass(frozen=True)
@@ -267,14 +271,26 @@ def _image_lines(path: str) -> list[str]:
 
 
 def choose_image(request: Request, config: BrokerConfig) -> str:
-    """The box's image, or ``--image`` when the admin allows it."""
+    """The box's image, or ``--image`` when the admin's allow-list pins it by digest.
+
+    A line of the allow-list is ``NAME[:TAG]@sha256:DIGEST``; a user asks for it by the whole
+    line or by ``NAME:TAG``, and the container is made from ``NAME@sha256:DIGEST``: a tag alone
+    names whatever was pulled or built under it last, so it never chooses what a tank runs."""
     box = (_image_lines(config.image_file) or [config.default_image])[0]
     if request.image is None or request.image == box:
         return box
-    if request.image in _image_lines(config.allowed_file):
-        return request.image
-    raise _refuse(f"--image {request.image} is not one of this box's images ({box}; the admin lists others "
-                  f"in {config.allowed_file})")  # fmt: skip
+    for line in _image_lines(config.allowed_file):
+        ref = parse_image_reference(line)
+        named = f"{ref.name}:{ref.tag}" if ref.tag else ref.name
+        if request.image not in (line, named, f"{ref.name}@{ref.digest}"):
+            continue
+        if ref.digest is None:
+            raise _refuse(f"{config.allowed_file} lists {line} by tag alone, which names whatever was pulled or built "
+                          f"under it last; the admin pins it by digest ({line}@sha256:…, as puffer tank pull prints "
+                          "it)")  # fmt: skip
+        return f"{ref.name}@{ref.digest}"
+    raise _refuse(f"--image {request.image} is not one of this box's images ({box}; the admin lists others, "
+                  f"pinned by digest, in {config.allowed_file})")  # fmt: skip
 
 
 # -- the engine -----------------------------------------------------------------------------------
@@ -400,11 +416,11 @@ def owned(engine: Engine, ownership: Ownership, caller: Caller, name: str) -> di
 # -- what the broker does ---------------------------------------------------------------------------
 
 
-def create_argv(caller: Caller, name: str, image: str, gpus: bool) -> list[str]:
+def create_argv(caller: Caller, name: str, image: str, gpus: bool, limits: TankLimits) -> list[str]:
     """``docker run --detach ...``: one of the caller's long-lived containers, idle until a session joins."""
     full = container_name(caller, name)
     home = caller.home
-    argv = ["run", "--detach", "--init", "--name", full]
+    argv = ["run", "--detach", "--init", "--name", full, *limits.docker_args()]
     argv += [
         "--label",
         f"{KIND_LABEL}=login",
@@ -453,9 +469,14 @@ def _make(engine: Engine, ownership: Ownership, caller: Caller, request: Request
     if problem is not None:
         raise BrokerError(f"{caller.user}'s home cannot be mounted: {problem}")
     image = present_image(engine, request)
+    limits = tank_limits(engine.config)
     runtimes = engine.run(["info", "--format", "{{json .Runtimes}}"], check=False).stdout
     with ownership.locked():
-        proc = engine.run(create_argv(caller, request.container, image, gpus='"nvidia"' in runtimes), check=False)
+        held = tanks_of(engine, ownership, caller)
+        if len(held) >= limits.tanks and request.container not in held:
+            raise _too_many(held, limits, engine.config)
+        argv = create_argv(caller, request.container, image, gpus='"nvidia"' in runtimes, limits=limits)
+        proc = engine.run(argv, check=False)
         if proc.returncode != 0:
             if "is already in use" in proc.stderr:  # another session made it first: join that one
                 return (owned(engine, ownership, caller, request.container) or {}).get("Id", "")
@@ -467,6 +488,44 @@ def _make(engine: Engine, ownership: Ownership, caller: Caller, request: Request
     if request.fresh:
         say(f"replaced {container_name(caller, request.container)}: a new container from {image} (your home is kept)")
     return container_id
+
+
+def tank_limits(config: BrokerConfig) -> TankLimits:
+    """The box's limits of each tank; one line for the admin when their file is not one."""
+    try:
+        return box_limits(config.limits_file)
+    except LimitsError as exc:
+        raise BrokerError(f"{exc}: the admin fixes it (tank/setup-host.sh --help lists the limits)") from None
+
+
+def tanks_of(engine: Engine, ownership: Ownership, caller: Caller) -> list[str]:
+    """The names of the caller's tanks that exist (records of containers gone are dropped)."""
+    names = []
+    for container_id, record in ownership.of(caller.uid).items():
+        if engine.inspect("container", container_id) is None:
+            ownership.forget(container_id)
+        else:
+            names.append(str(record.get("name", "?")))
+    return sorted(names)
+
+
+def _too_many(held: list[str], limits: TankLimits, config: BrokerConfig) -> BrokerError:
+    return BrokerError(
+        f"refused: you have {len(held)} tank{'s' * (len(held) != 1)} ({', '.join(held)}), the most this box gives "
+        f"one user (tanks = {limits.tanks} in {config.limits_file}): remove one first (puffer tank login --rm NAME)"
+    )
+
+
+def apply_limits(engine: Engine, found: dict, say) -> None:
+    """Bring a tank made under other limits (or none) to the box's: ``docker update``; a refusal is one line."""
+    limits = tank_limits(engine.config)
+    host = found.get("HostConfig") or {}
+    if all(host.get(key) == value for key, value in limits.of_container().items()):
+        return
+    proc = engine.run(["update", *limits.docker_args(), "--", found["Id"]], check=False)
+    if proc.returncode != 0:
+        say(f"this tank keeps its earlier limits ({' '.join(proc.stderr.split())[:200]}); "
+            "puffer tank login --fresh makes it anew under the box's")  # fmt: skip
 
 
 def present_image(engine: Engine, request: Request) -> str:
@@ -489,6 +548,7 @@ def session(engine: Engine, ownership: Ownership, caller: Caller, request: Reque
         container_id = _make(engine, ownership, caller, request, say)
     else:
         container_id = found["Id"]
+        apply_limits(engine, found, say)
         if not (found.get("State") or {}).get("Running"):
             engine.run(["start", "--", container_id])
     engine.become(session_argv(caller, request, container_id or None))
@@ -501,7 +561,7 @@ def _remove(engine: Engine, ownership: Ownership, found: dict) -> None:
 
 
 def listing(engine: Engine, ownership: Ownership, caller: Caller) -> list[dict]:
-    """The caller's containers: name, state, since, image; records of containers gone are dropped."""
+    """The caller's containers: name, state, since, image, limits; records of containers gone are dropped."""
     rows = []
     for container_id, record in ownership.of(caller.uid).items():
         found = engine.inspect("container", container_id)
@@ -516,19 +576,35 @@ def listing(engine: Engine, ownership: Ownership, caller: Caller) -> list[dict]:
             "state": "running" if state.get("Running") else (state.get("Status") or "stopped"),
             "since": state.get("StartedAt") if state.get("Running") else state.get("FinishedAt"),
             "image": (found.get("Config") or {}).get("Image"),
+            "limits": _limits_of(found),
         })  # fmt: skip
     return sorted(rows, key=lambda row: (row["name"] != DEFAULT, row["name"]))
 
 
-def _print_listing(rows: list[dict], as_json: bool) -> None:
+def _limits_of(found: dict) -> dict:
+    """A tank's limits as the engine applies them: memory and swap in bytes (None: unlimited), processes, CPU share."""
+    host = found.get("HostConfig") or {}
+    memory, total = host.get("Memory") or 0, host.get("MemorySwap") or 0
+    return {
+        "memory": memory or None,
+        "swap": None if not memory or total < 0 else max(0, total - memory),
+        "pids": host.get("PidsLimit") or None,
+        "cpu_shares": host.get("CpuShares") or None,
+    }
+
+
+def _print_listing(rows: list[dict], as_json: bool, limits: TankLimits) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
         return
+    print(f"each tank here: {limits.describe()} (you have {len(rows)}); the GPU is shared")
     if not rows:
         print("no containers yet: your next login makes one")
         return
     for row in rows:
-        print(f"{row['name']:<16} {row['state']:<10} {str(row['since'])[:19]:<20} {row['image']}")
+        memory = row["limits"]["memory"]
+        shown = "no memory limit" if memory is None else f"memory {format_size(memory)}"
+        print(f"{row['name']:<16} {row['state']:<10} {str(row['since'])[:19]:<20} {row['image']}  ({shown})")
 
 
 def main(argv: Sequence[str] | None = None, config: BrokerConfig | None = None) -> int:
@@ -546,7 +622,7 @@ def main(argv: Sequence[str] | None = None, config: BrokerConfig | None = None) 
         if request.verb == "session":
             session(engine, ownership, caller, request, say)
         if request.verb == "list":
-            _print_listing(listing(engine, ownership, caller), request.json)
+            _print_listing(listing(engine, ownership, caller), request.json, tank_limits(config))
             return 0
         found = owned(engine, ownership, caller, request.container)
         if found is None:

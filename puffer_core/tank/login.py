@@ -41,6 +41,10 @@ DEFAULT_IMAGE = "puffertank:latest"
 SUDO = "/usr/bin/sudo"
 #: What `ssh box puffer tank login --fresh` sends: handled on the host, not inside.
 SELF_COMMAND = ("puffer", "tank", "login")
+#: Where setup-host.sh installs this login (the ForceCommand of its sshd drop-in names it).
+LOGIN_PATH = "/usr/local/bin/puffertank-login"
+#: sshd's in-process sftp server (``Subsystem sftp internal-sftp``) is served in the tank by OpenSSH's own.
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 USAGE = """usage: puffertank-login [--fresh] [--new NAME] [--image REF] [-c COMMAND [ARG...]]
        puffertank-login --list [--json] | --stop NAME | --rm NAME
        ssh BOX puffer tank login [the same options]
@@ -173,10 +177,26 @@ def broker_argv(args: LoginArgs, environ: Mapping[str, str], tty: bool, cwd: str
             argv += ["--env", f"{key}={environ[key]}"]
     if args.image is not None:
         argv += ["--image", args.image]
-    command = args.command if args.command is not None else environ.get("SSH_ORIGINAL_COMMAND") or None
+    command = args.command if args.command is not None else original_command(environ)
     if command is not None:
         argv += ["-c", command, *(args.command_args if args.command is not None else ())]
     return argv
+
+
+def original_command(environ: Mapping[str, str]) -> str | None:
+    """The client's command under sshd's ForceCommand; an ``internal-sftp`` subsystem becomes the tank's sftp server."""
+    command = environ.get("SSH_ORIGINAL_COMMAND") or None
+    if command is not None and command.split(maxsplit=1)[0] == "internal-sftp":
+        return SFTP_SERVER + command[len("internal-sftp") :]
+    return command
+
+
+def forced(args: LoginArgs, path: str) -> LoginArgs:
+    """``args`` as sshd's ForceCommand gives them: it runs ``LOGIN -c LOGIN``, which is no command of the user's
+    (theirs, if any, is ``SSH_ORIGINAL_COMMAND``)."""
+    if args.command == path and not args.command_args:
+        return dataclasses.replace(args, command=None)
+    return args
 
 
 def _enrolled(group: str) -> bool:
@@ -195,7 +215,7 @@ def login(
         raise TankError(
             "you are inside your PufferTank already: to replace it, leave and run ssh BOX puffer tank login --fresh"
         )
-    command = args.command if args.command is not None else environ.get("SSH_ORIGINAL_COMMAND")
+    command = args.command if args.command is not None else original_command(environ)
     again = self_command(command)
     if again is not None:  # `ssh box puffer tank login --fresh [-c CMD]`: this login's own options
         args = dataclasses.replace(again, image=again.image or args.image)
@@ -218,13 +238,16 @@ def login(
         raise TankError(f"cannot start {SUDO}: {exc.strerror}; the admin installs sudo (tank/setup-host.sh)") from None
 
 
-def main(argv: Sequence[str] | None = None, broker: str = BROKER_PATH, group: str = GROUP) -> int:
+def main(
+    argv: Sequence[str] | None = None, broker: str = BROKER_PATH, group: str = GROUP, path: str = LOGIN_PATH
+) -> int:
     """``puffertank-login``: the login shell's entry point (argv[0] may be ``-puffertank-login``).
 
-    ``broker``, ``group``: set only by a root-owned script (a test's or the box bench's), never by the user.
+    ``broker``, ``group``, ``path`` (where this login is installed): set only by a root-owned
+    script (a test's or the box bench's), never by the user.
     """
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = forced(parse_args(sys.argv[1:] if argv is None else argv), path)
         if args.help:
             print(USAGE, end="")
             return 0

@@ -26,6 +26,7 @@ from puffer_core.tank.broker import (
     parse_request,
     session_argv,
 )
+from puffer_core.tank.limits import GIB, TankLimits
 
 ALICE = Caller(uid=1001, gid=1002, user="alice", group="alice", home="/home/alice")
 
@@ -147,23 +148,34 @@ def test_images_come_from_the_box_and_the_admins_list(tmp_path):
     assert choose_image(Request("session"), config).endswith("ab" * 32)
     with pytest.raises(BrokerError, match="--image busybox is not one of this box's images"):
         choose_image(Request("session", image="busybox"), config)
-    (tmp_path / "images").write_text("# others the admin allows\nbusybox\npuffertank:v2  # the next one\n")
-    assert choose_image(Request("session", image="puffertank:v2"), config) == "puffertank:v2"
+    pinned = "127.0.0.1:5000/pt:v2@sha256:" + "cd" * 32
+    (tmp_path / "images").write_text(f"# others the admin allows\nbusybox\n{pinned}  # the next one\n")
+    # Asked for by its tag or by the whole line, made from the digest: the tag never chooses the bytes.
+    for asked in ("127.0.0.1:5000/pt:v2", pinned, "127.0.0.1:5000/pt@sha256:" + "cd" * 32):
+        assert choose_image(Request("session", image=asked), config) == "127.0.0.1:5000/pt@sha256:" + "cd" * 32
+    with pytest.raises(BrokerError, match=r"lists busybox by tag alone.*pins it by digest \(busybox@sha256:…"):
+        choose_image(Request("session", image="busybox"), config)
+    with pytest.raises(BrokerError, match=r"127\.0\.0\.1:5000/pt:v3 is not one of this box's images"):
+        choose_image(Request("session", image="127.0.0.1:5000/pt:v3"), config)
     (tmp_path / "images").write_text("--privileged\n")
     with pytest.raises(BrokerError, match=r"holds '--privileged', starts with '-'.*the admin fixes it"):
         choose_image(Request("session", image="busybox"), config)
 
 
+LIMITS = TankLimits(memory=8 * GIB, swap=GIB, pids=4096, cpu_shares=512, tanks=2)
+
+
 def test_the_container_is_made_with_the_brokers_options_only():
-    argv = create_argv(ALICE, "default", "puffertank:latest", gpus=False)
+    argv = create_argv(ALICE, "default", "puffertank:latest", gpus=False, limits=LIMITS)
     joined = " ".join(argv)
     assert argv[:5] == ["run", "--detach", "--init", "--name", "puffertank-alice"]
+    assert f"--memory {8 * GIB} --memory-swap {9 * GIB} --pids-limit 4096 --cpu-shares 512" in joined
     assert "--cap-drop ALL" in joined and "--security-opt no-new-privileges" in joined
     assert "--user 1001:1002" in joined and '"source=/home/alice","target=/home/alice"' in joined
     assert "--restart unless-stopped" in joined and "--network host" in joined
     assert argv[-4:] == ["--", "puffertank:latest", "sleep", "infinity"]
-    assert create_argv(ALICE, "exp1", "x", gpus=True)[4] == "puffertank-alice.exp1"
-    assert "--gpus all" in " ".join(create_argv(ALICE, "exp1", "x", gpus=True))
+    assert create_argv(ALICE, "exp1", "x", gpus=True, limits=LIMITS)[4] == "puffertank-alice.exp1"
+    assert "--gpus all" in " ".join(create_argv(ALICE, "exp1", "x", gpus=True, limits=LIMITS))
 
 
 def test_sessions_stay_in_the_home_and_pass_bytes_untouched():
@@ -236,10 +248,71 @@ def test_a_home_is_mounted_only_when_it_is_the_callers_below_roots_folders(tmp_p
     assert "cannot be read" in broker.home_problem(Caller(1001, 1002, "alice", "a", str(tmp_path / "absent")))
 
 
-def test_list_prints_json_for_scripts(capsys):
-    rows = [{"name": "default", "container": "puffertank-alice", "state": "running", "since": "x", "image": "i"}]
-    broker._print_listing(rows, as_json=True)
+def test_list_prints_json_for_scripts_and_the_limits_for_people(capsys):
+    found = {"HostConfig": {"Memory": 8 * GIB, "MemorySwap": 9 * GIB, "PidsLimit": 4096, "CpuShares": 512}}
+    limits = broker._limits_of(found)
+    assert limits == {"memory": 8 * GIB, "swap": GIB, "pids": 4096, "cpu_shares": 512}
+    assert broker._limits_of({"HostConfig": {}}) == {"memory": None, "swap": None, "pids": None, "cpu_shares": None}
+    rows = [{"name": "default", "container": "puffertank-alice", "state": "running", "since": "x", "image": "i",
+             "limits": limits}]  # fmt: skip
+    broker._print_listing(rows, as_json=True, limits=LIMITS)
     assert json.loads(capsys.readouterr().out) == rows
+    broker._print_listing(rows, as_json=False, limits=LIMITS)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("each tank here: memory 8.0 GiB (+1.0 GiB swap), 4,096 processes, CPU shares 512; "
+                      "2 tanks per user (you have 1); the GPU is shared")  # fmt: skip
+    assert out[1].endswith("(memory 8.0 GiB)")
+
+
+class LimitsEngine:
+    """An engine that holds containers (by id) and records the updates it is asked for."""
+
+    def __init__(self, config, containers: dict[str, dict], update_fails: bool = False):
+        self.config, self.containers, self.update_fails, self.updates = config, containers, update_fails, []
+
+    def inspect(self, kind, name):
+        return self.containers.get(name)
+
+    def run(self, args, check=True):
+        self.updates.append(list(args))
+        code = 1 if self.update_fails else 0
+        return type("Proc", (), {"returncode": code, "stderr": "Minimum memoryswap limit should be larger"})()
+
+
+def test_a_tank_made_under_other_limits_is_brought_to_the_boxs(tmp_path):
+    (tmp_path / "limits").write_text("memory = 8G\nswap = 1G\npids = 4096\ncpu_shares = 512\n")
+    config = BrokerConfig(limits_file=str(tmp_path / "limits"))
+    said: list[str] = []
+    same = {"Id": "a" * 64, "HostConfig": LIMITS.of_container()}
+    engine = LimitsEngine(config, {})
+    broker.apply_limits(engine, same, said.append)
+    assert engine.updates == [] and said == []  # already the box's: nothing asked of the engine
+    older = {"Id": "a" * 64, "HostConfig": {"Memory": 0, "PidsLimit": None, "CpuShares": 0}}
+    broker.apply_limits(engine, older, said.append)
+    assert engine.updates == [["update", *LIMITS.docker_args(), "--", "a" * 64]]
+    refused = LimitsEngine(config, {}, update_fails=True)
+    broker.apply_limits(refused, older, said.append)
+    assert said and "keeps its earlier limits" in said[0] and "--fresh" in said[0]
+
+
+def test_a_user_has_at_most_the_boxs_number_of_tanks(tmp_path):
+    (tmp_path / "limits").write_text("tanks = 2\n")
+    config = BrokerConfig(state_dir=str(tmp_path / "state"), limits_file=str(tmp_path / "limits"))
+    ownership = broker.Ownership(config)
+    mine, gone, bobs = "a" * 64, "b" * 64, "c" * 64
+    ownership.record(mine, ALICE, "default")
+    ownership.record(gone, ALICE, "exp1")  # its container was removed behind the broker's back
+    ownership.record(bobs, Caller(1003, 1003, "bob", "bob", "/home/bob"), "default")
+    engine = LimitsEngine(config, {mine: {"Id": mine}, bobs: {"Id": bobs}})
+    assert broker.tanks_of(engine, ownership, ALICE) == ["default"]
+    assert ownership.owner(gone) is None  # a record of a container gone is dropped
+    limits = broker.tank_limits(config)
+    error = broker._too_many(["default", "exp1"], limits, config)
+    assert str(error).startswith("refused: you have 2 tanks (default, exp1), the most this box gives one user")
+    assert "puffer tank login --rm NAME" in str(error)
+    (tmp_path / "limits").write_text("memory = lots\n")
+    with pytest.raises(BrokerError, match=r"line 1: memory = 'lots' is not a size.*the admin fixes it"):
+        broker.tank_limits(config)
 
 
 def test_the_login_wrapper_paths_are_absolute():

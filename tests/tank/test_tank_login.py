@@ -91,6 +91,22 @@ def test_commands_reach_the_broker_as_a_shell_gives_them():
     assert argv == ["session", "-c", "rsync --server ."]
 
 
+def test_under_sshds_force_command_the_clients_command_is_the_session():
+    """setup-host's sshd drop-in: ForceCommand LOGIN, so sshd runs ``LOGIN -c LOGIN`` with the client's
+    command (or none) in SSH_ORIGINAL_COMMAND, and an in-process sftp server as ``internal-sftp``."""
+    path = "/usr/local/bin/puffertank-login"
+    args = login.forced(login.parse_args(["-c", path]), path)
+    assert args == login.LoginArgs()
+    assert login.broker_argv(args, {}, tty=True, cwd=None) == ["session", "--tty"]  # an interactive login
+    argv = login.broker_argv(args, {"SSH_ORIGINAL_COMMAND": "nvidia-smi -L"}, tty=False, cwd=None)
+    assert argv == ["session", "-c", "nvidia-smi -L"]
+    sftp = login.broker_argv(args, {"SSH_ORIGINAL_COMMAND": "internal-sftp -l INFO"}, tty=False, cwd=None)
+    assert sftp == ["session", "-c", "/usr/lib/openssh/sftp-server -l INFO"]  # served in the tank, not by sshd
+    # Only the login's own path, alone, is the ForceCommand's: another -c is the user's command.
+    assert login.forced(login.parse_args(["-c", "ls"]), path).command == "ls"
+    assert login.forced(login.parse_args(["-c", path, "x"]), path).command == path
+
+
 def test_managing_ones_containers():
     assert login.broker_argv(login.parse_args(["--list", "--json"]), {}, False, None) == ["list", "--json"]
     assert login.broker_argv(login.parse_args(["--stop", "exp1"]), {}, False, None) == ["stop", "exp1"]
