@@ -10,7 +10,11 @@ without replacing one that took the name meanwhile.
 
 Every directory Puffer Core writes into is private (``private_directory``): made 0700 when
 new, refused when another user owns it or others can write it (they could plant a symlink
-or a file of their own where ours is written). Imports only the contract's errors.
+or a file of their own where ours is written). A file someone else may have placed (a run's
+record read by root, a log a copied run folder holds) is opened without following a link or
+blocking on a FIFO, and used only when it is a regular file (``read_regular``,
+``open_own_log``; ``open_directory_below`` walks folders the same way). Imports only the
+contract's errors.
 """
 
 from __future__ import annotations
@@ -30,10 +34,14 @@ from pathlib import Path
 from puffer_core.errors import APIUsageError
 
 __all__ = [
+    "NotRegularFile",
     "is_temporary_of",
     "make_temporary",
+    "open_directory_below",
+    "open_own_log",
     "private_directory",
     "publish_new",
+    "read_regular",
     "remove_stale_temporaries",
     "replace_durably",
     "temporary_beside",
@@ -248,3 +256,97 @@ def _umask() -> int:
     except OSError:
         pass
     return 0o022
+
+
+# -- files someone else may have placed ----------------------------------------------------------
+
+
+class NotRegularFile(OSError):
+    """A file that is a link, a FIFO, a device or a folder, someone else's, or too large: not read."""
+
+
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _opened(path: str | os.PathLike, flags: int, dir_fd: int | None, mode: int = 0o600) -> int:
+    """``os.open`` without following a link at the last step; a link is refused as such."""
+    try:
+        return os.open(path, flags | _NO_FOLLOW, mode, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotRegularFile(errno.ELOOP, "a symbolic link, not followed", str(path)) from None
+        if exc.errno == errno.ENXIO:  # O_WRONLY | O_NONBLOCK on a FIFO nobody reads, or a socket
+            raise NotRegularFile(errno.ENXIO, "a FIFO or a socket, not a file", str(path)) from None
+        raise
+
+
+def _check_regular(fd: int, path: str | os.PathLike, owner: int | None) -> os.stat_result:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotRegularFile(errno.EINVAL, _kind(info.st_mode), str(path))
+    if owner is not None and info.st_uid != owner:
+        raise NotRegularFile(errno.EPERM, f"owned by {_user_name(info.st_uid)}, not by {_user_name(owner)}", str(path))
+    return info
+
+
+def read_regular(path: str | os.PathLike, max_bytes: int, owner: int | None = None, dir_fd: int | None = None) -> bytes:
+    """``path``'s bytes when it is a regular file (``owner``'s, when given) of at most ``max_bytes``.
+
+    Opened with ``O_NOFOLLOW | O_NONBLOCK``: a symbolic link, a FIFO (which would block the
+    reader forever), a device or a larger file raises :class:`NotRegularFile`, naming what it is,
+    before a byte is read. ``dir_fd``: ``path`` is relative to that open folder."""
+    fd = _opened(path, os.O_RDONLY, dir_fd)
+    try:
+        info = _check_regular(fd, path, owner)
+        if info.st_size > max_bytes:
+            raise NotRegularFile(errno.EFBIG, f"{info.st_size:,} bytes, more than {max_bytes:,}", str(path))
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > max_bytes:  # it grew while read
+            raise NotRegularFile(errno.EFBIG, f"more than {max_bytes:,} bytes", str(path))
+        return data
+    finally:
+        os.close(fd)
+
+
+def open_own_log(path: str | os.PathLike) -> int:
+    """An fd appending to ``path`` (made 0644 when missing): only a regular file of this user's, never a
+    link's target, so a log planted as a link (to someone's ``~/.bashrc``) is refused, not written."""
+    fd = _opened(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, None, 0o644)
+    try:
+        _check_regular(fd, path, os.geteuid())
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_directory_below(base: str | os.PathLike, parts: tuple[str, ...] | list[str]) -> int:
+    """An fd of the folder ``base/part/...``, each part opened without following a link (``base`` itself as given)."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    for part in parts:
+        try:
+            step = _opened(part, os.O_RDONLY | os.O_DIRECTORY, fd)
+        except NotADirectoryError:  # O_DIRECTORY's answer for a link, as for a file
+            link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+            what = "a symbolic link, not followed" if link else "not a folder"
+            raise NotRegularFile(errno.ENOTDIR, what, part) from None
+        finally:
+            os.close(fd)
+        fd = step
+    return fd

@@ -196,3 +196,52 @@ def test_a_file_is_no_directory(tmp_path):
     (tmp_path / "out").write_text("x")
     with pytest.raises(APIUsageError, match="out is not a directory"):
         private_directory(tmp_path / "out")
+
+
+# -- files someone else may have placed ---------------------------------------------------------
+
+
+def test_a_regular_file_is_read_and_anything_else_is_named_not_read(tmp_path):
+    (tmp_path / "record").write_bytes(b"x" * 10)
+    assert atomic.read_regular(tmp_path / "record", 10) == b"x" * 10
+    with pytest.raises(atomic.NotRegularFile, match="10 bytes, more than 9"):
+        atomic.read_regular(tmp_path / "record", 9)
+    (tmp_path / "link").symlink_to(tmp_path / "record")
+    os.mkfifo(tmp_path / "fifo")  # open() without O_NONBLOCK waits for a writer forever
+    for name, what in (("link", "a symbolic link, not followed"), ("fifo", "a FIFO"), (".", "a folder")):
+        with pytest.raises(atomic.NotRegularFile, match=what):
+            atomic.read_regular(tmp_path / name, 100)
+    with pytest.raises(atomic.NotRegularFile, match="a device"):
+        atomic.read_regular("/dev/zero", 100)  # would never end
+
+
+@AS_ROOT
+def test_a_file_read_for_its_owner_is_refused_when_someone_else_owns_it(tmp_path):
+    (tmp_path / "record").write_text("{}")
+    os.chown(tmp_path / "record", OTHER_UID, OTHER_UID)
+    assert atomic.read_regular(tmp_path / "record", 100, owner=OTHER_UID) == b"{}"
+    with pytest.raises(atomic.NotRegularFile, match=f"owned by uid {OTHER_UID}, not by"):
+        atomic.read_regular(tmp_path / "record", 100, owner=os.geteuid())
+
+
+def test_a_log_is_appended_to_only_when_it_is_a_regular_file_of_ones_own(tmp_path):
+    log = tmp_path / "train.log"
+    with os.fdopen(atomic.open_own_log(log), "ab") as file:  # made when missing
+        file.write(b"one\n")
+    with os.fdopen(atomic.open_own_log(log), "ab") as file:
+        file.write(b"two\n")
+    assert log.read_bytes() == b"one\ntwo\n"
+    victim = tmp_path / "bashrc"
+    victim.write_text("# mine\n")
+    planted = tmp_path / "copied-run.log"
+    planted.symlink_to(victim)  # a copied run folder's train.log, pointing at the victim's file
+    with pytest.raises(atomic.NotRegularFile, match="a symbolic link, not followed"):
+        atomic.open_own_log(planted)
+    assert victim.read_text() == "# mine\n"
+    os.mkfifo(tmp_path / "fifo.log")
+    with pytest.raises(atomic.NotRegularFile, match="a FIFO"):
+        atomic.open_own_log(tmp_path / "fifo.log")
+    if os.geteuid() == 0:
+        os.chown(log, OTHER_UID, OTHER_UID)
+        with pytest.raises(atomic.NotRegularFile, match=f"owned by uid {OTHER_UID}"):
+            atomic.open_own_log(log)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,7 +53,29 @@ def inventory(path: Path) -> dict[str, Any]:
     if not boxes:
         raise APIUsageError(f"{path} has no host in group {GROUP} (see tank/fleet/inventory.example.yml)")
     hostvars = data.get("_meta", {}).get("hostvars", {})
-    return {box: hostvars.get(box, {}) for box in boxes}
+    found = {box: hostvars.get(box, {}) for box in boxes}
+    for variables in found.values():
+        users_problem = _users_problem(variables.get("puffer_users") or {}, boxes)
+        if users_problem:
+            raise APIUsageError(f"{path}: {users_problem}")
+    return found
+
+
+USER_NAME = re.compile(r"[a-z_][a-z0-9_-]{0,31}\Z")
+
+
+def _users_problem(users: Any, boxes: list[str]) -> str | None:
+    """Why ``puffer_users`` is not a map of user names to lists of the inventory's boxes (the playbook's check too)."""
+    if not isinstance(users, dict):
+        return f"puffer_users is {json.dumps(users)[:80]}, not a map of each user to a list of boxes"
+    for user, theirs in users.items():
+        if not isinstance(user, str) or not USER_NAME.match(user):
+            return f"puffer_users: {json.dumps(user)[:40]} is not a user name ([a-z_][a-z0-9_-], at most 32)"
+        # A string would match boxes by its letters (alice: box10 is on box1), as Ansible's `in` does.
+        if not isinstance(theirs, list) or not all(isinstance(box, str) and box in boxes for box in theirs):
+            return (f"puffer_users: {user}: {json.dumps(theirs)[:80]} is not a list of this inventory's boxes "
+                    f"({', '.join(boxes)}); write it as {user}: [BOX, ...]")  # fmt: skip
+    return None
 
 
 def _gather(path: Path, boxes: list[str], timeout: float) -> dict[str, dict[str, Any]]:
@@ -121,11 +144,11 @@ def _gpu(gpu: dict[str, Any]) -> str:
 
 def _print_status(rows: list[dict[str, Any]]) -> None:
     table = Table(title="puffer boxes")
-    for column in ("box", "state", "image", "users (containers, runs)", "load", "disk free", "GPUs"):
+    for column in ("box", "state", "image", "users (containers, runs)", "load", "disk free", "GPUs", "each tank"):
         table.add_column(column, overflow="fold")
     for row in rows:
         if not row["reachable"]:
-            table.add_row(row["box"], f"[red]{row['error']}[/]", "", "", "", "", "")
+            table.add_row(row["box"], f"[red]{row['error']}[/]", "", "", "", "", "", "")
             continue
         image = f"{_short(row['image'].get('file'))} " + ("(the inventory's)" if row["image_is_inventorys"] else
                                                           "[yellow](not the inventory's)[/]")  # fmt: skip
@@ -134,12 +157,16 @@ def _print_status(rows: list[dict[str, Any]]) -> None:
             running = sum(container["state"] == "running" for container in user["containers"])
             states = [run["state"] for run in user["runs"]]
             runs = ", ".join(f"{states.count(s)} {s}" for s in ("running", "interrupted") if s in states)
-            users.append(f"{user['name']} ({running}/{len(user['containers'])} up{', ' + runs if runs else ''})")
+            skipped = len(user.get("problems") or [])
+            bad = f", [yellow]{skipped} bad record{'s' * (skipped != 1)} skipped[/]" if skipped else ""
+            users.append(f"{user['name']} ({running}/{len(user['containers'])} up{', ' + runs if runs else ''}{bad})")
         if not row["users_match"]:
             users.append(f"[yellow]expected {', '.join(row['users_expected']) or 'none'}[/]")
         gpus = "; ".join(_gpu(gpu) for gpu in row["gpus"] or []) or "none"
+        limits = row.get("limits") or {}
+        each = limits.get("describe") or f"[yellow]{limits.get('error', 'not reported')}[/]"
         table.add_row(row["box"], "up", image, "\n".join(users) or "none", f"{row['load'][0]:.2f}",
-                      f"{row['disk_free_gb']:.1f} GB", gpus)  # fmt: skip
+                      f"{row['disk_free_gb']:.1f} GB", gpus, each)  # fmt: skip
     print_table(output_console(), table)
 
 

@@ -4,12 +4,18 @@ Its image (``/etc/puffertank/image``, the image id and registry digests the engi
 each enrolled user (group ``puffertank``) with their containers (the broker's records) and
 their runs (the records under their home: ``running`` while the run shows a sign of life,
 ``interrupted`` once it stopped without finishing), the load, the free disk, and each GPU's
-memory and utilisation where ``nvidia-smi`` answers. Every wait is bounded; what cannot be
-read is left out with the reason, never a hang.
+memory and utilisation where ``nvidia-smi`` answers, and the limits of each tank. Every wait is
+bounded; what cannot be read is left out with the reason, never a hang.
+
+Root reads files users wrote: a user's run records are reached from their home without following
+a link at any step, opened without blocking, and read only when they are regular files of that
+user's, at most a few hundred kilobytes, holding a record whose fields have their types; anything
+else is named in the user's ``problems`` and skipped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import grp
 import json
 import os
@@ -20,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from puffer_core.atomic import open_directory_below
+from puffer_core.tank.limits import LIMITS_FILE, LimitsError, box_limits
 from puffer_core.train import runs
 
 __all__ = ["box_facts"]
@@ -80,14 +88,29 @@ def _containers() -> dict[int, list[dict[str, Any]]]:
     return by_uid
 
 
-def _runs(home: str, now: float) -> list[dict[str, Any]]:
+#: Where a user's run records are, below their home (``puffer_core.train.runs.registry_dir``'s default).
+REGISTRY = (".local", "state", "puffer", "runs")
+
+
+def _runs(home: str, uid: int, now: float, problems: list[str]) -> list[dict[str, Any]]:
     """The user's runs as their records say, judged from outside their containers by their signs of life."""
+    try:
+        fd = open_directory_below(home, REGISTRY)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        problems.append(f"{Path(home, *REGISTRY)}: {exc.strerror or exc}: not read")
+        return []
+    try:
+        records = runs.scan(Path(home, *REGISTRY), fd, owner=uid, problems=problems)
+    finally:
+        os.close(fd)
     found = []
-    for record in runs.read_all(Path(home) / ".local" / "state" / "puffer" / "runs"):
-        data, state = record.data, record.data.get("state")
+    for _, data in records:
+        state = data.get("state")
         if state == "running" and now - float(data.get("heartbeat") or 0) > SILENT_SECONDS:
             state = "interrupted"
-        found.append({"out": record.out, "env": data.get("env"), "state": state, "step": data.get("step"),
+        found.append({"out": data["out"], "env": data.get("env"), "state": state, "step": data.get("step"),
                       "steps": data.get("steps_total")})  # fmt: skip
     return found
 
@@ -104,7 +127,10 @@ def _users(now: float) -> list[dict[str, Any]]:
             entry = pwd.getpwnam(name)
         except KeyError:
             continue
-        users.append({"name": name, "containers": containers.get(entry.pw_uid, []), "runs": _runs(entry.pw_dir, now)})
+        problems: list[str] = []
+        found = _runs(entry.pw_dir, entry.pw_uid, now, problems)
+        users.append({"name": name, "containers": containers.get(entry.pw_uid, []), "runs": found,
+                      "problems": problems})  # fmt: skip
     return users
 
 
@@ -135,4 +161,14 @@ def box_facts() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "disk_free_gb": round(disk.free / 1e9, 1),
         "gpus": _gpus(),
+        "limits": _limits(),
     }
+
+
+def _limits() -> dict[str, Any]:
+    """Each tank's limits here (what the broker applies), or why they cannot be read."""
+    try:
+        limits = box_limits(LIMITS_FILE)
+    except (LimitsError, OSError) as exc:
+        return {"error": str(exc)}
+    return {**dataclasses.asdict(limits), "describe": limits.describe()}

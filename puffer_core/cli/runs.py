@@ -30,12 +30,12 @@ import click
 from click.core import ParameterSource
 from rich.table import Table
 
-from puffer_core.atomic import private_directory
+from puffer_core.atomic import open_own_log, private_directory
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import runs
 
-__all__ = ["detach", "given_options", "note_failure", "runs_cmd"]
+__all__ = ["detach", "given_options", "note_failure", "ray_head", "runs_cmd"]
 
 console = output_console(stderr=True, highlight=False)
 #: Options of `puffer train` a resumed run does not take again (the run's folder and what --detach is).
@@ -64,8 +64,18 @@ def given_options(ctx: click.Context, skip: set[str]) -> list[str]:
 
 
 def _spawn(argv: list[str], out: Path) -> subprocess.Popen:
-    """``argv`` in a session of its own, output to ``out/train.log`` (appended), no terminal."""
-    with open(out / LOG, "ab") as log:
+    """``argv`` in a session of its own, output to ``out/train.log`` (appended), no terminal.
+
+    The folder must be the caller's alone and the log a regular file of theirs: a run folder copied
+    from someone else, whose ``train.log`` is a link to a file of the caller's (``~/.bashrc``), would
+    otherwise have the run's output appended there."""
+    private_directory(out, create=False)
+    try:
+        fd = open_own_log(out / LOG)
+    except OSError as exc:
+        raise APIUsageError(f"{out / LOG} is {exc.strerror}: the run's log must be a file of yours; move it "
+                            "away (a new one is made) and try again") from None  # fmt: skip
+    with os.fdopen(fd, "ab") as log:
         log.write(f"\n== {time.strftime('%Y-%m-%dT%H:%M:%S%z')} {' '.join(argv[3:])}\n".encode())
         log.flush()
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -79,7 +89,7 @@ def _launched(out: Path, process: subprocess.Popen, fields: dict[str, Any], resu
         data.update(fields)
         data.update(state="running", pid=process.pid, pid_start=runs.process_start(process.pid),
                     boot=runs.boot_key(), place=runs.place(), log=str(out / LOG), error=None, ended=None,
-                    heartbeat=time.time(), stop_requested=False)  # fmt: skip
+                    heartbeat=time.time(), stop_requested=False, not_resumed=None)  # fmt: skip
         data.setdefault("started", time.time())
         if resumed is not None:
             data["resumes"] = [*data.get("resumes", []), resumed][-runs.KEPT_RESUMES :]
@@ -146,6 +156,7 @@ def _row(record: runs.RunRecord, now: float) -> dict[str, Any]:
         "detached": bool(data.get("detached")),
         "auto_resume": bool(data.get("auto_resume")),
         "error": data.get("error"),
+        "not_resumed": data.get("not_resumed") if state == "interrupted" else None,
         "resume": None if state in ("running", "running elsewhere", "finished") else f"puffer runs resume {record.out}",
     }
 
@@ -178,6 +189,7 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
         steps = f"{row['step'] or 0:,} of {row['steps']:,}" if row["steps"] else f"{row['step'] or 0:,}"
         sps = "–" if row["steps_per_second"] is None else f"{row['steps_per_second']:,.0f}"
         state = row["state"] + (f": {row['error']}" if row["error"] and row["state"] in ("failed", "gave-up") else "")
+        state += f" (not resumed by itself: {row['not_resumed']})" if row["not_resumed"] else ""
         age = "–" if row["checkpoint_age_seconds"] is None else f"{_age(row['checkpoint_age_seconds'])} ago"
         table.add_row(row["out"], row["env"] or "?", state, steps, sps, age, row["resume"] or "")
     print_table(output_console(), table)
@@ -226,11 +238,31 @@ def _quick(data: dict[str, Any]) -> bool:
     return float(data.get("heartbeat") or 0) < float(resumes[-1].get("time", 0)) + runs.AUTO_RESUME_QUICK_SECONDS
 
 
+def ray_head(args: list[str]) -> str | None:
+    """The Ray head a run's options connect to (``--ray-address ADDR``, ``--set ray_address=ADDR``), or None."""
+    for option, value in zip(args, [*args[1:], ""]):
+        if option == "--ray-address":
+            return value
+        if option.startswith("--ray-address="):
+            return option.partition("=")[2]
+        if option == "--set" and value.replace(" ", "").startswith("ray_address="):
+            return value.partition("=")[2].strip()
+    return None
+
+
 def _auto_decision(record: runs.RunRecord, boot: str) -> str | None:
     """Why ``--auto`` leaves ``record`` alone (None: resume it); gives up on a crash loop, saying so."""
     data = record.data
     if not (data.get("detached") and data.get("auto_resume")):
         return "it did not ask to resume by itself (--detach without --no-auto-resume does)"
+    head = ray_head(list(data.get("resume_args") or []))
+    if head is not None:
+        # After a crash every tank restarts at once on the shared host network: whatever listens on the head's
+        # port first (another user's tank) would get the run's connection, and answer it with pickles.
+        why = (f"it connects to the Ray head {head}, which after a crash any tank of this box could be the first "
+               f"to listen as; start your head, then resume it by hand: puffer runs resume {record.out}")  # fmt: skip
+        runs.update(record.out, lambda d: d.update(not_resumed=why))
+        return why
     if any(resumed.get("boot") == boot for resumed in data.get("resumes") or []):
         return "it was resumed once in this boot already"
     failures = int(data.get("quick_failures") or 0) + 1 if _quick(data) else 0

@@ -16,7 +16,9 @@ The index is another party's server, so what it sends is bounded and checked:
 - At most :data:`MAX_REDIRECTS` redirects, each to an ``http(s)://`` URL; a redirect from
   ``https`` to ``http`` is refused. The index's credentials (``user:password@`` in its URL,
   sent as basic auth) go only to the scheme, host and port they were given with: a redirect
-  anywhere else drops them, and a ``user:password@`` in a redirect's own URL is never used.
+  anywhere else drops them, and a ``user:password@`` in a redirect's own URL is never used. A
+  proxy's credentials (``Proxy-Authorization``) are dropped on every redirect: urllib adds them
+  again only to a request that goes through the proxy.
 - A page that does not parse (bad UTF-8, malformed or too deeply nested JSON, broken HTML)
   is an :class:`IndexUnreachable` like any unreadable index.
 - A file's ``Requires-Python`` is kept only if it is at most :data:`MAX_REQUIRES_PYTHON`
@@ -351,6 +353,9 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         target = shown_url(newurl)  # a user:password@ the server put in its Location is never used
         # req.headers, not header_items(): the unredirected ones (Host) belong to the old request
         new = urllib.request.Request(target, headers=dict(req.headers))
+        # The proxy's credentials belong to the proxy: urllib's ProxyHandler adds them again to a request that
+        # goes through it, and one that bypasses it (no_proxy) must not carry them to the host.
+        new.remove_header("Proxy-authorization")
         if not keeps_credentials(req.full_url, target):
             new.remove_header("Authorization")
         new.puffer_redirects = hops  # type: ignore[attr-defined]

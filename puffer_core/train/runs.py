@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from puffer_core.atomic import private_directory, write_atomically
+from puffer_core.atomic import private_directory, read_regular, write_atomically
 from puffer_core.errors import PufferError
 
 __all__ = [
@@ -139,26 +139,105 @@ def shown_state(data: dict[str, Any], here: str | None = None, boot: str | None 
     return state, alive
 
 
+_NUMBER = (int, float)
+_NONE = type(None)
+#: The types of each field a record may hold: a record whose field has another type is not one (records are
+#: files in a user's home, and root's ``puffer fleet facts`` reads them too). Unknown fields are left alone.
+FIELDS: dict[str, tuple[type, ...]] = {
+    "format": (int,), "out": (str,), "env": (str, _NONE), "state": (str,), "place": (str, _NONE),
+    "boot": (str, _NONE), "log": (str, _NONE), "error": (str, _NONE), "pid": (int, _NONE),
+    "pid_start": (int, _NONE), "step": (int, _NONE), "steps_total": (int, _NONE), "sps": (*_NUMBER, _NONE),
+    "heartbeat": (*_NUMBER, _NONE), "started": (*_NUMBER, _NONE), "started_run": (*_NUMBER, _NONE),
+    "ended": (*_NUMBER, _NONE), "updated": (*_NUMBER, _NONE), "checkpoint_time": (*_NUMBER, _NONE),
+    "detached": (bool,), "auto_resume": (bool,), "stop_requested": (bool,), "quick_failures": (int,),
+    "resumes": (list,), "resume_args": (list,), "not_resumed": (str, _NONE),
+}  # fmt: skip
+
+
+def record_problem(data: object) -> str | None:
+    """Why ``data`` is not a run record (None: it is one)."""
+    if not isinstance(data, dict):
+        return f"holds a JSON {type(data).__name__}, not a record"
+    if data.get("format") != FORMAT:
+        return f"is not a record of format {FORMAT}"
+    for key, types in FIELDS.items():
+        if key in data and not isinstance(data[key], types):
+            return f"its {key} is {json.dumps(data[key])[:40]}, not a {' or '.join(t.__name__ for t in types)}"
+    if not all(isinstance(item, dict) for item in data.get("resumes") or []):
+        return "its resumes are not records of resumes"
+    if not all(isinstance(item, str) for item in data.get("resume_args") or []):
+        return "its resume_args are not words"
+    return None
+
+
+def _load_at(name: str, dir_fd: int | None, owner: int | None) -> dict[str, Any]:
+    """The record ``name`` (in the folder ``dir_fd``), read without following a link or blocking; OSError or
+    ValueError saying why it is not one."""
+    raw = read_regular(name, MAX_BYTES, owner=owner, dir_fd=dir_fd)
+    data = json.loads(raw)
+    problem = record_problem(data)
+    if problem is not None:
+        raise ValueError(problem)
+    return data
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     try:
-        with open(path, "rb") as file:
-            raw = file.read(MAX_BYTES + 1)
-        data = json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError, RecursionError):
+        return _load_at(str(path), None, None)
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+    except (OSError, ValueError, RecursionError) as exc:
+        warnings.warn(f"{path} is not a run record ({_why(exc)}): left out", RuntimeWarning, stacklevel=3)
+        return None
 
 
-def read_all(directory: Path | None = None) -> list[RunRecord]:
-    """Every record of the registry whose run directory still exists, newest first."""
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc).split(": line ")[0] if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
+def scan(
+    directory: Path, dir_fd: int, owner: int | None = None, problems: list[str] | None = None
+) -> list[tuple[Path, dict[str, Any]]]:
+    """Each record in the open folder ``dir_fd`` (``owner``'s only, when given): one that is not a regular file,
+    not JSON or not a record is named in ``problems`` and left out, never followed, waited on or raised."""
+    found = []
+    for name in sorted(os.listdir(dir_fd)):
+        if not name.endswith(".json") or name.startswith("."):  # ".x.tmp.json": a record being written
+            continue
+        try:
+            found.append((directory / name, _load_at(name, dir_fd, owner)))
+        except FileNotFoundError:
+            continue  # removed meanwhile
+        except (OSError, ValueError, RecursionError) as exc:
+            if problems is not None:
+                problems.append(f"{directory / name}: {_why(exc)}")
+    return found
+
+
+def read_all(directory: Path | None = None, problems: list[str] | None = None) -> list[RunRecord]:
+    """Every record of the registry whose run directory still exists, newest first; a file that is not one is
+    named in ``problems`` (a warning when None) and left out."""
     directory = directory or registry_dir()
-    if not directory.is_dir():
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
         return []
+    said: list[str] = [] if problems is None else problems
+    try:
+        entries = scan(directory, fd, problems=said)
+    finally:
+        os.close(fd)
+    if problems is None:
+        for problem in said:
+            warnings.warn(f"{problem}: not a run record, left out", RuntimeWarning, stacklevel=2)
     here, boot = place(), boot_key()
     found = []
-    for path in directory.glob("*.json"):
-        data = _load(path)
-        if data is None or not Path(str(data.get("out", ""))).is_dir():
+    for path, data in entries:
+        if not Path(data.get("out", "")).is_dir():
             continue
         state, alive = shown_state(data, here, boot)
         found.append(RunRecord(path, data, state, alive))

@@ -111,6 +111,37 @@ def test_a_redirect_to_another_host_gets_no_credentials(tmp_path, location_crede
     assert other.requests == [("/simple/demo/", None)]  # localhost:P2 is another origin
 
 
+def test_a_redirect_that_bypasses_the_proxy_gets_no_proxy_credentials(tmp_path, monkeypatch):
+    """The proxy's credentials (http_proxy=http://user:pass@…) go to the proxy: a redirect to a host
+    no_proxy names is fetched directly, and that host must not see Proxy-Authorization."""
+    through_proxy, direct = [], []
+
+    def recorder(seen: list, answer: Callable) -> type:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, self.headers.get("Proxy-Authorization")))
+                answer(self)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        return Handler
+
+    with serve(tmp_path, recorder(direct, json_page)) as other_url:
+        target = other_url.replace("127.0.0.1", "localhost") + "/simple/demo/"
+        # The proxy answers for the index it stands for: a redirect to a host it does not serve.
+        with serve(tmp_path, recorder(through_proxy, redirect_to(target))) as proxy_url:
+            monkeypatch.setenv("http_proxy", proxy_url.replace("://", "://proxyuser:pr0xy@"))
+            monkeypatch.setenv("no_proxy", "localhost")
+            for name in ("HTTP_PROXY", "NO_PROXY", "all_proxy", "ALL_PROXY"):
+                monkeypatch.delenv(name, raising=False)
+            files = project_files("http://index.invalid/simple", "demo", timeout=5)
+    assert [f.filename for f in files] == ["demo-1.0.tar.gz"]
+    proxy_basic = "Basic " + base64.b64encode(b"proxyuser:pr0xy").decode()
+    assert through_proxy == [("http://index.invalid/simple/demo/", proxy_basic)]  # the proxy got them
+    assert direct == [("/simple/demo/", None)]  # the host no_proxy names did not
+
+
 def test_a_redirect_on_the_same_origin_keeps_credentials(tmp_path):
     seen = Seen()
 

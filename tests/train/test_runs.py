@@ -49,7 +49,73 @@ def test_records_of_folders_gone_and_broken_records_are_left_out(registry, tmp_p
     gone.rmdir()
     (registry / "broken.json").write_text("{not json")
     (registry / "deep.json").write_text("[" * 100_000)
-    assert [record.out for record in runs.read_all()] == [str(kept)]
+    with pytest.warns(RuntimeWarning) as warned:
+        assert [record.out for record in runs.read_all()] == [str(kept)]
+    said = sorted(str(warning.message) for warning in warned)
+    assert said[0].startswith(f"{registry / 'broken.json'}: Expecting property name") and "nested too deeply" in said[1]
+
+
+def _bad_records(registry, tmp_path) -> dict[str, str]:
+    """What a user (or a copied folder) can leave in a registry, and what reading it must say."""
+    out = tmp_path / "run"
+    out.mkdir(exist_ok=True)
+    _record(out, state="finished")
+    good = json.loads(runs.record_path(out).read_text())
+    (registry / "heartbeat.json").write_text(json.dumps({**good, "heartbeat": "x"}))
+    (registry / "started.json").write_text(json.dumps({**good, "started": [1]}))
+    (registry / "args.json").write_text(json.dumps({**good, "resume_args": ["--steps", 5]}))
+    os.mkfifo(registry / "fifo.json")  # an open() of it would wait for a writer forever
+    (registry / "link.json").symlink_to(runs.record_path(out))
+    return {
+        "heartbeat.json": 'its heartbeat is "x", not a int or float or NoneType',
+        "started.json": "its started is [1], not a int or float or NoneType",
+        "args.json": "its resume_args are not words",
+        "fifo.json": "a FIFO",
+        "link.json": "a symbolic link, not followed",
+    }
+
+
+def test_a_record_that_is_no_record_is_named_and_skipped_never_followed_or_waited_on(registry, tmp_path):
+    expected = _bad_records(registry, tmp_path)
+    problems: list[str] = []
+    found = runs.read_all(problems=problems)
+    assert [record.out for record in found] == [str(tmp_path / "run")]
+    assert sorted(problems) == sorted(f"{registry / name}: {why}" for name, why in expected.items())
+
+
+def test_root_reads_a_users_records_only_when_they_are_the_users(registry, tmp_path):
+    from puffer_core.atomic import open_directory_below
+
+    _bad_records(registry, tmp_path)
+    home = tmp_path / "state"  # the registry is home/puffer/runs here
+    fd = open_directory_below(home, ("puffer", "runs"))
+    problems: list[str] = []
+    try:
+        assert len(runs.scan(registry, fd, owner=os.geteuid(), problems=problems)) == 1
+        assert runs.scan(registry, fd, owner=os.geteuid() + 1, problems=[]) == []  # someone else's files
+    finally:
+        os.close(fd)
+    assert len(problems) == 5
+    (tmp_path / "elsewhere").mkdir()
+    (home / "puffer").rename(tmp_path / "elsewhere" / "puffer")
+    (home / "puffer").symlink_to(tmp_path / "elsewhere" / "puffer")  # a link on the way: not followed either
+    with pytest.raises(OSError, match="a symbolic link, not followed"):
+        open_directory_below(home, ("puffer", "runs"))
+
+
+def test_a_run_that_connects_to_a_ray_head_is_not_resumed_by_itself(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    assert runs_cli.ray_head(["--steps", "10", "--ray-address", "10.0.0.11:6379"]) == "10.0.0.11:6379"
+    assert runs_cli.ray_head(["--ray-address=auto"]) == "auto"
+    assert runs_cli.ray_head(["--set", "ray_address=10.0.0.11:6379", "--set", "lr=0.1"]) == "10.0.0.11:6379"
+    assert runs_cli.ray_head(["--set", "lr=0.1", "--backend", "ray"]) is None  # a Ray of its own: resumed
+    record = _interrupted(out, resume_args=["--backend", "ray", "--ray-address", "10.0.0.11:6379"])
+    why = runs_cli._auto_decision(record, runs.boot_key())
+    assert "connects to the Ray head 10.0.0.11:6379" in why and f"puffer runs resume {out}" in why
+    assert runs.read(out)["not_resumed"] == why  # puffer runs shows why
+    row = runs_cli._row(runs.read_all()[0], time.time())
+    assert row["state"] == "interrupted" and row["not_resumed"] == why
 
 
 def test_a_process_is_its_pid_and_start_time(registry):
@@ -143,3 +209,23 @@ def test_a_crash_loop_is_given_up_on_and_says_why(registry, tmp_path):
     # A run that lived past the minute after its resume starts the count again.
     record = _interrupted(out, resumes=[{"boot": "boot 5", "time": now - 600}], heartbeat=now - 60, quick_failures=2)
     assert runs_cli._auto_decision(record, "boot 6") is None and runs.read(out)["quick_failures"] == 0
+
+
+def test_resuming_a_copied_run_folder_never_writes_through_its_log_link(registry, tmp_path):
+    """A run folder copied from someone else whose train.log is a link to the victim's ~/.bashrc:
+    `puffer runs resume` refuses in one line and appends nothing there (nothing starts)."""
+    from click.testing import CliRunner
+
+    from puffer_core.cli.main import cli
+
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the victim's\n")
+    copied = tmp_path / "copied-run"
+    copied.mkdir()
+    (copied / "policy.pt").write_bytes(b"a checkpoint")
+    (copied / "train.log").symlink_to(victim)
+    result = CliRunner().invoke(cli, ["runs", "resume", str(copied)])
+    assert result.exit_code == 1, result.output
+    assert f"{copied / 'train.log'} is a symbolic link, not followed" in result.output
+    assert victim.read_text() == "# the victim's\n"
+    assert runs.read(copied) is None  # no record of a run that never started
