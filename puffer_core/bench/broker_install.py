@@ -37,6 +37,16 @@ class BrokerInstall:
     state: pathlib.Path
     image_file: pathlib.Path
     sudoers: pathlib.Path
+    #: Each tank's limits (``puffer_core.tank.limits``'s file), as /etc/puffertank/limits is a box's.
+    limits: pathlib.Path
+
+    def sshd_config(self) -> str:
+        """The sshd drop-in ``tank/setup-host.sh`` writes for a box, for this broker's group and login."""
+        text = subprocess.run(["bash", str(ROOT / "tank" / "setup-host.sh"), "--print-sshd-config"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        return text.replace("Group puffertank", f"Group {self.group}").replace(
+            "ForceCommand /usr/local/bin/puffertank-login", f"ForceCommand {self.login}"
+        )
 
     def enrol(self, name: str) -> None:
         """Make user ``name`` (home 0700) with the login as its shell, in the broker's group."""
@@ -71,8 +81,9 @@ def _script(path: pathlib.Path, venv: pathlib.Path, body: str) -> None:
     path.chmod(0o755)
 
 
-def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = None) -> BrokerInstall:
-    """The login and its broker in ``folder`` (root's, 0755), for ``image`` on the engine at ``docker_host``."""
+def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = None, limits: str = "") -> BrokerInstall:
+    """The login and its broker in ``folder`` (root's, 0755), for ``image`` on the engine at ``docker_host``,
+    each tank limited by ``limits`` (the limits file's text; empty: the defaults derived from this machine)."""
     if os.geteuid() != 0:
         raise RuntimeError("installing a broker makes a group and a sudo rule: run as root")
     folder.mkdir(parents=True, exist_ok=True)
@@ -84,8 +95,10 @@ def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = N
     state, docker_config, image_file = folder / "state", folder / "docker", folder / "image"
     docker_config.mkdir(mode=0o700)
     image_file.write_text(image + "\n")
+    (folder / "limits").write_text(limits)
     config = (f"image_file={str(image_file)!r}, allowed_file={str(folder / 'images')!r}, state_dir={str(state)!r}, "
-              f"docker_config={str(docker_config)!r}, docker_host={docker_host!r}, group={group!r}")  # fmt: skip
+              f"docker_config={str(docker_config)!r}, docker_host={docker_host!r}, group={group!r}, "
+              f"limits_file={str(folder / 'limits')!r}")  # fmt: skip
     broker, login = folder / "broker", folder / "login"
     _script(broker, venv, "from puffer_core.tank.broker import BrokerConfig, main\n\n"
             f"sys.exit(main(config=BrokerConfig({config})))\n")  # fmt: skip
@@ -103,4 +116,4 @@ def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = N
         staged.unlink()
         raise RuntimeError(f"visudo refused the rule: {check.stdout}{check.stderr}")
     staged.rename(sudoers)
-    return BrokerInstall(folder, group, login, broker, state, image_file, sudoers)
+    return BrokerInstall(folder, group, login, broker, state, image_file, sudoers, folder / "limits")

@@ -262,9 +262,10 @@ def test_a_missing_image_is_one_line_and_fresh_keeps_the_old_container(box, make
 
 
 class Sshd:
-    """Debian's sshd on 127.0.0.1:``port``, its host key and a client key in ``folder``."""
+    """Debian's sshd on 127.0.0.1:``port``, its host key and a client key in ``folder``, with the drop-in
+    setup-host.sh writes for the box's group (``box``) included, as Debian's sshd_config includes it."""
 
-    def __init__(self, users: list[str]) -> None:
+    def __init__(self, users: list[str], box=None, subsystem: str = "/usr/lib/openssh/sftp-server") -> None:
         if not os.path.exists(SSHD):
             pytest.fail(f"{SSHD} is missing: apt-get install openssh-server (.ci/run installs it)")
         self.folder = pathlib.Path(tempfile.mkdtemp(prefix="ptsshd-"))
@@ -278,11 +279,16 @@ class Sshd:
             (ssh / "authorized_keys").write_text((self.folder / "client.pub").read_text())
             subprocess.run(["chown", "-R", f"{user}:{user}", str(ssh)], check=True)
         config = self.folder / "sshd_config"
+        include = ""
+        if box is not None:
+            (self.folder / "puffertank.conf").write_text(box.sshd_config())
+            include = f"Include {self.folder / 'puffertank.conf'}\n"
+        # Debian's own settings where they matter here: X11 and every forwarding on, unless a Match says otherwise.
         config.write_text(
-            f"Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.folder / 'host'}\n"
+            f"{include}Port {self.port}\nListenAddress 127.0.0.1\nHostKey {self.folder / 'host'}\n"
             f"PidFile {self.folder / 'sshd.pid'}\nUsePAM yes\nPasswordAuthentication no\n"
-            "KbdInteractiveAuthentication no\nAuthenticationMethods publickey\n"
-            f"AllowUsers {' '.join(users)}\nSubsystem sftp /usr/lib/openssh/sftp-server\nLogLevel ERROR\n"
+            "KbdInteractiveAuthentication no\nAuthenticationMethods publickey\nX11Forwarding yes\n"
+            f"AllowUsers {' '.join(users)}\nSubsystem sftp {subsystem}\nLogLevel ERROR\n"
         )
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         self.process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
@@ -314,9 +320,9 @@ class Sshd:
 
 
 @pytest.fixture
-def sshd(make_user):
+def sshd(box, make_user):
     a, b = make_user(), make_user()
-    server = Sshd([a, b])
+    server = Sshd([a, b], box)
     yield server, a, b
     server.stop()
 
@@ -411,3 +417,81 @@ def test_files_planted_in_the_home_never_run_as_root(box, sshd):
         assert path.stat().st_uid == _uid(a) and "docker" not in path.read_text() and "root" not in path.read_text()
     assert not [path for path in ran if path.name.endswith(("-cli-plugin", "-usercustomize"))], ran
     shutil.rmtree(marker.parent, ignore_errors=True)
+
+
+# -- what one user may take of the box -----------------------------------------------------------
+
+
+def _host_config(name: str) -> dict:
+    shape = "{{json .HostConfig}}"
+    return json.loads(subprocess.run(["docker", "inspect", "--format", shape, name], capture_output=True, text=True,
+                                     check=True).stdout)  # fmt: skip
+
+
+def test_each_tank_has_the_boxs_limits_and_a_user_has_at_most_its_tanks(box, make_user):
+    box.limits.write_text("memory = 1G\npids = 512\ncpu_shares = 512\ntanks = 2\n")
+    try:
+        user = make_user()
+        assert su(user, "true").returncode == 0
+        limits = {key: _host_config(f"puffertank-{user}")[key] for key in ("Memory", "MemorySwap", "PidsLimit",
+                                                                           "CpuShares")}  # fmt: skip
+        assert limits == {"Memory": 2**30, "MemorySwap": 2**30, "PidsLimit": 512, "CpuShares": 512}
+        listed = su(user, "puffer tank login --list")
+        assert listed.returncode == 0, _text(listed)
+        assert listed.stdout.decode().startswith(
+            "each tank here: memory 1.0 GiB (no swap), 512 processes, CPU shares 512; 2 tanks per user (you have 1)"
+        )
+        rows = json.loads(su(user, "puffer tank login --list --json").stdout)
+        assert rows[0]["limits"] == {"memory": 2**30, "swap": 0, "pids": 512, "cpu_shares": 512}
+        assert su(user, "puffer tank login --new exp1 -c true").returncode == 0
+        _one_line_error(su(user, "puffer tank login --new exp2 -c true"),
+                        "refused: you have 2 tanks (default, exp1), the most this box gives one user (tanks = 2")  # fmt: skip
+        assert subprocess.run(["docker", "inspect", f"puffertank-{user}.exp2"], capture_output=True).returncode != 0
+        # The admin raises a limit: the next session brings the tank to it (docker update), state kept.
+        assert su(user, "touch /tmp/kept").returncode == 0
+        box.limits.write_text("memory = 1G\npids = 1024\ncpu_shares = 512\ntanks = 2\n")
+        assert su(user, "test -e /tmp/kept").returncode == 0
+        assert _host_config(f"puffertank-{user}")["PidsLimit"] == 1024
+    finally:
+        box.limits.write_text("")
+
+
+# -- the host, as docs/security.md says it is ------------------------------------------------------
+
+
+def test_a_session_runs_no_rc_file_and_forwarding_goes_one_way(box, sshd):
+    """setup-host's sshd drop-in for the group: ~/.ssh/rc (run through the user's shell, so in the tank,
+    before every session) is not run at all, and a remote forward (a listener on the box's loopback,
+    which every tank shares) is refused; a local one still works (test_forwarding_... above)."""
+    server, a, _ = sshd
+    home = pathlib.Path(f"/home/{a}")
+    (home / ".ssh" / "rc").write_text("#!/bin/sh\nid > $HOME/rc-ran\n")
+    subprocess.run(["chown", f"{a}:{a}", str(home / ".ssh" / "rc")], check=True)
+    proc = server.ssh(a, "test -f /.dockerenv && id -un")
+    assert proc.returncode == 0 and proc.stdout == f"{a}\n".encode(), _text(proc)
+    assert not (home / "rc-ran").exists()  # PermitUserRC no
+    port = free_port()
+    remote = subprocess.run(["ssh", *server.options(), "-N", "-o", "ExitOnForwardFailure=yes", "-R",
+                             f"127.0.0.1:{port}:127.0.0.1:{server.port}", f"{a}@127.0.0.1"],
+                            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert remote.returncode == 255 and "remote port forwarding failed" in remote.stderr, remote.stderr
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing of the user's listens on the box
+
+
+def test_sftp_lands_in_the_tank_even_where_sshd_serves_it_itself(box, make_user):
+    """With `Subsystem sftp internal-sftp`, sshd would serve sftp in its own process, on the host; the
+    drop-in's ForceCommand sends it through the login, which runs OpenSSH's sftp server in the tank."""
+    user = make_user()
+    server = Sshd([user], box, subsystem="internal-sftp")
+    try:
+        mark = f"in-the-tank-{secrets.token_hex(4)}"
+        assert server.ssh(user, f"touch /tmp/{mark}").returncode == 0  # the tank's /tmp, not the host's
+        batch = server.folder / "sftp-batch"
+        batch.write_text(f"ls /tmp/{mark}\n")
+        sftp = subprocess.run(["sftp", "-b", str(batch), *server.options("-P"), f"{user}@127.0.0.1"],
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert sftp.returncode == 0 and mark in sftp.stdout, sftp.stdout + sftp.stderr
+        assert not pathlib.Path(f"/tmp/{mark}").exists()
+    finally:
+        server.stop()
