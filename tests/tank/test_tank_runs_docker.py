@@ -119,3 +119,45 @@ def _alive(engine, data: dict) -> bool:
     proc = subprocess.run(["docker", "-H", engine.url, "exec", container, "kill", "-0", str(data.get("pid"))],
                           capture_output=True)  # fmt: skip
     return proc.returncode == 0
+
+
+HOG = "python3 -c 'x = bytearray(6 * 2**30)'"  # 6 GiB, far past the tank's 2 GiB
+#: Processes until the tank's limit refuses one (or 4,000: no limit then), each left sleeping; prints the count.
+FORK_BOMB = """python3 - <<'EOF'
+import subprocess
+children = []
+try:
+    while len(children) < 4000:
+        children.append(subprocess.Popen(["sleep", "60"]))
+except OSError as exc:
+    print("refused after", len(children), exc.strerror)
+for child in children:
+    child.kill()
+EOF"""
+
+
+def test_one_users_memory_hog_and_fork_bomb_stop_inside_their_tank_while_anothers_run_finishes(box, user):
+    engine, installed = box
+    installed.limits.write_text("memory = 2G\npids = 512\n")
+    other = f"ptrun{secrets.token_hex(3)}"
+    installed.enrol(other)
+    try:
+        start_detached(user, steps=40_000)
+        hog = su(other, HOG)
+        assert hog.returncode == 137, hog.stdout + hog.stderr  # killed by the kernel inside its tank's 2 GiB
+        bomb = su(other, FORK_BOMB)
+        assert bomb.returncode == 0 and "refused after" in bomb.stdout, bomb.stdout + bomb.stderr
+        assert int(bomb.stdout.split()[2]) < 512
+        assert su(other, "echo still here").stdout == "still here\n"  # their tank survived both
+        for name in (user, other):
+            shape = "{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}}"
+            inspected = subprocess.run(["docker", "-H", engine.url, "inspect", "--format", shape, f"puffertank-{name}"],
+                                       capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+            assert inspected == [str(2 * 2**30), "512"]
+        wait_for(lambda: record(user).get("state") in ("finished", "failed"), "the other user's run ended", 600)
+        final = record(user)
+        assert final["state"] == "finished" and final["step"] >= 40_000, final
+        assert final.get("resumes") in (None, [])  # it never stopped: it stepped through the hog and the bomb
+    finally:
+        installed.limits.write_text("")
+        subprocess.run(["userdel", "--remove", other], capture_output=True)
