@@ -23,8 +23,12 @@ container trusts, default the system bundle when present).
 
 from __future__ import annotations
 
+import contextlib
+import pathlib
 import re
 import shlex
+import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -33,6 +37,7 @@ import pytest
 from docker_tank import BASE_IMAGE, ROOT
 
 from puffer_core.bench.box import CONTAINER_CA, COPY_SOURCE, SOURCE_COPY, machine_ca, machine_pip_env
+from puffer_core.bench.scratch_docker import free_port
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -201,12 +206,22 @@ def test_first_run_installs_what_it_names(box):
     for folder in ("/var/lib/puffertank/containers", "/etc/puffertank/docker"):
         assert sh(container, f"stat -c '%U %a' {folder}").stdout.split() == ["root", "700"]
     assert lines_with(out, "setup-host: engine: not started: systemd is not PID 1")
+    # What one user may take of the box: derived from its memory, written for the broker.
+    limits = sh(container, "cat /etc/puffertank/limits").stdout
+    assert limits.startswith("# The limits of each PufferTank on this box") and "\n# in effect: memory " in limits
+    assert lines_with(out, "setup-host: limits: wrote /etc/puffertank/limits: memory ")
+    assert sh(container, "stat -c '%U %a' /etc/puffertank/limits").stdout.split() == ["root", "644"]
+    # The host as the docs say it is: the group's sshd drop-in, no systemd user manager for the user.
+    dropin = sh(container, "cat /etc/ssh/sshd_config.d/puffertank.conf").stdout
+    assert "Match Group puffertank\n    ForceCommand /usr/local/bin/puffertank-login\n" in dropin
+    uid = sh(container, f"id -u {USER}").stdout.strip()
+    assert sh(container, f"readlink /etc/systemd/system/user@{uid}.service").stdout == "/dev/null\n"
     assert len(lines_with(out, "NVIDIA")) == 1
     assert lines_with(out, "setup-host: nvidia: skipped: no NVIDIA GPU found on the PCI bus")
     done = out.splitlines()[-1]
     assert re.fullmatch(
-        rf"setup-host: done in \d+\.\d s \(changed: packages, puffer, links, scripts, broker, shells, image, "
-        rf"user {USER}\)",
+        rf"setup-host: done in \d+\.\d s \(changed: packages, puffer, links, scripts, broker, limits, sshd, shells, "
+        rf"image, user {USER}\)",
         done,
     ), done
     assert re.search(r"^setup-host: step times: packages \d+\.\d s, engine", out, re.M), out
@@ -220,7 +235,9 @@ def test_second_run_changes_nothing_and_says_so(box):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""
     assert snapshot(container) == before
-    for step in ("packages", "puffer", "links", "scripts", "broker", "shells", "image", "docker group", f"user {USER}"):
+    steps = ("packages", "puffer", "links", "scripts", "broker", "limits", "sshd", "pam", "shells", "image",
+             "docker group", f"user {USER}")  # fmt: skip
+    for step in steps:
         assert lines_with(proc.stdout, f"setup-host: {step}: already in place"), (step, proc.stdout)
     assert re.fullmatch(r"setup-host: done in \d+\.\d s \(nothing changed\)", proc.stdout.splitlines()[-1])
 
@@ -258,6 +275,9 @@ def test_exact_users_takes_everyone_else_off_the_box_and_keeps_their_home(box):
     proc, _ = setup_host(container, "--source", SRC, f"--user={other}", "--user", USER)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sh(container, f"echo mine > /home/{other}/notes && chown {other}: /home/{other}/notes")
+    # What keeps code of theirs running on the host after they leave: a crontab, linger.
+    sh(container, f"install -d /var/spool/cron/crontabs /var/lib/systemd/linger && echo '* * * * * true' > "
+                  f"/var/spool/cron/crontabs/{other} && touch /var/lib/systemd/linger/{other}")  # fmt: skip
     try:
         dry, _ = setup_host(container, "--dry-run", "--source", SRC, "--user", USER, "--exact-users")
         assert lines_with(dry.stdout, f"setup-host: user {other}: would take {other} off this box")
@@ -265,7 +285,10 @@ def test_exact_users_takes_everyone_else_off_the_box_and_keeps_their_home(box):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         line = lines_with(proc.stdout, f"setup-host: user {other}: taken off this box")
         assert len(line) == 1 and f"home /home/{other} kept" in line[0], proc.stdout
+        assert "account expired" in line[0] and "crontab removed" in line[0]
         assert sh(container, f"getent passwd {other} | cut -d: -f7").stdout.strip() == "/usr/sbin/nologin"
+        assert sh(container, f"getent shadow {other} | cut -d: -f8").stdout.strip() == "1"  # expired in 1970
+        sh(container, f"test ! -e /var/spool/cron/crontabs/{other} && test ! -e /var/lib/systemd/linger/{other}")
         assert "puffertank" not in sh(container, f"id -nG {other}").stdout.split()
         assert sh(container, f"cat /home/{other}/notes").stdout == "mine\n"
         assert lines_with(proc.stdout, f"setup-host: user {USER}: already in place")  # the one named stays
@@ -349,6 +372,142 @@ def test_a_failed_install_puts_the_previous_venv_back(box):
     sh(container, "/usr/local/bin/puffer --version && test ! -e /opt/puffertank/venv.previous")
 
 
+#: A library whose constructor leaves a mark: what a user's ~/.pam_environment (LD_PRELOAD) would run.
+PRELOAD_C = r"""
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void ran(void) {
+    FILE *mark = fopen("/tmp/preload-ran", "a");
+    if (mark) { fprintf(mark, "%d\n", (int)getuid()); fclose(mark); }
+}
+"""
+ERIN = "puffer-setup-erin"
+
+
+def _preload_library(tmp_path: pathlib.Path) -> pathlib.Path:
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is missing: apt-get install build-essential (.ci/run installs it)")
+    (tmp_path / "mark.c").write_text(PRELOAD_C)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "mark.so"), str(tmp_path / "mark.c")], check=True)
+    return tmp_path / "mark.so"
+
+
+class BoxSshd:
+    """Debian's openssh-server in the box, as a box runs it (its sshd_config, PAM, and setup-host's drop-in),
+    on 127.0.0.1:``port`` of the shared network; a client key of the test's in ``folder``."""
+
+    def __init__(self, container, folder: pathlib.Path) -> None:
+        self.container, self.port, self.key = container, free_port(), folder / "client"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.key)], check=True)
+        # policy-rc.d: the package's service is not started (the test starts its own sshd below).
+        no_service = "printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d"
+        install = "apt-get -q install -y --no-install-recommends openssh-server"
+        sh(container, f"{no_service} && DEBIAN_FRONTEND=noninteractive {install} >/dev/null", timeout=600)
+        # Docker gives a container no audit rights, so pam_loginuid would end every session: the container's
+        # limit, not the box's (a box's sshd keeps Debian's line).
+        sh(container, r"sed -i -E 's/^session\s+required\s+pam_loginuid.so/session optional pam_loginuid.so/' "
+                      "/etc/pam.d/sshd")  # fmt: skip
+        sh(container, f"mkdir -p /run/sshd && /usr/sbin/sshd -p {self.port} -o ListenAddress=127.0.0.1 "
+                      "-o PidFile=/run/sshd-test.pid")  # fmt: skip
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"the box's sshd did not listen on 127.0.0.1:{self.port}")
+
+    def authorize(self, user: str) -> None:
+        key = (self.key.parent / "client.pub").read_text().strip()
+        keys = f"/home/{user}/.ssh/authorized_keys"
+        sh(self.container, f"install -d -o {user} -g {user} -m 700 /home/{user}/.ssh && echo {shlex.quote(key)} > "
+                           f"{keys} && chown {user}: {keys}")  # fmt: skip
+
+    def options(self) -> list[str]:
+        # LogLevel INFO: the server's "account has expired" reaches stderr.
+        quiet = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=INFO"]
+        return ["-F", "/dev/null", "-i", str(self.key), "-p", str(self.port), "-o", "BatchMode=yes", *quiet]
+
+    def ssh(self, user: str, command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["ssh", *self.options(), f"{user}@127.0.0.1", command], capture_output=True, text=True,
+                              timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+
+    def forward(self, user: str, local: int) -> subprocess.Popen:
+        """``ssh -N -L LOCAL:127.0.0.1:PORT``: a forward to the box's own sshd, no session."""
+        return subprocess.Popen(["ssh", *self.options(), "-N", "-o", "ExitOnForwardFailure=yes", "-L",
+                                 f"{local}:127.0.0.1:{self.port}", f"{user}@127.0.0.1"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    def stop(self) -> None:
+        sh(self.container, "kill $(cat /run/sshd-test.pid)", check=False)
+
+
+def _banner_through(port: int, timeout: float = 20) -> bytes:
+    """The first bytes read through a local forward on ``port`` (b"" when it never connects)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                with contextlib.suppress(OSError):
+                    data = sock.recv(64)
+                    if data:
+                        return data
+        time.sleep(0.2)
+    return b""
+
+
+def test_an_enrolled_users_code_stays_off_the_host_and_a_removed_user_has_no_way_in(box, tmp_path):
+    """On the box as setup-host leaves it, with Debian's sshd and PAM: the attack first (a user's
+    ~/.pam_environment sets LD_PRELOAD, and their library runs on the host as the login starts), then
+    setup-host's PAM step stops it; an enrolled user's key forwards (ssh -L); once taken off the box the
+    same key opens no session and no forward and the open forward ends; enrolled again, it opens."""
+    container = box["container"]
+    server = BoxSshd(container, tmp_path)
+    library = _preload_library(tmp_path)
+    try:
+        server.authorize(USER)
+        subprocess.run(["docker", "cp", str(library), f"{container.name}:/home/{USER}/mark.so"], check=True)
+        sh(container, f"chown {USER}: /home/{USER}/mark.so && echo 'LD_PRELOAD DEFAULT=/home/{USER}/mark.so' > "
+                      f"/home/{USER}/.pam_environment && chown {USER}: /home/{USER}/.pam_environment")  # fmt: skip
+        uid = sh(container, f"id -u {USER}").stdout.strip()
+        server.ssh(USER, "true")  # Debian's sshd PAM: user_readenv=1
+        assert sh(container, "cat /tmp/preload-ran", check=False).stdout.split() == [uid]  # ran on the host
+
+        proc, _ = setup_host(container, "--source", SRC, "--user", USER, "--user", ERIN)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert lines_with(proc.stdout, "setup-host: pam: set user_readenv=0 in /etc/pam.d/sshd")
+        assert "user_readenv=1" not in sh(container, "cat /etc/pam.d/sshd").stdout
+        sh(container, "rm /tmp/preload-ran")
+        session = server.ssh(USER, "true")
+        assert "puffertank" in session.stderr, session.stderr  # the login ran (it asked the broker: no engine here)
+        assert sh(container, "test -e /tmp/preload-ran", check=False).returncode != 0  # nothing of theirs ran
+
+        server.authorize(ERIN)
+        local = free_port()
+        tunnel = server.forward(ERIN, local)
+        assert _banner_through(local).startswith(b"SSH-2.0"), "an enrolled user's ssh -L works"
+        proc, _ = setup_host(container, "--source", SRC, "--user", USER, "--exact-users")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        line = lines_with(proc.stdout, f"setup-host: user {ERIN}: taken off this box")
+        assert "account expired, sessions ended" in line[0], proc.stdout
+        assert tunnel.wait(timeout=30) is not None  # the open forward ended with their sessions
+        refused = server.ssh(ERIN, "true")
+        expired = "Your account has expired"  # PAM's account check, after sshd accepted the key
+        assert refused.returncode == 255 and expired in refused.stderr, refused.stderr
+        again = server.forward(ERIN, free_port())
+        assert again.wait(timeout=60) == 255 and expired in again.stderr.read()
+
+        proc, _ = setup_host(container, "--source", SRC, "--user", USER, "--user", ERIN)
+        assert lines_with(proc.stdout, f"setup-host: user {ERIN}: login shell /usr/local/bin/puffertank-login")
+        assert "account opened again (it had expired)" in lines_with(proc.stdout, f"setup-host: user {ERIN}:")[0]
+        opened = server.ssh(ERIN, "true")
+        assert expired not in opened.stderr and "puffertank" in opened.stderr, opened.stderr
+    finally:
+        server.stop()
+        sh(container, f"userdel -r {ERIN}; rm -f /tmp/preload-ran /home/{USER}/.pam_environment", check=False)
+
+
 def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     before = snapshot(fresh)
     proc, seconds = setup_host(fresh, "--dry-run", "--source", SRC, "--user", USER, "--image", "x:1")
@@ -362,6 +521,8 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, "setup-host: links: would link /usr/local/bin/puffer")
     assert lines_with(out, f"setup-host: scripts: would write {LOGIN}, {BROKER}")
     assert lines_with(out, "setup-host: broker: would make group puffertank, /var/lib/puffertank/containers")
+    assert lines_with(out, "setup-host: limits: would write /etc/puffertank/limits (each tank's limits, derived")
+    assert lines_with(out, "setup-host: sshd: would write /etc/ssh/sshd_config.d/puffertank.conf (group puffertank")
     assert lines_with(out, f"setup-host: shells: would add {LOGIN} to /etc/shells")
     assert lines_with(out, "setup-host: image: would write x:1 to /etc/puffertank/image")
     pinned = "127.0.0.1:5000/puffertank@sha256:" + "ab" * 32
@@ -371,7 +532,10 @@ def test_dry_run_lists_every_step_and_changes_nothing(fresh):
     assert lines_with(out, f"setup-host: user {USER}: would create it")
     assert len(lines_with(out, "NVIDIA")) == 1 and lines_with(out, "setup-host: nvidia: skipped")
     assert out.splitlines()[-1].startswith("setup-host: dry run in ")
-    assert "would change: packages, puffer, links, scripts, broker, shells, image, user" in out.splitlines()[-1]
+    assert (
+        "would change: packages, puffer, links, scripts, broker, limits, sshd, shells, image, user"
+        in out.splitlines()[-1]
+    )
 
 
 FAKE_PCI = """
@@ -438,6 +602,9 @@ def test_another_system_is_refused_in_one_line_naming_it(fresh, os_release, foun
         (["--docker-repo", "ubuntu"], "--docker-repo 'ubuntu' is not debian or docker"),
         (["--source", "/etc"], "/etc is not a puffer-core checkout"),
         (["--frobnicate"], "unknown option '--frobnicate'; see --help"),
+        (["--memory", "lots"], "--memory 'lots' is not a size (e.g. 48G) or auto"),
+        (["--pids", "1e4"], "--pids '1e4' is not a whole number or auto"),
+        (["--tanks"], "--tanks needs a value"),
     ],
 )
 def test_bad_input_is_refused_in_one_line_and_changes_nothing(fresh, args, says):
