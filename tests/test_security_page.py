@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from pathlib import Path
 
 from puffer_core import atomic
@@ -87,3 +88,28 @@ def test_the_shared_box_names_it_gives_exist():
     assert f"`{broker.BrokerConfig().allowed_file}`" in PAGE and f"`{broker.BrokerConfig().image_file}`" in PAGE
     tests = "tests/tank/test_tank_broker_docker.py"
     assert tests in PAGE and (ROOT / tests).is_file()
+
+
+def test_every_line_of_what_an_enrolled_user_can_do_names_a_test_that_exists():
+    section = PAGE.split("## The host: what an enrolled user can and cannot do")[1].split("\n## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| can") or line.startswith("| cannot")]
+    assert len(rows) >= 10
+    named = [name for line in section.splitlines() for name in re.findall(r"`(test_[a-z0-9_]+)`", line)]
+    assert all(re.search(r"`test_[a-z0-9_]+`", row) for row in rows), "each row names its test"
+    sources = "\n".join(path.read_text() for path in (ROOT / "tests").rglob("test_*.py"))
+    missing = [name for name in named if f"def {name}(" not in sources]
+    assert not missing, f"docs/security.md names tests that do not exist: {missing}"
+
+
+def test_the_hosts_names_it_gives_exist():
+    from puffer_core.tank.limits import LIMITS_FILE
+
+    setup_host = (ROOT / "tank" / "setup-host.sh").read_text()
+    assert f"`{LIMITS_FILE}`" in PAGE and f"LIMITS_FILE={LIMITS_FILE}" in setup_host
+    assert (
+        "`/etc/ssh/sshd_config.d/puffertank.conf`" in PAGE
+        and "SSHD_DROPIN=/etc/ssh/sshd_config.d/puffertank.conf" in setup_host
+    )
+    for name in ("read_regular", "open_own_log"):
+        assert f"`{name}`" in PAGE and callable(getattr(atomic, name, None)), name
+    assert "`Proxy-Authorization`" in PAGE

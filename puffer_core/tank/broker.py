@@ -29,27 +29,23 @@ removes only a container whose id it recorded for the caller. Its configuration
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import pwd
 import re
-import signal
 import socket
 import stat
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from puffer_core.atomic import write_atomically
 from puffer_core.specs.images import image_reference_problem, parse_image_reference
 from puffer_core.tank.container import bind_mount
-from puffer_core.tank.errors import TankError
+from puffer_core.tank.errors import BrokerError
 from puffer_core.tank.limits import LIMITS_FILE, LimitsError, TankLimits, box_limits, format_size
+from puffer_core.tank.ownership import Ownership
 
 __all__ = ["BrokerConfig", "BrokerError", "Caller", "Request", "caller_of", "main", "parse_request"]
 
@@ -69,17 +65,11 @@ MAX_ARGS = 4096
 MAX_ARG_BYTES = 128 * 1024
 SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 DOCKER_TIMEOUT = 120.0
-#: Signals a user can send the broker through their terminal: held while a container is made and recorded.
-HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGTSTP)
 #: Run as root inside a new container, once: passwd and group entries, so that the name resolves.
 ACCOUNT_SCRIPT = (
     'grep -q "^$1:" /etc/passwd || echo "$1:x:$2:$3::$4:/bin/bash" >> /etc/passwd; '
     'cut -d: -f3 /etc/group | grep -qx "$3" || echo "$5:x:$3:" >> /etc/group'
 )
-
-
-class BrokerError(TankError):
-    """Refused or failed: one line for the caller, naming what to do."""
 
 
 @dataclass(frozen=True)
@@ -342,60 +332,7 @@ class Engine:
         os.execve(self.path, [self.path, *args], self.env)
 
 
-# -- root's record of who owns what ----------------------------------------------------------------
-
-
-class Ownership:
-    """``<state_dir>/<container id>.json``: the uid and name the broker made each container for."""
-
-    def __init__(self, config: BrokerConfig) -> None:
-        self.dir = config.state_dir
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        info = os.lstat(self.dir)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
-            raise BrokerError(f"{self.dir} is not a root-owned folder only root writes: the admin fixes it")
-
-    def _path(self, container_id: str) -> str:
-        if not re.fullmatch(r"[0-9a-f]{64}", container_id):
-            raise BrokerError(f"the engine gave the container id {container_id[:80]!r}")
-        return os.path.join(self.dir, f"{container_id}.json")
-
-    def owner(self, container_id: str) -> dict | None:
-        try:
-            with open(self._path(container_id), encoding="utf-8") as file:
-                record = json.load(file)
-        except (FileNotFoundError, ValueError):
-            return None
-        return record if isinstance(record, dict) else None
-
-    def record(self, container_id: str, caller: Caller, name: str) -> None:
-        record = {"uid": caller.uid, "user": caller.user, "name": name, "created": time.time()}
-        write_atomically(self._path(container_id), json.dumps(record).encode())
-
-    def forget(self, container_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self._path(container_id))
-
-    def of(self, uid: int) -> dict[str, dict]:
-        """Every record of ``uid``: {container id: record}."""
-        found = {}
-        for entry in sorted(os.listdir(self.dir)):
-            if entry.endswith(".json") and re.fullmatch(r"[0-9a-f]{64}\.json", entry):
-                record = self.owner(entry[:-5])
-                if record is not None and record.get("uid") == uid:
-                    found[entry[:-5]] = record
-        return found
-
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
-        """One maker at a time, and no terminal signal between a container and its record."""
-        with open(os.path.join(self.dir, ".lock"), "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-            try:
-                yield
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)
+# -- root's record of who owns what: puffer_core.tank.ownership ----------------------------------
 
 
 def owned(engine: Engine, ownership: Ownership, caller: Caller, name: str) -> dict | None:

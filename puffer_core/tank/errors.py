@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from puffer_core.errors import PufferError
 
-__all__ = ["BuildError", "ConstraintsError", "NoEngineError", "TankError"]
+__all__ = ["BrokerError", "BuildError", "ConstraintsError", "NoEngineError", "TankError"]
 
 
 class TankError(PufferError):
     """A PufferTank render or build cannot go on; the message says why and what to do."""
 
     exit_code = 1
+
+
+class BrokerError(TankError):
+    """The broker refused or failed: one line for the caller, naming what to do."""
 
 
 class ConstraintsError(TankError):

@@ -278,6 +278,11 @@ def test_exact_users_takes_everyone_else_off_the_box_and_keeps_their_home(box):
     # What keeps code of theirs running on the host after they leave: a crontab, linger.
     sh(container, f"install -d /var/spool/cron/crontabs /var/lib/systemd/linger && echo '* * * * * true' > "
                   f"/var/spool/cron/crontabs/{other} && touch /var/lib/systemd/linger/{other}")  # fmt: skip
+    kept, _ = setup_host(container, "--source", SRC, f"--user={other}", "--user", USER)  # enrolled, a crontab
+    warning = lines_with(kept.stdout, f"setup-host: user {other}: warning: {other} has a crontab")
+    assert len(warning) == 1 and f"crontab -r -u {other}" in warning[0], kept.stdout
+    assert lines_with(kept.stdout, f"setup-host: user {other}: no linger on the host")  # linger: closed on enrolment
+    sh(container, f"touch /var/lib/systemd/linger/{other}")  # made again before they leave
     try:
         dry, _ = setup_host(container, "--dry-run", "--source", SRC, "--user", USER, "--exact-users")
         assert lines_with(dry.stdout, f"setup-host: user {other}: would take {other} off this box")

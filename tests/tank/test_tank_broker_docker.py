@@ -444,8 +444,8 @@ def test_each_tank_has_the_boxs_limits_and_a_user_has_at_most_its_tanks(box, mak
         rows = json.loads(su(user, "puffer tank login --list --json").stdout)
         assert rows[0]["limits"] == {"memory": 2**30, "swap": 0, "pids": 512, "cpu_shares": 512}
         assert su(user, "puffer tank login --new exp1 -c true").returncode == 0
-        _one_line_error(su(user, "puffer tank login --new exp2 -c true"),
-                        "refused: you have 2 tanks (default, exp1), the most this box gives one user (tanks = 2")  # fmt: skip
+        refused = "refused: you have 2 tanks (default, exp1), the most this box gives one user (tanks = 2"
+        _one_line_error(su(user, "puffer tank login --new exp2 -c true"), refused)
         assert subprocess.run(["docker", "inspect", f"puffertank-{user}.exp2"], capture_output=True).returncode != 0
         # The admin raises a limit: the next session brings the tank to it (docker update), state kept.
         assert su(user, "touch /tmp/kept").returncode == 0
@@ -477,6 +477,30 @@ def test_a_session_runs_no_rc_file_and_forwarding_goes_one_way(box, sshd):
     assert remote.returncode == 255 and "remote port forwarding failed" in remote.stderr, remote.stderr
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing of the user's listens on the box
+
+
+def test_the_groups_sshd_settings_as_sshd_reads_them(box, make_user):
+    """sshd's own reading (sshd -T) of Debian-like settings with setup-host's drop-in included: for the
+    group, the login for every session and no agent, X11, tunnel or rc; for anyone else, sshd as it was."""
+    member, other = make_user(), make_user(enrolled=False)
+    server = Sshd([member, other], box)
+    try:
+
+        def settings(user: str) -> dict[str, str]:
+            shown = subprocess.run([SSHD, "-T", "-f", str(server.folder / "sshd_config"), "-C",
+                                    f"user={user},host=laptop,addr=127.0.0.1"], capture_output=True, text=True,
+                                   check=True).stdout  # fmt: skip
+            return dict(line.split(" ", 1) for line in shown.splitlines() if " " in line)
+
+        group = settings(member)
+        assert group["forcecommand"] == str(box.login)
+        assert (group["allowtcpforwarding"], group["allowstreamlocalforwarding"]) == ("local", "local")
+        for key in ("allowagentforwarding", "x11forwarding", "permittunnel", "permituserrc"):
+            assert group[key] == "no", key
+        outside = settings(other)
+        assert outside["forcecommand"] == "none" and outside["x11forwarding"] == "yes"
+    finally:
+        server.stop()
 
 
 def test_sftp_lands_in_the_tank_even_where_sshd_serves_it_itself(box, make_user):
