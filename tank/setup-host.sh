@@ -108,7 +108,7 @@ Options:
   --tanks N            containers per user, puffertank-USER and its --new siblings (default 2)
                        The five limits go to $LIMITS_FILE; an option not given keeps the
                        file's value, 'auto' puts back the default. The broker applies them to
-                       every tank it makes or joins, and this script to the tanks there are
+                       every tank it makes or joins, and this script to every tank already made
   --no-nvidia          skip the NVIDIA steps even where an NVIDIA GPU is present
   --print-sshd-config  print the sshd drop-in this script writes, and exit
   -h, --help           this text

@@ -111,20 +111,24 @@ def boxes(names: tuple[str, ...]) -> Iterator[dict[str, str]]:
 
 
 def inventory(
-    folder: pathlib.Path, containers: dict[str, str], image: str, users: dict[str, list[str]]
+    folder: pathlib.Path, containers: dict[str, str], image: str, users: dict[str, Any], limits: dict | None = None
 ) -> pathlib.Path:
     """An inventory of the boxes (JSON, which Ansible reads as it reads YAML), reached with the docker connection."""
     reach = {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"}
     hosts = {box: {"ansible_host": container, **reach} for box, container in containers.items()}
-    variables = {"puffer_image": image, "puffer_users": users}
+    variables: dict[str, Any] = {"puffer_image": image, "puffer_users": users}
+    if limits is not None:
+        variables["puffer_limits"] = limits
     path = folder / "inventory.json"
     path.write_text(json.dumps({"puffer_boxes": {"hosts": hosts, "vars": variables}}))
     return path
 
 
-def play(path: pathlib.Path, *extra: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-    """``ansible-playbook -i PATH tank/fleet/site.yml EXTRA``."""
-    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+def play(
+    path: pathlib.Path, *extra: str, timeout: float = 1800, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``ansible-playbook -i PATH tank/fleet/site.yml EXTRA`` (``env``: more of the controller's environment)."""
+    env = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", **(env or {})}
     command = ["ansible-playbook", "-i", str(path), str(PLAYBOOK), *extra]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 

@@ -63,13 +63,24 @@ def _enrolled(box: str) -> set[str]:
 
 def test_the_fleet_from_bare_boxes_to_logins_and_back(boxes, image, tmp_path):
     users = {"alice": ["fleet-a"], "bob": ["fleet-a", "fleet-b"], "carol": ["fleet-c"]}
-    inventory = fleet.inventory(tmp_path, boxes, image, users)
+    inventory = fleet.inventory(tmp_path, boxes, image, users, limits={"memory": "2G", "tanks": 3})
+    # Another user of the controller plants the archive's old fixed name in its TMPDIR: never used now.
+    controller_tmp = tmp_path / "controller-tmp"
+    controller_tmp.mkdir(mode=0o1777)
+    planted = controller_tmp / "puffer-fleet-source.tar"
+    planted.write_bytes(b"another user's archive")
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o666)
     started = time.monotonic()
-    first = fleet.play(inventory)
+    first = fleet.play(inventory, env={"TMPDIR": str(controller_tmp)})
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    assert planted.read_bytes() == b"another user's archive"
+    assert [path.name for path in controller_tmp.iterdir()] == [planted.name]  # its private folder is gone
     for box, name in boxes.items():
         assert _enrolled(name) == {user for user, on in users.items() if box in on}, box
         assert in_box(name, "cat /etc/puffertank/image").stdout.strip() == image
+        limits = in_box(name, "cat /etc/puffertank/limits").stdout
+        assert "memory = 2048M\ntanks = 3\n" in limits, limits
     assert (
         logs_in(boxes["fleet-a"], "alice") and logs_in(boxes["fleet-b"], "bob") and logs_in(boxes["fleet-c"], "carol")
     )
@@ -121,6 +132,20 @@ def test_the_fleet_from_bare_boxes_to_logins_and_back(boxes, image, tmp_path):
     rows = {row["box"]: row for row in json.loads(status.stdout)}
     assert not rows["fleet-b"]["reachable"] and "unreachable" in rows["fleet-b"]["error"]
     assert rows["fleet-a"]["reachable"] and rows["fleet-c"]["reachable"]
+
+
+def test_a_users_boxes_given_as_a_string_stop_the_play_before_anything_changes(boxes, image, tmp_path):
+    """`erin: fleet-abc` (a string, not a list): Ansible's `in` would find `fleet-a` in its letters and
+    enrol erin there. The play stops on the inventory's check, naming the entry; fleet status refuses it."""
+    users = {"alice": ["fleet-a"], "erin": "fleet-abc"}
+    inventory = fleet.inventory(tmp_path, {"fleet-a": boxes["fleet-a"]}, image, users)
+    play = fleet.play(inventory)
+    assert play.returncode != 0
+    assert 'puffer_users: erin: "fleet-abc" is not a list of this inventory\'s boxes' in play.stdout, play.stdout
+    assert "erin" not in _enrolled(boxes["fleet-a"])
+    status = subprocess.run([sys.executable, "-m", "puffer_core.cli.main", "fleet", "status", "-i", str(inventory)],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert status.returncode == 1 and 'puffer_users: erin: "fleet-abc" is not a list' in status.stderr, status.stderr
 
 
 def test_a_box_whose_pull_fails_keeps_its_image_and_the_play_goes_on(boxes, image, tmp_path):
