@@ -297,7 +297,7 @@ check_options() {
     check_pip_cert
     if ((${#LIMITS[@]})) && limits_module; then  # their ranges, where the venv can tell already
         local why
-        why=$("$VENV/bin/python" -I -m puffer_core.tank.limits /dev/null "${LIMITS[@]}" 2>&1 >/dev/null) ||
+        why=$("$VENV/bin/python" -I -m puffer_core.tank.box.limits /dev/null "${LIMITS[@]}" 2>&1 >/dev/null) ||
             die "${why#limits: }; see --help"
     fi
     [[ -z $IMAGE ]] || valid_image "$IMAGE" ||
@@ -747,12 +747,12 @@ step_image() {
 
 # -- the broker: the one way from a user to the engine ---------------------------------------
 # The login runs as the user and only asks the broker; the broker runs as root (sudo, one rule)
-# and does a fixed set of things for the caller alone (puffer_core/tank/broker.py). Both run as
+# and does a fixed set of things for the caller alone (puffer_core/tank/box/broker.py). Both run as
 # `python -I`: no PYTHONPATH (a ~/.pam_environment sets it), no user site, not the cwd.
 script_text() { # KIND: the root-owned script that runs puffer_core.tank.KIND's main
     local what="the login shell of group $GROUP: it asks $BROKER, through sudo, for everything"
     [[ $1 == login ]] || what="the broker between group $GROUP and the engine, run as root by sudo ($SUDOERS)"
-    printf '#!%s -I\n# Written by tank/setup-host.sh: %s.\nimport sys\n\nfrom puffer_core.tank.%s import main\n\nsys.exit(main())' \
+    printf '#!%s -I\n# Written by tank/setup-host.sh: %s.\nimport sys\n\nfrom puffer_core.tank.box.%s import main\n\nsys.exit(main())' \
         "$VENV/bin/python" "$what" "$1"
 }
 
@@ -821,12 +821,12 @@ step_broker() {
 }
 
 # -- what one user may take of the box ----------------------------------------------------------
-limits_module() { "$VENV/bin/python" -I -c 'import puffer_core.tank.limits' 2>/dev/null; }
+limits_module() { "$VENV/bin/python" -I -c 'import puffer_core.tank.box.limits' 2>/dev/null; }
 
 apply_limits() { # the limits file's limits on every tank the broker made, running or not: one phrase
     local args id count=0 failed=()
     timeout 10 docker info >/dev/null 2>&1 || { echo "the engine does not answer: each tank gets them when next joined"; return 0; }
-    args=$("$VENV/bin/python" -I -m puffer_core.tank.limits --docker-args "$LIMITS_FILE") || { echo "not applied"; return 0; }
+    args=$("$VENV/bin/python" -I -m puffer_core.tank.box.limits --docker-args "$LIMITS_FILE") || { echo "not applied"; return 0; }
     while read -r id; do
         [[ -n $id && -e $STATE_DIR/$id.json ]] || continue
         # shellcheck disable=SC2086  # the options, split on purpose
@@ -841,7 +841,7 @@ step_limits() {
         would "write $LIMITS_FILE (each tank's limits, derived from this box${LIMITS[*]:+, with ${LIMITS[*]}})"
         return
     fi
-    want=$("$VENV/bin/python" -I -m puffer_core.tank.limits "$LIMITS_FILE" "${LIMITS[@]}" 2>&1) || fail "${want#limits: }"
+    want=$("$VENV/bin/python" -I -m puffer_core.tank.box.limits "$LIMITS_FILE" "${LIMITS[@]}" 2>&1) || fail "${want#limits: }"
     effect=${want##*# in effect: }
     if [[ -r $LIMITS_FILE ]]; then current=$(cat "$LIMITS_FILE"); fi
     if [[ $current == "$want" ]]; then

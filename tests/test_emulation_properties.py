@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from puffer_core.emulation import ActionLayout, ObservationLayout
 

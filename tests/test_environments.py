@@ -10,8 +10,7 @@ import puffer_core
 from puffer_core.emulation import GymnasiumEmulator, PettingZooEmulator
 from puffer_core.env.environments import make_raw, missing_requirements
 from puffer_core.errors import MissingDependencyError, UnknownEnvError
-from puffer_core.plugins import load_plugins
-from puffer_core.plugins import manager as plugin_module
+from puffer_core.plugins import load_plugins, manager as plugin_module
 from puffer_core.specs.declarations import EnvSpec
 
 

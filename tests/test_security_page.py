@@ -31,8 +31,7 @@ def test_the_checkpoint_bounds_it_quotes_are_the_codes():
 
 
 def test_the_names_it_gives_exist():
-    from puffer_core.cli import matrix as matrix_cli
-    from puffer_core.cli import tank as tank_cli
+    from puffer_core.cli import matrix as matrix_cli, tank as tank_cli
 
     checkpoint = (ROOT / "puffer_core" / "train" / "checkpoint.py").read_text()  # read, not imported: needs torch
     assert f"DIR/{run_lock.LOCK_NAME}" in PAGE
@@ -69,7 +68,7 @@ def test_the_matrix_and_ray_names_it_gives_exist():
 
 def test_the_registry_names_it_gives_exist():
     from puffer_core.cli import tank_registry
-    from puffer_core.tank.login import IMAGE_FILE
+    from puffer_core.tank.box.login import IMAGE_FILE
 
     assert "`puffer_core/specs/images.py`" in PAGE and (ROOT / "puffer_core" / "specs" / "images.py").is_file()
     push = {option for param in tank_registry.push_cmd.params for option in param.opts}
@@ -79,10 +78,10 @@ def test_the_registry_names_it_gives_exist():
 
 
 def test_the_shared_box_names_it_gives_exist():
-    from puffer_core.tank import broker
+    from puffer_core.tank.box import broker
 
     setup_host = (ROOT / "tank" / "setup-host.sh").read_text()
-    assert "`puffer_core/tank/broker.py`" in PAGE and (ROOT / "puffer_core" / "tank" / "broker.py").is_file()
+    assert "`puffer_core/tank/box/broker.py`" in PAGE and (ROOT / "puffer_core" / "tank" / "box" / "broker.py").is_file()
     assert f"`{broker.BrokerConfig().state_dir}/<id>.json`" in PAGE
     assert "`/etc/sudoers.d/puffertank`" in PAGE and "SUDOERS=/etc/sudoers.d/puffertank" in setup_host
     assert f"`{broker.BrokerConfig().allowed_file}`" in PAGE and f"`{broker.BrokerConfig().image_file}`" in PAGE
@@ -102,7 +101,7 @@ def test_every_line_of_what_an_enrolled_user_can_do_names_a_test_that_exists():
 
 
 def test_the_hosts_names_it_gives_exist():
-    from puffer_core.tank.limits import LIMITS_FILE
+    from puffer_core.tank.box.limits import LIMITS_FILE
 
     setup_host = (ROOT / "tank" / "setup-host.sh").read_text()
     assert f"`{LIMITS_FILE}`" in PAGE and f"LIMITS_FILE={LIMITS_FILE}" in setup_host

@@ -37,7 +37,7 @@ class BrokerInstall:
     state: pathlib.Path
     image_file: pathlib.Path
     sudoers: pathlib.Path
-    #: Each tank's limits (``puffer_core.tank.limits``'s file), as /etc/puffertank/limits is a box's.
+    #: Each tank's limits (``puffer_core.tank.box.limits``'s file), as /etc/puffertank/limits is a box's.
     limits: pathlib.Path
 
     def sshd_config(self) -> str:
@@ -100,9 +100,9 @@ def install_broker(folder: pathlib.Path, image: str, docker_host: str | None = N
               f"docker_config={str(docker_config)!r}, docker_host={docker_host!r}, group={group!r}, "
               f"limits_file={str(folder / 'limits')!r}")  # fmt: skip
     broker, login = folder / "broker", folder / "login"
-    _script(broker, venv, "from puffer_core.tank.broker import BrokerConfig, main\n\n"
+    _script(broker, venv, "from puffer_core.tank.box.broker import BrokerConfig, main\n\n"
             f"sys.exit(main(config=BrokerConfig({config})))\n")  # fmt: skip
-    _script(login, venv, f"from puffer_core.tank.login import main\n\nsys.exit(main(broker={str(broker)!r}, "
+    _script(login, venv, f"from puffer_core.tank.box.login import main\n\nsys.exit(main(broker={str(broker)!r}, "
             f"group={group!r}, path={str(login)!r}))\n")  # fmt: skip
     subprocess.run(["chmod", "-R", "a+rX,go-w", str(folder)], check=True)
     docker_config.chmod(0o700)

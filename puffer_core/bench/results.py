@@ -343,8 +343,7 @@ def _demoted(markdown: str, levels: int = 1) -> list[str]:
 
 
 def _newest_in_full(document: dict[str, Any]) -> list[str]:
-    from puffer_core.bench import training as bench_training
-    from puffer_core.bench import uneven as bench_uneven
+    from puffer_core.bench import training as bench_training, uneven as bench_uneven
     from puffer_core.bench.vectorization import render_markdown
 
     machine = document["machine"]

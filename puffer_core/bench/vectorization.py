@@ -39,8 +39,7 @@ import platform
 from collections.abc import Callable
 
 from puffer_core.atomic import private_directory
-from puffer_core.bench import training as bench_training
-from puffer_core.bench import uneven as bench_uneven
+from puffer_core.bench import training as bench_training, uneven as bench_uneven
 from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency

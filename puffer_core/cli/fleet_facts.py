@@ -27,15 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import open_directory_below
-from puffer_core.tank.limits import LIMITS_FILE, LimitsError, box_limits
+from puffer_core.tank.box.limits import LimitsError, box_limits
+from puffer_core.tank.box.protocol import DEFAULT_IMAGE, DOCKER, GROUP, IMAGE_FILE, LIMITS_FILE, STATE_DIR
 from puffer_core.train import runs
 
 __all__ = ["box_facts"]
 
-IMAGE_FILE = "/etc/puffertank/image"
-STATE_DIR = "/var/lib/puffertank/containers"
-GROUP = "puffertank"
-DOCKER = "/usr/bin/docker"
 #: A run whose record shows no sign of life for this long is not running any more.
 SILENT_SECONDS = 4 * runs.BEAT_SECONDS
 TIMEOUT = 8.0
@@ -55,7 +52,7 @@ def _image() -> dict[str, Any]:
         named = (Path(IMAGE_FILE).read_text(encoding="utf-8").split() or [None])[0]
     except OSError:
         named = None
-    found = _run([DOCKER, "image", "inspect", "--", named or "puffertank:latest"])
+    found = _run([DOCKER, "image", "inspect", "--", named or DEFAULT_IMAGE])
     image: dict[str, Any] = {"file": named, "id": None, "digests": []}
     if found:
         data = (json.loads(found) or [{}])[0]

@@ -34,13 +34,14 @@ from puffer_core.cli.errors import MessageGroup
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.cli.tank_registry import REGISTRY_HELP, lock_cmd, pull_cmd, push_cmd
 from puffer_core.errors import PufferError
-from puffer_core.tank import container, login
-from puffer_core.tank.base_image import IMAGE_ID
-from puffer_core.tank.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
-from puffer_core.tank.build_args import machine_build_args
+from puffer_core.tank import container
+from puffer_core.tank.box import login
 from puffer_core.tank.engine import connect, engine_url
 from puffer_core.tank.errors import BuildError, TankError
-from puffer_core.tank.hashlock import (
+from puffer_core.tank.image.base_image import IMAGE_ID
+from puffer_core.tank.image.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
+from puffer_core.tank.image.build_args import machine_build_args
+from puffer_core.tank.image.hashlock import (
     COMPILE_COMMAND,
     DEFAULT_HASHLOCK,
     compile_hashlock,
@@ -49,12 +50,10 @@ from puffer_core.tank.hashlock import (
     parse_hashlock,
     roots_drift,
 )
-from puffer_core.tank.lock import (
+from puffer_core.tank.image.lock import (
     read_build_lock,
 )
-from puffer_core.tank.pins import Pins, read_pins
-from puffer_core.tank.registry import RegistryRef, image_reference, parse_registry
-from puffer_core.tank.render import (
+from puffer_core.tank.image.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
     DEFAULT_OUTPUT,
@@ -62,9 +61,11 @@ from puffer_core.tank.render import (
     find_root,
     load_constraints,
 )
-from puffer_core.tank.selection import Selection, installed_layers, select, shown_path
-from puffer_core.tank.sources import resolve_sources, source_options
-from puffer_core.tank.transfer import check_registry
+from puffer_core.tank.image.selection import Selection, installed_layers, select, shown_path
+from puffer_core.tank.image.sources import resolve_sources, source_options
+from puffer_core.tank.registry.pins import Pins, read_pins
+from puffer_core.tank.registry.refs import RegistryRef, image_reference, parse_registry
+from puffer_core.tank.registry.transfer import check_registry
 
 __all__ = ["tank"]
 

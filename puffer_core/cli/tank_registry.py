@@ -6,8 +6,8 @@
     puffer tank lock IMAGE [--json]
 
 Registered on the ``puffer tank`` group by :mod:`puffer_core.cli.tank` (which holds
-``build --from-registry``); what the commands do is :mod:`puffer_core.tank.push`,
-:mod:`puffer_core.tank.pull` and :mod:`puffer_core.tank.lock`.
+``build --from-registry``); what the commands do is :mod:`puffer_core.tank.registry.push`,
+:mod:`puffer_core.tank.registry.pull` and :mod:`puffer_core.tank.image.lock`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import pathlib
 import click
 
 from puffer_core.cli.tables import output_console
+from puffer_core.tank.box.login import box_image
 from puffer_core.tank.container import DEFAULT_IMAGE
 from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.lock import image_lock, lock_base_image, lock_digest, lock_hashes, parse_lock
-from puffer_core.tank.login import box_image
-from puffer_core.tank.pins import read_pins, write_pins
-from puffer_core.tank.pull import pull_pinned, pull_unverified
-from puffer_core.tank.push import push_image
-from puffer_core.tank.registry import image_reference, parse_digest, parse_local_tag, parse_registry, registry_of
+from puffer_core.tank.image.lock import image_lock, lock_base_image, lock_digest, lock_hashes, parse_lock
+from puffer_core.tank.registry.pins import read_pins, write_pins
+from puffer_core.tank.registry.pull import pull_pinned, pull_unverified
+from puffer_core.tank.registry.push import push_image
+from puffer_core.tank.registry.refs import image_reference, parse_digest, parse_local_tag, parse_registry, registry_of
 
 __all__ = ["REGISTRY_HELP", "lock_cmd", "pull_cmd", "push_cmd", "transfer_printer"]
 

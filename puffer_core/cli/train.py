@@ -31,8 +31,7 @@ from puffer_core.cli.options import (
     saved_kwargs_mode,
     saved_kwargs_options,
 )
-from puffer_core.cli.runs import NOT_RESUMED, given_options, note_failure
-from puffer_core.cli.runs import detach as detach_run
+from puffer_core.cli.runs import NOT_RESUMED, detach as detach_run, given_options, note_failure
 from puffer_core.env.recording import plan_recording
 from puffer_core.errors import PufferError
 from puffer_core.specs.declarations import env_id_problem

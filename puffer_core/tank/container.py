@@ -31,14 +31,13 @@ import os
 import pathlib
 import re
 import shutil
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from puffer_core.tank.box.protocol import DEFAULT_IMAGE, KIND_LABEL, become, bind_mount, image_reference
 from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import NoEngineError, TankError
-from puffer_core.tank.registry import image_reference
 
 __all__ = [
     "CAPABILITIES",
@@ -60,7 +59,6 @@ __all__ = [
     "workdir_for",
 ]
 
-DEFAULT_IMAGE = "puffertank:latest"
 WORKSPACE = "/workspace"
 #: Ray's object store keeps the observations it moves in /dev/shm (Multiprocessing uses a memfd
 #: instead); Docker's default 64 MB is too small for a few hundred Atari frames.
@@ -69,7 +67,7 @@ GPU_MODES = ("auto", "all", "none")
 FINAL_LABEL = "org.opencontainers.image.title"
 #: Every container `shell` / `run` starts carries it (value: shell or run), so scripts and
 #: tests find them (docker ps --filter label=org.puffer.tank.container).
-CONTAINER_LABEL = "org.puffer.tank.container"
+CONTAINER_LABEL = KIND_LABEL
 #: Linux capability names (capabilities(7)), as docker --cap-add takes them.
 CAPABILITIES = frozenset(
     "AUDIT_CONTROL AUDIT_READ AUDIT_WRITE BLOCK_SUSPEND BPF CHECKPOINT_RESTORE CHOWN DAC_OVERRIDE "
@@ -195,12 +193,6 @@ def workdir_for(mount: pathlib.Path, cwd: pathlib.Path) -> str:
     return WORKSPACE if relative == pathlib.Path(".") else f"{WORKSPACE}/{relative.as_posix()}"
 
 
-def bind_mount(source: str | pathlib.Path, target: str = WORKSPACE) -> str:
-    """``--mount`` value of a bind mount; each path is a CSV field, quoted so commas and colons are plain."""
-    fields = (f"{key}={path}".replace('"', '""') for key, path in (("source", source), ("target", target)))
-    return "type=bind," + ",".join(f'"{field}"' for field in fields)
-
-
 def docker_argv(request: RunRequest) -> list[str]:
     """The ``docker run`` command line for ``request`` (the image's entrypoint stays)."""
     argv = ["docker", "run", "--rm", "--init", "--interactive"]
@@ -213,7 +205,7 @@ def docker_argv(request: RunRequest) -> list[str]:
     argv += [
         "--label", f"{CONTAINER_LABEL}={request.kind}",
         "--user", f"{uid}:{gid}",
-        "--mount", bind_mount(request.mount),
+        "--mount", bind_mount(request.mount, WORKSPACE),
         "--workdir", request.workdir,
         "--shm-size", request.shm_size,
         "--hostname", "puffertank",
@@ -326,9 +318,4 @@ def prepare_run(
 
 def exec_docker(client_path: str, argv: list[str]) -> NoReturn:
     """Become ``docker run``: the terminal, signals and the exit code are then Docker's."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execv(client_path, argv)
-    except OSError as exc:
-        raise TankError(f"cannot start {client_path}: {exc.strerror}") from None
+    become(client_path, argv)

@@ -20,8 +20,7 @@ from torch import nn
 from torch.distributions import Categorical, Normal
 
 from puffer_core.errors import APIUsageError, SpaceError
-from puffer_core.train.encoder import Encoder
-from puffer_core.train.encoder import layer as _layer
+from puffer_core.train.encoder import Encoder, layer as _layer
 from puffer_core.train.recurrent import Memory
 
 __all__ = ["ActionDistribution", "Encoder", "Policy"]

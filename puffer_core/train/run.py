@@ -24,8 +24,7 @@ import torch
 from puffer_core import vector
 from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError
-from puffer_core.train import checkpoint as checkpoints
-from puffer_core.train import runs
+from puffer_core.train import checkpoint as checkpoints, runs
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs

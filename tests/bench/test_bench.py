@@ -14,8 +14,7 @@ from optional import require
 from rich.console import Console
 from rich.table import Table
 
-from puffer_core.bench import peers
-from puffer_core.bench import vectorization as bench
+from puffer_core.bench import peers, vectorization as bench
 from puffer_core.cli.bench import bench_table
 
 

@@ -20,8 +20,7 @@ import click
 import pytest
 
 from puffer_core.cli import reference
-from puffer_core.cli.main import cli
-from puffer_core.cli.main import run_cmd as run_command
+from puffer_core.cli.main import cli, run_cmd as run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "cli.md"

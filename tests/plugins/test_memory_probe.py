@@ -14,8 +14,7 @@ from pettingzoo.test import parallel_api_test
 import puffer_core
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
-from puffer_core.testing import check_env as puffer_check_env
-from puffer_core.testing import envs_json
+from puffer_core.testing import check_env as puffer_check_env, envs_json
 
 IDS = ["classic/probe_memory", "classic/probe_memory_2agents"]
 

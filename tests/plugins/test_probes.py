@@ -15,8 +15,7 @@ import puffer_core
 from puffer_core import vector
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins.builtin.probes import PROBE_VARIANTS, parse_probe_id, probe_expectations
-from puffer_core.testing import check_env as puffer_check_env
-from puffer_core.testing import envs_json, run_python
+from puffer_core.testing import check_env as puffer_check_env, envs_json, run_python
 
 NUMBERS = (1, 2, 3, 4, 5)
 SINGLE_IDS = [f"classic/probe_{n}{suffix}" for suffix in ("", "_dict") for n in NUMBERS]

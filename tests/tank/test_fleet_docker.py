@@ -23,8 +23,7 @@ import pytest
 from docker_tank import IMAGES, ROOT, unavailable
 
 from puffer_core.bench import fleet_boxes as fleet
-from puffer_core.bench.fleet_boxes import boxes as fleet_boxes
-from puffer_core.bench.fleet_boxes import in_box, logs_in, small_image
+from puffer_core.bench.fleet_boxes import boxes as fleet_boxes, in_box, logs_in, small_image
 from puffer_core.bench.scratch_docker import REGISTRY_BINARY
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -188,7 +188,7 @@ def test_first_run_installs_what_it_names(box):
         text = sh(container, f"cat {script}").stdout
         assert (
             text.startswith("#!/opt/puffertank/venv/bin/python -I\n")
-            and f"puffer_core.tank.{module} import main" in text
+            and f"puffer_core.tank.box.{module} import main" in text
         )
         assert sh(container, f"stat -c '%U %a' {script}").stdout.split() == ["root", "755"]
     assert sh(container, f"grep -cxF {LOGIN} /etc/shells").stdout.strip() == "1"

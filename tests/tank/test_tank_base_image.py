@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from puffer_core.tank.base_image import pinned_reference
+from puffer_core.tank.image.base_image import pinned_reference
 
 DIGEST = "sha256:" + "d" * 64
 

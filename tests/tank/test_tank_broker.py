@@ -10,11 +10,10 @@ import pathlib
 import stat
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from puffer_core.tank import broker
-from puffer_core.tank.broker import (
+from puffer_core.tank.box import broker
+from puffer_core.tank.box.broker import (
     BrokerConfig,
     BrokerError,
     Caller,
@@ -26,7 +25,7 @@ from puffer_core.tank.broker import (
     parse_request,
     session_argv,
 )
-from puffer_core.tank.limits import GIB, TankLimits
+from puffer_core.tank.box.limits import GIB, TankLimits
 
 ALICE = Caller(uid=1001, gid=1002, user="alice", group="alice", home="/home/alice")
 

@@ -6,9 +6,9 @@ import pathlib
 
 import pytest
 
-from puffer_core.tank.build import BuildPlan, build, image_tags
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.render import Constraints
+from puffer_core.tank.image.build import BuildPlan, build, image_tags
+from puffer_core.tank.image.render import Constraints
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_hand_written_layers_start_from_digests_and_install_torch_from_one_index
     final = (ROOT / "tank" / "Dockerfile").read_text()
     assert "\nARG BASE\nFROM ${BASE}\n" in final and "ARG BASE=" not in final
     assert "pip install --no-cache-dir --no-index -r /opt/puffertank/requirements-layer3.txt" in final
-    assert "RUN python -m puffer_core.tank.lock /opt/puffertank/lock.txt" in final
+    assert "RUN python -m puffer_core.tank.image.lock /opt/puffertank/lock.txt" in final
 
 
 def test_ca_cert_needs_host_network(tmp_path):
@@ -95,8 +95,8 @@ def test_the_locks_hashes_reach_layer_1s_pip_and_a_different_file_fails(pip_venv
     import os
     import subprocess
 
-    from puffer_core.tank.build import _serve
-    from puffer_core.tank.lock import BuildLock, hash_constraints
+    from puffer_core.tank.image.build import _serve
+    from puffer_core.tank.image.lock import BuildLock, hash_constraints
 
     lock = f"# base-image sha256:{'e' * 64}\n{SIX} --hash=sha256:{digest}\n"
     hashes = hash_constraints(lock, set(), "lock.txt")
@@ -134,8 +134,8 @@ class _FakeClient:
 def test_a_failed_step_is_reported_by_its_one_line_and_the_full_log_is_kept(tmp_path):
     """A step that prints `puffertank-error: ...` as it fails (the dmlab stage: Bazel's first error)
     is reported by that line; the whole streamed log is written to the plan's log_dir."""
-    from puffer_core.tank.build import _stream
     from puffer_core.tank.errors import BuildError
+    from puffer_core.tank.image.build import _stream
 
     chunks = [
         {"stream": "Step 5/9 : RUN bazel build\n"},
@@ -162,8 +162,8 @@ def test_a_failed_step_is_reported_by_its_one_line_and_the_full_log_is_kept(tmp_
 
 
 def test_a_failed_step_without_its_line_keeps_the_engines_message_and_the_log(tmp_path):
-    from puffer_core.tank.build import _stream
     from puffer_core.tank.errors import BuildError
+    from puffer_core.tank.image.build import _stream
 
     chunks = [{"stream": "oops\n"}, {"error": "returned a non-zero code: 2"}]
     plan = BuildPlan(

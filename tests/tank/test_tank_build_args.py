@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from puffer_core.tank.build_args import machine_build_args
+from puffer_core.tank.image.build_args import machine_build_args
 
 
 def test_machine_build_args_keep_reachable_indexes_only():

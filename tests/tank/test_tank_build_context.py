@@ -8,8 +8,8 @@ import tarfile
 
 import pytest
 
-from puffer_core.tank.build_context import build_context, layer_context
 from puffer_core.tank.errors import TankError
+from puffer_core.tank.image.build_context import build_context, layer_context
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

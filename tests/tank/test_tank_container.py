@@ -27,7 +27,7 @@ from puffer_core.tank.container import (
     workdir_for,
 )
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.lock import (
+from puffer_core.tank.image.lock import (
     build_constraints,
     hash_constraints,
     local_projects,

@@ -17,8 +17,8 @@ import pytest
 from puffer_plugin_dmlab import docker
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.render import Constraints, render_envs
-from puffer_core.tank.sources import resolve_sources
+from puffer_core.tank.image.render import Constraints, render_envs
+from puffer_core.tank.image.sources import resolve_sources
 
 OTHER = "0123456789abcdef0123456789abcdef01234567"
 

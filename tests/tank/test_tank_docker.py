@@ -212,7 +212,7 @@ def test_lock_matches_pip_list_inside_the_image(client, built):
     record = json.loads(proc.stdout)
     assert record["python"].startswith("3.11.")
     listed = json.loads(_stdout(client, ["pip", "list", "--format=json"]))
-    from puffer_core.tank.lock import canonical, lock_digest
+    from puffer_core.tank.image.lock import canonical, lock_digest
 
     assert record["packages"] == {canonical(p["name"]): p["version"] for p in listed}
     for name in ("puffer-core", "puffer-plugin-nethack", "nle", "ale-py", "gymnasium", "numpy", "pip"):
@@ -232,7 +232,7 @@ def test_lock_shows_the_hash_of_every_file_the_hash_locked_install_took(client, 
     the checkout's own projects go without one (a directory has no file hash)."""
     import json
 
-    from puffer_core.tank.hashlock import load_hashlock
+    from puffer_core.tank.image.hashlock import load_hashlock
 
     record = json.loads(_tank(["lock", IMAGES["final"], "--json"]).stdout)
     hashlock = load_hashlock(ROOT / "tank" / "requirements-envs.txt")

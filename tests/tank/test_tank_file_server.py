@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.file_server import serve_ca_bundle, serve_files
+from puffer_core.tank.image.file_server import serve_ca_bundle, serve_files
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from puffer_core import DockerLayer
-from puffer_core.tank.hashlock import (
+from puffer_core.tank.image.hashlock import (
     DEFAULT_HASHLOCK,
     HashLockError,
     compile_hashlock,
@@ -23,8 +23,8 @@ from puffer_core.tank.hashlock import (
     load_hashlock,
     parse_hashlock,
 )
-from puffer_core.tank.lock import local_projects
-from puffer_core.tank.render import load_constraints
+from puffer_core.tank.image.lock import local_projects
+from puffer_core.tank.image.render import load_constraints
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "golden" / "requirements-fixture.txt"

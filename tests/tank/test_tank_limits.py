@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from puffer_core.tank import limits as tank_limits
-from puffer_core.tank.limits import GIB, LimitsError, TankLimits, box_limits, defaults, merged, parse_limits
+from puffer_core.tank.box import limits as tank_limits
+from puffer_core.tank.box.limits import GIB, LimitsError, TankLimits, box_limits, defaults, merged, parse_limits
 
 BOX = 128 * GIB  # the Puffer Stack's boxes
 
@@ -74,7 +74,7 @@ def test_setup_hosts_options_change_only_their_keys_and_auto_goes_back_to_the_de
 def test_the_module_prints_the_file_or_one_line_why_not(tmp_path):
     current = tmp_path / "limits"
     current.write_text("memory = 4G\n")
-    run = [sys.executable, "-I", "-m", "puffer_core.tank.limits", str(current)]
+    run = [sys.executable, "-I", "-m", "puffer_core.tank.box.limits", str(current)]
     proc = subprocess.run([*run, "pids=1024"], capture_output=True, text=True, check=True)
     assert "memory = 4096M\npids = 1024\n" in proc.stdout
     bad = subprocess.run([*run, "pids=many"], capture_output=True, text=True)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from puffer_core.tank import login
+from puffer_core.tank.box import login
 from puffer_core.tank.errors import TankError
 
 

@@ -1,4 +1,4 @@
-"""puffer_core.tank.pins: the file `puffer tank push --pins` writes and pull/build trust, read back strictly."""
+"""puffer_core.tank.registry.pins: the file `puffer tank push --pins` writes, pull and build trust, read strictly."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.pins import LayerPin, Pins, read_pins, write_pins
+from puffer_core.tank.registry.pins import LayerPin, Pins, read_pins, write_pins
 
 REPO = "127.0.0.1:5000/puffertank"
 

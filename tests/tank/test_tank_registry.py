@@ -15,17 +15,17 @@ import time
 
 import pytest
 
-from puffer_core.tank.build_context import build_context, layer_context
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.inputs import NOT_CONTENT_ARGS, layer_inputs
-from puffer_core.tank.registry import (
+from puffer_core.tank.image.build_context import build_context, layer_context
+from puffer_core.tank.image.inputs import NOT_CONTENT_ARGS, layer_inputs
+from puffer_core.tank.registry.refs import (
     lock_tag,
     parse_digest,
     parse_local_tag,
     parse_registry,
     probe_registry,
 )
-from puffer_core.tank.transfer import _follow
+from puffer_core.tank.registry.transfer import _follow
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DIGEST = "ab" * 32
@@ -304,7 +304,7 @@ def test_push_needs_a_registry_and_pull_a_digest():
 def test_a_pull_by_tag_never_touches_the_boxs_image():
     """Refused before the engine is asked (None stands for it): a tag pull of the image
     /etc/puffertank/image names would change the box's image unverified."""
-    from puffer_core.tank.pull import pull_unverified
+    from puffer_core.tank.registry.pull import pull_unverified
 
     ref = parse_registry("127.0.0.1:5000/pt")
     with pytest.raises(TankError, match=r"127\.0\.0\.1:5000/pt:latest is this box's image .*pull it by digest"):

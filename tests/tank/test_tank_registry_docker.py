@@ -26,9 +26,9 @@ import pytest
 from docker_tank import BASE_IMAGE, IMAGES, ROOT, TAG, build_tank, unavailable
 
 from puffer_core.bench.scratch_docker import REGISTRY_BINARY, free_port, start_engine, start_registry
-from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL
-from puffer_core.tank.lock import LOCK_LABEL
-from puffer_core.tank.pins import LayerPin, Pins, write_pins
+from puffer_core.tank.image.inputs import BELOW_LABEL, INPUTS_LABEL
+from puffer_core.tank.image.lock import LOCK_LABEL
+from puffer_core.tank.registry.pins import LayerPin, Pins, write_pins
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from puffer_core import BuildStage, DockerLayer
 from puffer_core.cli import tank as tank_cli
 from puffer_core.errors import PluginError
-from puffer_core.tank import selection
 from puffer_core.tank.errors import ConstraintsError, TankError
-from puffer_core.tank.hashlock import HashLockError, load_hashlock
-from puffer_core.tank.render import (
+from puffer_core.tank.image import selection
+from puffer_core.tank.image.hashlock import HashLockError, load_hashlock
+from puffer_core.tank.image.render import (
     DEFAULT_COMMAND,
     Constraints,
     load_constraints,

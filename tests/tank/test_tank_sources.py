@@ -10,10 +10,10 @@ import pytest
 
 from puffer_core import BuildStage, DockerLayer, StageSource
 from puffer_core.errors import PluginError
-from puffer_core.tank.build_context import layer_context
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.render import Constraints, render_envs
-from puffer_core.tank.sources import resolve_sources, source_files, source_options
+from puffer_core.tank.image.build_context import layer_context
+from puffer_core.tank.image.render import Constraints, render_envs
+from puffer_core.tank.image.sources import resolve_sources, source_files, source_options
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,7 @@
 
 Inputs: every selected plugin's ``DockerLayer``, the compatibility matrix's common
 constraint set (``compat_matrix/constraints-common.txt``) and its hash-locked form
-(``tank/requirements-envs.txt``, :mod:`puffer_core.tank.hashlock`). Output: one
+(``tank/requirements-envs.txt``, :mod:`puffer_core.tank.image.hashlock`). Output: one
 Dockerfile, the same bytes for the same inputs (plugins sorted by name, apt and pip lists
 de-duplicated and sorted, env vars sorted, no timestamps, nothing asked of an engine or an
 index), laid out as
@@ -42,7 +42,7 @@ from puffer_core.errors import PluginError
 from puffer_core.specs.declarations import CONTROL_CHAR_RE, DockerLayer
 from puffer_core.specs.images import is_pinned
 from puffer_core.tank.errors import ConstraintsError, TankError
-from puffer_core.tank.hashlock import HASHLOCK_IN_IMAGE, HashLock
+from puffer_core.tank.image.hashlock import HASHLOCK_IN_IMAGE, HashLock
 
 __all__ = [
     "BASE_ARG_RE",
@@ -256,7 +256,7 @@ def _apt_block(packages: Iterable[str]) -> list[str]:
 
 
 def source_in_context(name: str) -> str:
-    """Where a stage source's files sit in layer 2's build context (see :mod:`~puffer_core.tank.sources`)."""
+    """Where a stage source's files sit in layer 2's build context (see :mod:`~puffer_core.tank.image.sources`)."""
     return f"{SOURCES_IN_CONTEXT}/{name}"
 
 

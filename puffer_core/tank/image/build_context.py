@@ -12,8 +12,8 @@ import tarfile
 from collections.abc import Iterable, Mapping
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.render import CA_HELPER_SOURCE
-from puffer_core.tank.sources import source_files
+from puffer_core.tank.image.render import CA_HELPER_SOURCE
+from puffer_core.tank.image.sources import source_files
 
 __all__ = ["DOCKERFILES", "build_context", "layer_context"]
 
@@ -109,7 +109,7 @@ def layer_context(
 
     Layer 2's Dockerfile is ``envs_dockerfile`` (rendered for this build, not read from the
     checkout), with the hash-locked set at ``hashlock_path`` and the build stages' sources
-    (``{name: folder}``, see :mod:`~puffer_core.tank.sources`); layer 3 copies the core and
+    (``{name: folder}``, see :mod:`~puffer_core.tank.image.sources`); layer 3 copies the core and
     the plugins in ``plugin_names`` from the checkout.
     """
     helpers = [CA_HELPER_SOURCE]

@@ -11,9 +11,9 @@ second container of theirs, ``--list``, ``--stop NAME`` and ``--rm NAME`` manage
 same options work as ``ssh box puffer tank login …``.
 
 The user never holds the engine (it is root-equivalent): this runs as the user, checks its
-arguments, and calls the root-owned broker (:mod:`puffer_core.tank.broker`) through its one
-sudo rule, which checks them again and does the rest. Only the standard library is used,
-because this runs on every ssh command of every user.
+arguments, and calls the root-owned broker (:mod:`puffer_core.tank.box.broker`) through its one
+sudo rule, which checks them again and does the rest. It imports the standard library and
+:mod:`puffer_core.tank.box` alone, because it runs on every ssh command of every user.
 """
 
 from __future__ import annotations
@@ -29,20 +29,26 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from puffer_core.specs.images import image_reference_problem
-from puffer_core.tank.broker import BROKER_PATH, DEFAULT, ENV_KEY_RE, ENV_VALUE_RE, GROUP, NAME_RE
+from puffer_core.tank.box.protocol import (
+    BROKER_PATH,
+    DEFAULT,
+    DEFAULT_IMAGE,
+    ENV_KEY_RE,
+    ENV_VALUE_RE,
+    GROUP,
+    IMAGE_FILE,
+    LOGIN_PATH,
+    NAME_RE,
+    SUDO,
+    become,
+    image_reference,
+)
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.registry import image_reference
 
 __all__ = ["IMAGE_FILE", "LoginArgs", "box_image", "broker_argv", "login", "main", "parse_args", "self_command"]
 
-#: The box's current image: one reference, written by tank/setup-host.sh --image (or the admin).
-IMAGE_FILE = "/etc/puffertank/image"
-DEFAULT_IMAGE = "puffertank:latest"
-SUDO = "/usr/bin/sudo"
 #: What `ssh box puffer tank login --fresh` sends: handled on the host, not inside.
 SELF_COMMAND = ("puffer", "tank", "login")
-#: Where setup-host.sh installs this login (the ForceCommand of its sshd drop-in names it).
-LOGIN_PATH = "/usr/local/bin/puffertank-login"
 #: sshd's in-process sftp server (``Subsystem sftp internal-sftp``) is served in the tank by OpenSSH's own.
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 USAGE = """usage: puffertank-login [--fresh] [--new NAME] [--image REF] [-c COMMAND [ARG...]]
@@ -230,12 +236,10 @@ def login(
         cwd = None
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     argv = [SUDO, "--non-interactive", "--", broker, *broker_argv(args, environ, tty, cwd)]
-    sys.stdout.flush()
-    sys.stderr.flush()
     try:
-        os.execv(SUDO, argv)
-    except OSError as exc:
-        raise TankError(f"cannot start {SUDO}: {exc.strerror}; the admin installs sudo (tank/setup-host.sh)") from None
+        become(SUDO, argv)
+    except TankError as exc:
+        raise TankError(f"{exc}; the admin installs sudo (tank/setup-host.sh)") from None
 
 
 def main(

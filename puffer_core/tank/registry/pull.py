@@ -2,7 +2,7 @@
 
 A manifest digest names bytes, and the engine checks every byte it pulls by digest against
 it. So ``puffer tank pull REPO@sha256:…`` (or the final layer of ``--pins FILE``,
-:mod:`~puffer_core.tank.pins`) is *verified*: what arrives is what was pushed, and it gets
+:mod:`~puffer_core.tank.registry.pins`) is *verified*: what arrives is what was pushed, and it gets
 the local name ``--tag`` (default ``puffertank:latest``, the image a box's logins start).
 
 A pull by tag (``--registry REG [--lock DIGEST]``) pulls to look, nothing more: a tag names
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.inputs import INPUTS_LABEL
-from puffer_core.tank.lock import LOCK_LABEL, lock_digest, lock_hashes, parse_lock
-from puffer_core.tank.pins import LayerPin, Pins
-from puffer_core.tank.registry import RegistryRef, lock_tag, parse_local_tag
-from puffer_core.tank.transfer import MissingTag, Printer, check_registry, has_tag, pull_tag, untag
+from puffer_core.tank.image.inputs import INPUTS_LABEL
+from puffer_core.tank.image.lock import LOCK_LABEL, lock_digest, lock_hashes, parse_lock
+from puffer_core.tank.registry.pins import LayerPin, Pins
+from puffer_core.tank.registry.refs import RegistryRef, lock_tag, parse_local_tag
+from puffer_core.tank.registry.transfer import MissingTag, Printer, check_registry, has_tag, pull_tag, untag
 
 __all__ = ["PullResult", "image_digest", "pull_pinned", "pull_unverified", "reuse_layer"]
 

@@ -9,7 +9,7 @@ first (``docker.io/USER/puffertank``, ``registry.example:5000/team/puffertank``,
 - ``latest``, ``latest-envs``, ``latest-base``: the last push.
 
 Tags are for people browsing the registry: what a box trusts is a manifest digest
-(``REPO@sha256:…``, :mod:`~puffer_core.tank.pins`). Every image name a command is given is
+(``REPO@sha256:…``, :mod:`~puffer_core.tank.registry.pins`). Every image name a command is given is
 checked by :func:`image_reference` first.
 
 :func:`probe_registry` asks the registry's address for any answer within seconds before
@@ -24,7 +24,8 @@ import re
 import socket
 from dataclasses import dataclass
 
-from puffer_core.specs.images import ImageRef, image_reference_problem, parse_image_reference
+from puffer_core.specs.images import ImageRef
+from puffer_core.tank.box.protocol import image_reference
 from puffer_core.tank.errors import TankError
 
 __all__ = [
@@ -175,14 +176,6 @@ def parse_digest(given: str) -> str:
             "prints after 'lock sha256')"
         )
     return digest
-
-
-def image_reference(given: str, option: str) -> ImageRef:
-    """``given`` checked as an image reference (:mod:`puffer_core.specs.images`); TankError naming ``option``."""
-    problem = image_reference_problem(given)
-    if problem is not None:
-        raise TankError(f"{option} {given!r} {problem}")
-    return parse_image_reference(given)
 
 
 def parse_local_tag(given: str) -> tuple[str, str]:

@@ -1,16 +1,16 @@
 """Build PufferTank's three layers in order (base → envs → final) through the docker SDK, log streamed.
 
 Every layer starts from exact bytes: layer 1 from ``--base-image`` resolved to a digest
-(:mod:`~puffer_core.tank.base_image`), layers 2 and 3 from the image *id* of the layer
+(:mod:`~puffer_core.tank.image.base_image`), layers 2 and 3 from the image *id* of the layer
 below, passed as ``BASE``. Each layer is sent only the files its Dockerfile copies
-(:mod:`~puffer_core.tank.build_context`). What comes from this machine at build time
-(pip's index settings, proxies: :mod:`~puffer_core.tank.build_args`; the CA bundle and a
-lock served on the loopback: :mod:`~puffer_core.tank.file_server`) never enters committed
+(:mod:`~puffer_core.tank.image.build_context`). What comes from this machine at build time
+(pip's index settings, proxies: :mod:`~puffer_core.tank.image.build_args`; the CA bundle and a
+lock served on the loopback: :mod:`~puffer_core.tank.image.file_server`) never enters committed
 text. The final layer's lock is copied into its label (what ``puffer tank lock`` reads).
-Each layer is labelled with what it was built from (:mod:`~puffer_core.tank.inputs`) and
+Each layer is labelled with what it was built from (:mod:`~puffer_core.tank.image.inputs`) and
 the id of the layer below; ``--from-registry REG --pins FILE`` takes a pushed layer that
 the pins file pins for the same inputs, pulled by its digest, instead of building it
-(:mod:`~puffer_core.tank.pull`).
+(:mod:`~puffer_core.tank.registry.pull`).
 """
 
 from __future__ import annotations
@@ -27,17 +27,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from puffer_core.specs.declarations import DockerLayer
-from puffer_core.tank.base_image import resolve_base_image
-from puffer_core.tank.build_context import DOCKERFILES, layer_context
 from puffer_core.tank.errors import BuildError, TankError
-from puffer_core.tank.file_server import serve_ca_bundle, serve_files
-from puffer_core.tank.hashlock import HashLock
-from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL, engine_platform, layer_inputs
-from puffer_core.tank.lock import LOCK_IN_IMAGE, BuildLock, label_lock, lock_digest, lock_hashes, parse_lock, read_lock
-from puffer_core.tank.pins import Pins
-from puffer_core.tank.pull import reuse_layer
-from puffer_core.tank.registry import RegistryRef, image_reference
-from puffer_core.tank.render import DEFAULT_COMMAND, Constraints, render_envs
+from puffer_core.tank.image.base_image import resolve_base_image
+from puffer_core.tank.image.build_context import DOCKERFILES, layer_context
+from puffer_core.tank.image.file_server import serve_ca_bundle, serve_files
+from puffer_core.tank.image.hashlock import HashLock
+from puffer_core.tank.image.inputs import BELOW_LABEL, INPUTS_LABEL, engine_platform, layer_inputs
+from puffer_core.tank.image.lock import (
+    LOCK_IN_IMAGE,
+    BuildLock,
+    label_lock,
+    lock_digest,
+    lock_hashes,
+    parse_lock,
+    read_lock,
+)
+from puffer_core.tank.image.render import DEFAULT_COMMAND, Constraints, render_envs
+from puffer_core.tank.registry.pins import Pins
+from puffer_core.tank.registry.pull import reuse_layer
+from puffer_core.tank.registry.refs import RegistryRef, image_reference
 
 __all__ = ["STAGES", "BuildPlan", "Printer", "StageResult", "build", "image_tags"]
 
@@ -93,7 +101,7 @@ class BuildPlan:
     #: ...when ``--pins FILE`` (``from_pins``, its path as given) pins such a layer: by its digest.
     pins: Pins | None = None
     from_pins: str = ""
-    #: The build stages' sources, ``{name: folder}`` (:mod:`~puffer_core.tank.sources`), sent with layer 2.
+    #: The build stages' sources, ``{name: folder}`` (:mod:`~puffer_core.tank.image.sources`), sent with layer 2.
     sources: dict[str, pathlib.Path] = field(default_factory=dict)
     #: Where the full log of a layer that failed is written (``<tag>.log``).
     log_dir: pathlib.Path | None = None

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from puffer_core.specs.declarations import SOURCE_NAME_RE, DockerLayer, StageSource
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.render import source_in_context
+from puffer_core.tank.image.render import source_in_context
 
 __all__ = ["declared_sources", "resolve_sources", "source_files", "source_options"]
 

@@ -19,7 +19,7 @@ takes images only from the box's image file and the admin's allow-list, and sets
 docker option itself: the caller's uid:gid, the caller's own home only (a directory the
 caller owns, in folders only root can write), every capability dropped, no new
 privileges, the GPUs when the engine has the NVIDIA runtime, and the box's limits
-(:mod:`puffer_core.tank.limits`: memory, swap, processes, CPU share per tank, tanks per user).
+(:mod:`puffer_core.tank.box.limits`: memory, swap, processes, CPU share per tank, tanks per user).
 
 Which container belongs to whom is root's record, not a label: the broker writes
 ``<state>/<container id>.json`` when it makes a container, and joins, starts, stops or
@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import socket
 import stat
 import subprocess
@@ -42,25 +41,32 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from puffer_core.specs.images import image_reference_problem, parse_image_reference
-from puffer_core.tank.container import bind_mount
-from puffer_core.tank.errors import BrokerError
-from puffer_core.tank.limits import LIMITS_FILE, LimitsError, TankLimits, box_limits, format_size
-from puffer_core.tank.ownership import Ownership
+from puffer_core.tank.box.limits import LimitsError, TankLimits, box_limits, format_size
+from puffer_core.tank.box.ownership import Ownership
+from puffer_core.tank.box.protocol import (
+    ALLOWED_FILE,
+    BROKER_PATH,
+    DEFAULT,
+    DEFAULT_IMAGE,
+    DOCKER,
+    DOCKER_CONFIG,
+    ENV_KEY_RE,
+    ENV_VALUE_RE,
+    GROUP,
+    IMAGE_FILE,
+    KIND_LABEL,
+    LIMITS_FILE,
+    LOGIN_LABEL,
+    NAME_LABEL,
+    NAME_RE,
+    STATE_DIR,
+    become,
+    bind_mount,
+)
+from puffer_core.tank.errors import BrokerError, TankError
 
 __all__ = ["BrokerConfig", "BrokerError", "Caller", "Request", "caller_of", "main", "parse_request"]
 
-DEFAULT = "default"
-#: What the broker is installed as, and the sudo rule names.
-BROKER_PATH = "/usr/local/sbin/puffertank-broker"
-GROUP = "puffertank"
-LOGIN_LABEL = "org.puffer.tank.login"
-KIND_LABEL = "org.puffer.tank.container"
-NAME_LABEL = "org.puffer.tank.name"
-#: A name of one of a user's containers: short, lower case, no dot (the dot joins it to the user's).
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,30}\Z")
-#: The terminal, locale and ssh facts a session keeps; nothing else of the caller's environment.
-ENV_KEY_RE = re.compile(r"(TERM|COLORTERM|LANG|LANGUAGE|TZ|SSH_CONNECTION|SSH_CLIENT|SSH_TTY|LC_[A-Z_]{1,24})\Z")
-ENV_VALUE_RE = re.compile(r"[^\x00-\x1f\x7f]{0,256}\Z")
 MAX_ARGS = 4096
 MAX_ARG_BYTES = 128 * 1024
 SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -76,16 +82,16 @@ ACCOUNT_SCRIPT = (
 class BrokerConfig:
     """Where the broker finds its image, its records and its engine: set by the root-owned script running it."""
 
-    image_file: str = "/etc/puffertank/image"
-    #: The admin's allow-list: more images a user may ask for with --image, one per line.
-    allowed_file: str = "/etc/puffertank/images"
-    state_dir: str = "/var/lib/puffertank/containers"
-    docker_config: str = "/etc/puffertank/docker"
-    docker: str = "/usr/bin/docker"
+    image_file: str = IMAGE_FILE
+    #: The admin's allow-list: more images a user may ask for with --image, one per line, each pinned by digest.
+    allowed_file: str = ALLOWED_FILE
+    state_dir: str = STATE_DIR
+    docker_config: str = DOCKER_CONFIG
+    docker: str = DOCKER
     #: Another engine (tests, the box bench); None: the default socket.
     docker_host: str | None = None
     group: str = GROUP
-    default_image: str = "puffertank:latest"
+    default_image: str = DEFAULT_IMAGE
     #: The admin's limits of each tank (memory, swap, processes, CPU share) and of tanks per user.
     limits_file: str = LIMITS_FILE
 
@@ -327,12 +333,13 @@ class Engine:
 
     def become(self, args: Sequence[str]) -> NoReturn:
         """Become ``docker ARGS``: the terminal, signals and exit code are then Docker's."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execve(self.path, [self.path, *args], self.env)
+        try:
+            become(self.path, [self.path, *args], self.env)
+        except TankError as exc:
+            raise BrokerError(str(exc)) from None
 
 
-# -- root's record of who owns what: puffer_core.tank.ownership ----------------------------------
+# -- root's record of who owns what: puffer_core.tank.box.ownership ----------------------------------
 
 
 def owned(engine: Engine, ownership: Ownership, caller: Caller, name: str) -> dict | None:

@@ -10,14 +10,14 @@ The admin sets them in one root-owned file, ``/etc/puffertank/limits`` (``tank/s
     cpu_shares = 1024   # each tank's CPU weight when the cores are contended (--cpu-shares)
     tanks = 2           # containers per user (puffertank-USER and its --new NAME siblings)
 
-The broker (:mod:`puffer_core.tank.broker`) applies them to every tank it makes, and to a
+The broker (:mod:`puffer_core.tank.box.broker`) applies them to every tank it makes, and to a
 tank it joins whose limits differ (``docker update``). A key the file leaves out takes its
 default, derived from the box so that no single user can take it down: each tank may use the
 box's memory less a reserve for the host, divided by ``tanks``, so that all of one user's tanks
 together stay below what the host needs to keep running. The GPU is not limited: its memory is
 shared among the tanks that use it.
 
-Standard library only: the broker, which runs as root, imports it.
+Standard library and the box's protocol only: the broker, which runs as root, imports it.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from puffer_core.tank.box.protocol import LIMITS_FILE
+
 __all__ = ["LIMITS_FILE", "LimitsError", "TankLimits", "box_limits", "defaults", "parse_limits", "render_limits"]
 
-LIMITS_FILE = "/etc/puffertank/limits"
 GIB = 2**30
 #: What the host keeps for itself: at least this much memory, or this share of it.
 RESERVE_BYTES = 2 * GIB
@@ -197,8 +198,8 @@ def merged(current: str, options: Mapping[str, str], total: int) -> str:
     return render_limits(_check(dataclasses.replace(base, **values)), tuple(values))
 
 
-USAGE = """usage: python -I -m puffer_core.tank.limits FILE [KEY=VALUE...]   the file with KEY set (auto: its default)
-       python -I -m puffer_core.tank.limits --docker-args FILE       the docker update options FILE sets
+USAGE = """usage: python -I -m puffer_core.tank.box.limits FILE [KEY=VALUE...]  the file, KEY set (auto: default)
+       python -I -m puffer_core.tank.box.limits --docker-args FILE      the docker update options FILE sets
 """
 
 

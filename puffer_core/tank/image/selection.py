@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import DockerLayer
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.hashlock import DEFAULT_HASHLOCK, HashLock, HashLockError, load_hashlock
-from puffer_core.tank.lock import local_projects
-from puffer_core.tank.render import (
+from puffer_core.tank.image.hashlock import DEFAULT_HASHLOCK, HashLock, HashLockError, load_hashlock
+from puffer_core.tank.image.lock import local_projects
+from puffer_core.tank.image.render import (
     DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
     DEFAULT_OUTPUT,

@@ -1,7 +1,7 @@
 """``puffer tank push``: a final image and the two layers it was built on, to a registry, each pinned by digest.
 
 Each layer's result is its manifest digest, printed as ``REPO@sha256:…`` (and written to
-``--pins FILE``, :mod:`~puffer_core.tank.pins`): the one name another box can trust, since
+``--pins FILE``, :mod:`~puffer_core.tank.registry.pins`): the one name another box can trust, since
 the engine checks every byte it pulls by digest. The tags are for people browsing the
 registry, never for trust: the final layer is tagged ``lock-<sha256>`` (its lock digest,
 ``puffer tank lock``), the layers under it ``lock-<sha256>-envs`` and ``lock-<sha256>-base``,
@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.inputs import BELOW_LABEL, INPUTS_LABEL
-from puffer_core.tank.lock import image_lock, lock_digest, lock_hashes, parse_lock
-from puffer_core.tank.pins import LayerPin, Pins
-from puffer_core.tank.registry import RegistryRef, lock_tag
-from puffer_core.tank.transfer import Printer, check_registry, has_tag, push_tag, untag
+from puffer_core.tank.image.inputs import BELOW_LABEL, INPUTS_LABEL
+from puffer_core.tank.image.lock import image_lock, lock_digest, lock_hashes, parse_lock
+from puffer_core.tank.registry.pins import LayerPin, Pins
+from puffer_core.tank.registry.refs import RegistryRef, lock_tag
+from puffer_core.tank.registry.transfer import Printer, check_registry, has_tag, push_tag, untag
 
 __all__ = ["PushResult", "image_layers", "push_image", "push_tags"]
 

@@ -1,7 +1,7 @@
 """The image says what is in it: PufferTank's lock of every Python package in the image.
 
 Layer 3 (``tank/Dockerfile``) writes ``/opt/puffertank/lock.txt`` at build time with
-``python -m puffer_core.tank.lock`` (:func:`write_lock`): a short header, the Python
+``python -m puffer_core.tank.image.lock`` (:func:`write_lock`): a short header, the Python
 version, the base image layer 1 started from (digest, or image id for a local image), then
 one line per installed distribution: ``name==version --hash=sha256:HEX``, the digest of
 the file pip installed it from, taken from the installation reports the tank's pip steps
@@ -342,7 +342,7 @@ def label_lock(client: Any, image_id: str, tag: str, text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m puffer_core.tank.lock [PATH]``: write this environment's lock (layer 3 runs it)."""
+    """``python -m puffer_core.tank.image.lock [PATH]``: write this environment's lock (layer 3 runs it)."""
     args = sys.argv[1:] if argv is None else argv
     text = write_lock(*(args[:1] or [LOCK_IN_IMAGE]))
     packages = _entries(text, "the lock")

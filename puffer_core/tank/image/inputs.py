@@ -6,7 +6,7 @@ Two builds with the same fingerprint make the same layer, so ``puffer tank build
 checkout, so the label is information, never proof of a layer's content. It covers:
 
 - the layer's build context: its Dockerfile and every file it copies, as the reproducible
-  tar :mod:`~puffer_core.tank.build_context` makes (the same files give the same bytes);
+  tar :mod:`~puffer_core.tank.image.build_context` makes (the same files give the same bytes);
 - the build arguments that change what is built: layer 1's base image (resolved to a
   digest or an image id), ``TORCH``, the image id of the layer below (``BASE``), and any
   ``--build-arg``;
@@ -15,7 +15,7 @@ checkout, so the label is information, never proof of a layer's content. It cove
 - the engine's platform (``linux/amd64``): the same inputs make other bytes elsewhere.
 
 Not covered, because they change how files are fetched, not which: this machine's pip
-index settings and proxies (:mod:`~puffer_core.tank.build_args`, also when given as
+index settings and proxies (:mod:`~puffer_core.tank.image.build_args`, also when given as
 ``--build-arg``) and the CA bundle (``--ca-cert``, never stored in the image).
 
 Each layer also names the image id it was built on (``org.puffer.tank.below``), so
@@ -29,7 +29,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from puffer_core.tank.build_args import PIP_ARGS, PROXY_ARGS
+from puffer_core.tank.image.build_args import PIP_ARGS, PROXY_ARGS
 
 __all__ = ["BELOW_LABEL", "INPUTS_LABEL", "NOT_CONTENT_ARGS", "engine_platform", "layer_inputs"]
 

@@ -1,4 +1,4 @@
-"""``python -m puffer_core.tank.verify NAME...``: fail unless each named plugin loads.
+"""``python -m puffer_core.tank.image.verify NAME...``: fail unless each named plugin loads.
 
 Layer 3 runs it right after installing the plugins, so an image whose plugin cannot even
 be imported is never tagged. Exit code 1 names each plugin that did not load and why.

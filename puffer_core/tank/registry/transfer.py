@@ -18,7 +18,7 @@ from typing import Any
 
 from puffer_core.tank.engine import engine_is_local
 from puffer_core.tank.errors import TankError
-from puffer_core.tank.registry import RegistryRef, probe_registry
+from puffer_core.tank.registry.refs import RegistryRef, probe_registry
 
 __all__ = ["IDLE_SECONDS", "MissingTag", "check_registry", "has_tag", "pull_tag", "push_tag", "untag"]
 

@@ -15,7 +15,7 @@ The file (JSON, written whole)::
                          "id": "sha256:…", "inputs": "<inputs sha256>"}, "envs": {…}, "final": {…}}}
 
 ``id`` is the image id (the config's digest: the same on every engine that pulls the
-manifest), ``inputs`` what the layer was built from (:mod:`~puffer_core.tank.inputs`), the
+manifest), ``inputs`` what the layer was built from (:mod:`~puffer_core.tank.image.inputs`), the
 key ``build --from-registry`` looks a layer up by.
 """
 
