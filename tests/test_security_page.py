@@ -81,7 +81,7 @@ def test_the_shared_box_names_it_gives_exist():
     from puffer_core.tank.box import broker
 
     setup_host = (ROOT / "tank" / "setup-host.sh").read_text()
-    assert "`puffer_core/tank/box/broker.py`" in PAGE and (ROOT / "puffer_core" / "tank" / "box" / "broker.py").is_file()
+    assert "`puffer_core/tank/box/broker.py`" in PAGE and (ROOT / "puffer_core/tank/box/broker.py").is_file()
     assert f"`{broker.BrokerConfig().state_dir}/<id>.json`" in PAGE
     assert "`/etc/sudoers.d/puffertank`" in PAGE and "SUDOERS=/etc/sudoers.d/puffertank" in setup_host
     assert f"`{broker.BrokerConfig().allowed_file}`" in PAGE and f"`{broker.BrokerConfig().image_file}`" in PAGE

@@ -27,10 +27,12 @@ import pathlib
 import sys
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from puffer_core.atomic import write_atomically
 from puffer_core.cli.errors import MessageGroup
+from puffer_core.cli.options import pair_texts
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.cli.tank_registry import REGISTRY_HELP, lock_cmd, pull_cmd, push_cmd
 from puffer_core.errors import PufferError
@@ -38,9 +40,7 @@ from puffer_core.tank import container
 from puffer_core.tank.box import login
 from puffer_core.tank.engine import connect, engine_url
 from puffer_core.tank.errors import BuildError, TankError
-from puffer_core.tank.image.base_image import IMAGE_ID
-from puffer_core.tank.image.build import STAGES, BuildPlan, Printer, StageResult, build, image_tags
-from puffer_core.tank.image.build_args import machine_build_args
+from puffer_core.tank.image.build import Printer, StageResult, build
 from puffer_core.tank.image.hashlock import (
     COMPILE_COMMAND,
     DEFAULT_HASHLOCK,
@@ -50,21 +50,15 @@ from puffer_core.tank.image.hashlock import (
     parse_hashlock,
     roots_drift,
 )
-from puffer_core.tank.image.lock import (
-    read_build_lock,
-)
+from puffer_core.tank.image.plan import BuildRequest, plan_build
 from puffer_core.tank.image.render import (
-    DEFAULT_COMMAND,
     DEFAULT_CONSTRAINTS,
     DEFAULT_OUTPUT,
     Constraints,
     find_root,
     load_constraints,
 )
-from puffer_core.tank.image.selection import Selection, installed_layers, select, shown_path
-from puffer_core.tank.image.sources import resolve_sources, source_options
-from puffer_core.tank.registry.pins import Pins, read_pins
-from puffer_core.tank.registry.refs import RegistryRef, image_reference, parse_registry
+from puffer_core.tank.image.selection import installed_layers, select, shown_path
 from puffer_core.tank.registry.transfer import check_registry
 
 __all__ = ["tank"]
@@ -292,27 +286,7 @@ def _check_hashlock(
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print the steps only, not their output.")
 @click.pass_context
-def build_cmd(
-    ctx: click.Context,
-    stage: str,
-    tag: str,
-    base_image: str | None,
-    torch: str | None,
-    no_torch: bool,
-    ca_cert: pathlib.Path | None,
-    network: str | None,
-    plugins: str | None,
-    without: str | None,
-    constraints_path: pathlib.Path | None,
-    no_constraints: bool,
-    requirements_path: pathlib.Path | None,
-    no_cache: bool,
-    build_args: tuple[str, ...],
-    lock_path: pathlib.Path | None,
-    from_registry: str | None,
-    pins_path: pathlib.Path | None,
-    quiet: bool,
-) -> None:
+def build_cmd(ctx: click.Context, quiet: bool, build_args: tuple[str, ...], **options: object) -> None:
     """Build PufferTank's layers on the Docker engine at DOCKER_HOST, streaming the build log.
 
     Each layer starts from an exact image: layer 1 from --base-image resolved to a digest
@@ -325,94 +299,18 @@ def build_cmd(
     variable PUFFER_NAME_SOURCE), e.g. --dmlab-source DIR, DeepMind Lab's source at the
     commit the plugin pins. A failed layer's full log is kept in ~/.cache/puffertank/logs.
     """
-    root = find_root()
-    given_sources = source_options(ctx.args)
-    # The arguments first: a typo should not wait for (or be hidden by) the engine.
-    if no_torch and torch:
-        raise TankError("give --torch REQUIREMENT or --no-torch, not both")
-    extra = _key_values(build_args, "--build-arg")
-    stages = STAGES if stage == "all" else (stage,)
-    tags = image_tags(tag)
-    registry, pins = _from_registry(from_registry, pins_path)
-    if base_image is not None and not IMAGE_ID.match(base_image):
-        image_reference(base_image, "--base-image")
-    lock = None if lock_path is None else read_build_lock(lock_path, network, root)
-    if base_image is None and lock is not None and lock.base_image is not None and "base" in stages:
-        base_image = lock.base_image
-        console.print(f"[dim]note: layer 1 starts from the lock's base image {base_image}[/]", soft_wrap=True)
-    selection = select(
-        root, plugins, without, constraints_path, no_constraints, need_constraints="envs" in stages,
-        requirements_path=requirements_path,
-    )  # fmt: skip
-    _print_warnings(selection.warnings)
-    sources = resolve_sources(selection.layers, given_sources) if "envs" in stages else {}
+    request = BuildRequest(**options, build_args=pair_texts(build_args, "--build-arg"), extra_args=tuple(ctx.args))
+    plan, selection = plan_build(request, _note)
     client = connect()
-    if registry is not None:
-        check_registry(registry)  # before any other line: a registry that is not there is the one line printed
-    args = _build_args_noted(extra, "envs" in stages and selection.command == DEFAULT_COMMAND, selection, root)
-    plan = BuildPlan(
-        root=root,
-        stages=stages,
-        tags=tags,
-        layers=selection.layers,
-        constraints=selection.constraints,
-        hashlock=selection.hashlock,
-        base_image=base_image,
-        torch="" if no_torch else torch,
-        ca_cert=ca_cert,
-        network=network,
-        no_cache=no_cache,
-        build_args=args,
-        render_command=selection.command,
-        lock=lock,
-        from_registry=registry,
-        pins=pins,
-        from_pins=str(pins_path or ""),
-        sources=sources,
-    )
-    console.print(f"engine: {engine_url()}; stages: {', '.join(stages)}; plugins: {', '.join(selection.layers)}")
+    if plan.from_registry is not None:
+        check_registry(plan.from_registry)  # before the build: a registry that is not there is the one line printed
+    console.print(f"engine: {engine_url()}; stages: {', '.join(plan.stages)}; plugins: {', '.join(selection.layers)}")
     _print_results(build(plan, client, _build_printer(quiet)))
 
 
-def _from_registry(given: str | None, pins_path: pathlib.Path | None) -> tuple[RegistryRef | None, Pins | None]:
-    """``--from-registry`` and ``--pins``, both or neither: a layer is taken only by a pinned digest."""
-    registry = None if given is None else parse_registry(given)  # a typo first: it is the one line to fix
-    if (given is None) != (pins_path is None):
-        raise TankError(
-            "--from-registry REG and --pins FILE go together: a layer is taken from the registry only by the "
-            "digest the pins file (puffer tank push --pins) gives for its inputs, never by a tag or a label"
-        )
-    if registry is None or pins_path is None:
-        return None, None
-    return registry, read_pins(pins_path)
-
-
-def _build_args_noted(
-    extra: dict[str, str], default_render: bool, selection: Selection, root: pathlib.Path
-) -> dict[str, str]:
-    """The machine's build arguments with ``--build-arg``'s over them; the notes on both printed."""
-    args, notes = machine_build_args()
-    args.update(extra)
-    for note in notes:
-        console.print(f"[dim]note: {note}[/]", soft_wrap=True)
-    if default_render and not selection.is_committed(root):
-        console.print(
-            f"[yellow]note:[/] {DEFAULT_OUTPUT} is not what the installed plugins render; building the fresh "
-            "render (commit it after `nox -s tank`)",
-            soft_wrap=True,
-        )
-    return args
-
-
-def _key_values(pairs: tuple[str, ...], option: str) -> dict[str, str]:
-    """``KEY=VALUE`` pairs as a dict; a pair without ``=`` or key is a usage error naming ``option``."""
-    found: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=option)
-        found[key] = value
-    return found
+def _note(kind: str, text: str) -> None:
+    style = {"dim": "[dim]note: {}[/]", "note": "[yellow]note:[/] {}", "warning": "[yellow]warning:[/] {}"}[kind]
+    console.print(style.format(escape(text)), soft_wrap=True)
 
 
 BUILD_STYLES = {

@@ -19,14 +19,13 @@ import click
 
 from puffer_core.cli.tables import output_console
 from puffer_core.tank.box.login import box_image
-from puffer_core.tank.container import DEFAULT_IMAGE
+from puffer_core.tank.box.protocol import DEFAULT_IMAGE
 from puffer_core.tank.engine import connect
 from puffer_core.tank.errors import TankError
 from puffer_core.tank.image.lock import image_lock, lock_base_image, lock_digest, lock_hashes, parse_lock
-from puffer_core.tank.registry.pins import read_pins, write_pins
-from puffer_core.tank.registry.pull import pull_pinned, pull_unverified
+from puffer_core.tank.registry.pins import write_pins
+from puffer_core.tank.registry.plan import plan_pull, plan_push, run_pull
 from puffer_core.tank.registry.push import push_image
-from puffer_core.tank.registry.refs import image_reference, parse_digest, parse_local_tag, parse_registry, registry_of
 
 __all__ = ["REGISTRY_HELP", "lock_cmd", "pull_cmd", "push_cmd", "transfer_printer"]
 
@@ -77,9 +76,9 @@ def push_cmd(image: str, registry: str, pins_path: pathlib.Path | None, as_json:
     IMAGE`), lock-<sha256>-envs and -base, and latest, latest-envs and latest-base last.
     Uses the credentials `docker login HOST` stored.
     """
-    ref = parse_registry(registry)  # a typo is one line before the engine is asked
-    image_reference(image, "IMAGE")
-    result = push_image(connect(), image, ref, transfer_printer(quiet or as_json))
+    plan = plan_push(image, registry)
+    result = push_image(connect(), plan.image, plan.registry, transfer_printer(quiet or as_json))
+    ref = plan.registry
     assert result.pins is not None
     if pins_path is not None:
         write_pins(pins_path, result.pins)
@@ -145,38 +144,8 @@ def pull_cmd(
     pushed to it last and a label is text anyone who can push writes, so it says
     UNVERIFIED, keeps the registry's name, and never becomes the box's image.
     """
-    given = [name for name, value in (("IMAGE", image), ("--pins", pins_path), ("--registry", registry)) if value]
-    if len(given) != 1:
-        raise TankError(
-            f"give one of REPO@sha256:DIGEST, --pins FILE or --registry REG ({', '.join(given) or 'none'} given); "
-            "a box's image comes from a digest: puffer tank pull REPO@sha256:DIGEST"
-        )
-    if lock is not None and registry is None:
-        raise TankError("--lock goes with --registry REG (a tag to look at); a digest pull needs no --lock")
-    out = transfer_printer(quiet or as_json)
-    if registry is not None:
-        if local is not None:
-            raise TankError(
-                "--tag: a pull by tag is unverified and gets no local name; pull REPO@sha256:DIGEST or --pins FILE"
-            )
-        ref = parse_registry(registry)
-        expected = None if lock is None else parse_digest(lock)
-        result = pull_unverified(connect(), ref, expected, out, box_image=_box_image())
-    else:
-        local = local or DEFAULT_IMAGE
-        parse_local_tag(local)
-        pins = None if pins_path is None else read_pins(pins_path)
-        pin = None if pins is None else pins.layers["final"]
-        wanted = image_reference(pin.ref if pin is not None else str(image), "IMAGE")
-        if not wanted.pinned:
-            raise TankError(
-                f"{image!r} names no digest, and a tag names whatever was pushed to it last: give "
-                "REPO@sha256:DIGEST as puffer tank push printed it, or --registry REG to look at a tag unverified"
-            )
-        ref = registry_of(wanted, "IMAGE")
-        assert wanted.digest is not None
-        pinned_lock = None if pins is None else pins.lock
-        result = pull_pinned(connect(), ref, wanted.digest, local, out, pin=pin, lock=pinned_lock)
+    plan = plan_pull(image, pins_path, registry, lock, local)
+    result = run_pull(plan, connect(), transfer_printer(quiet or as_json), box_image=_box_image())
     if as_json:
         click.echo(json.dumps(result.record(), indent=2))
         return
