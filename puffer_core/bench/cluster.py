@@ -31,8 +31,7 @@ import os
 from typing import Any
 
 from puffer_core.atomic import private_directory
-from puffer_core.bench.runs import write_run
-from puffer_core.env.environments import unavailable_reason
+from puffer_core.bench.runs import available_envs, write_run
 from puffer_core.env.random_actions import random_action_batches
 from puffer_core.errors import APIUsageError
 from puffer_core.testing.ray_cluster import simulated_ray_cluster
@@ -311,11 +310,7 @@ def run_cluster_standard(
     private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
-    for env_id, num_envs in (envs or CLUSTER_ENVS).items():
-        reason = unavailable_reason(env_id)
-        if reason:
-            notes.append(reason)
-            continue
+    for env_id, num_envs in available_envs(envs or CLUSTER_ENVS, notes).items():
         results[env_id] = run_cluster(
             env_id, num_envs, seconds=seconds, rounds=rounds, progress=progress, address=address, placement=placement
         )

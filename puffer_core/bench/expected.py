@@ -14,7 +14,6 @@ tell whether their run is normal.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.bench.learning import random_baseline
-from puffer_core.bench.runs import write_run
+from puffer_core.bench.runs import store_and_show
 
 __all__ = ["ENVS", "RANDOM_EPISODES", "WINDOW", "expected_row", "expected_run", "main", "render_markdown"]
 
@@ -145,12 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--seeds must be at least 1")
     envs = tuple(args.envs) if args.envs else ENVS
     section = expected_run(envs, tuple(range(args.seeds)), progress=lambda m: print(m, file=sys.stderr, flush=True))
-    document = write_run(args.out, {"expected": section})
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        print(render_markdown(section), end="")
-        print(f"stored {Path(args.out) / document['run']}.json")
+    store_and_show(args.out, "expected", section, args.json, render_markdown)
     return 0
 
 

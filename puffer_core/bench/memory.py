@@ -16,7 +16,6 @@ seconds, checking the curve goes on. The run is stored as ``OUT/<UTC time>.json`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -27,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from puffer_core.bench.runs import write_run
+from puffer_core.bench.runs import store_and_show
 from puffer_core.vector.mp.scratch import PREFIX
 from puffer_core.vector.process_memory import child_pids
 
@@ -284,12 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     section = memory_run(args.minutes, args.interval, progress=show)
-    document = write_run(args.out, {"memory": section})
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        print(render_markdown(section), end="")
-        print(f"stored {Path(args.out) / document['run']}.json")
+    store_and_show(args.out, "memory", section, args.json, render_markdown)
     ok = section["exit_code"] == 130 and section["resume"]["continued"] and not section["scratch_left"]
     return 0 if ok and all(item["flat"] for item in section["summary"]["flat"].values()) else 1
 

@@ -12,23 +12,26 @@ import json
 import os
 import platform
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from puffer_core.atomic import private_directory, write_atomically
-from puffer_core.env.environments import installed_versions
+from puffer_core.env.environments import installed_versions, unavailable_reason
 
 __all__ = [
     "SCHEMA",
+    "available_envs",
     "describe_machine",
     "fastest_pufferlib",
     "load_runs",
     "package_versions",
     "source_commit",
+    "store_and_show",
     "write_run",
 ]
 
+T = TypeVar("T")
 #: Version of the file layout below; a reader refuses files of a newer one.
 SCHEMA = 1
 #: The distributions whose versions a run records (those missing here are left out).
@@ -129,6 +132,30 @@ def write_run(out_dir: str | os.PathLike, sections: dict[str, Any]) -> dict[str,
     }
     write_atomically(out / f"{run}.json", (json.dumps(document, indent=2) + "\n").encode())
     return document
+
+
+def store_and_show(out_dir: str | os.PathLike, name: str, section: dict, as_json: bool, render: Any) -> dict:
+    """A one-section run (``{name: section}``) stored by :func:`write_run`, then printed: the stored document as
+    JSON, or ``render(section)``'s Markdown and where it was stored. Returns the document."""
+    document = write_run(out_dir, {name: section})
+    if as_json:
+        print(json.dumps(document, indent=2))
+    else:
+        print(render(section), end="")
+        print(f"stored {Path(out_dir) / document['run']}.json")
+    return document
+
+
+def available_envs(envs: Mapping[str, T], skipped: list[str]) -> dict[str, T]:
+    """The entries of ``envs`` whose env can be made here; why each other cannot is appended to ``skipped``."""
+    found = {}
+    for env_id, value in envs.items():
+        reason = unavailable_reason(env_id)
+        if reason:
+            skipped.append(reason)
+        else:
+            found[env_id] = value
+    return found
 
 
 # --------------------------------------------------------------------------- reading

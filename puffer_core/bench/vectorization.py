@@ -44,8 +44,8 @@ from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
 from puffer_core.bench.peers import PUFFERLIB_INSTALL, peer_cases, pufferlib_version
-from puffer_core.bench.runs import fastest_pufferlib, write_run
-from puffer_core.env.environments import make_raw, unavailable_reason
+from puffer_core.bench.runs import available_envs, fastest_pufferlib, write_run
+from puffer_core.env.environments import make_raw
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
 from puffer_core.vector.settings import STANDARD
@@ -310,11 +310,7 @@ def run_standard(
     private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
-    for env_id, num_envs in (envs or STANDARD).items():
-        reason = unavailable_reason(env_id)
-        if reason:
-            notes.append(reason)
-            continue
+    for env_id, num_envs in available_envs(envs or STANDARD, notes).items():
         results[env_id] = run_bench(
             env_id,
             num_envs=num_envs,

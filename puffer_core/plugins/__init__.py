@@ -3,28 +3,7 @@ built into puffer-core (``builtin``), which load through the same path as any ot
 
 from __future__ import annotations
 
-from puffer_core.plugins.manager import (
-    BUILTIN_PLUGINS,
-    DISABLE_ENV,
-    FAILED,
-    LOAD_ENV,
-    LOADED,
-    PluginInfo,
-    PluginSet,
-    get_plugins,
-    load_plugins,
-    reset_plugins,
-)
+from puffer_core.plugins.manager import *  # noqa: F403  (the package re-exports the manager's __all__)
+from puffer_core.plugins.manager import FAILED as FAILED, LOADED as LOADED, __all__ as _MANAGER
 
-__all__ = [
-    "BUILTIN_PLUGINS",
-    "DISABLE_ENV",
-    "FAILED",
-    "LOADED",
-    "LOAD_ENV",
-    "PluginInfo",
-    "PluginSet",
-    "get_plugins",
-    "load_plugins",
-    "reset_plugins",
-]
+__all__ = sorted([*_MANAGER, "FAILED", "LOADED"])

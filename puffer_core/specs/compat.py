@@ -141,18 +141,25 @@ def _check_tank_only(plugin: str, what: str, axes: CompatAxes) -> None:
             raise _fail(plugin, what, name, problem)
 
 
+def _is_specifier(spec: Any) -> bool:
+    """``spec`` is one line of PEP 440 version specifiers (``''``, none, included)."""
+    if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
+        return False
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        return False
+    return True
+
+
 def _check_follow(plugin: str, what: str, follow: Any) -> None:
     if not isinstance(follow, Mapping):
         raise _fail(plugin, what, "follow", "must map a package to a version specifier ('' for no bound)")
     for name, spec in follow.items():
         _check_package(plugin, what, "follow", name)
-        try:
-            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
-                raise InvalidSpecifier(spec)
-            SpecifierSet(spec)
-        except InvalidSpecifier:
+        if not _is_specifier(spec):
             problem = f"has {name}: {spec!r}, not a version specifier ('>=2.4', or '' for none)"
-            raise _fail(plugin, what, "follow", problem) from None
+            raise _fail(plugin, what, "follow", problem)
 
 
 def _check_known_bad(plugin: str, what: str, bad: Any) -> None:
@@ -167,9 +174,5 @@ def _check_known_bad(plugin: str, what: str, bad: Any) -> None:
     for name, spec in bad.when.items():
         if not (isinstance(name, str) and name.lower() == "python"):
             _check_package(plugin, what, "known_bad", name)
-        try:
-            if not isinstance(spec, str) or CONTROL_CHAR_RE.search(spec):
-                raise InvalidSpecifier(spec)
-            SpecifierSet(spec)
-        except InvalidSpecifier:
-            raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier") from None
+        if not _is_specifier(spec):
+            raise _fail(plugin, what, "known_bad", f"has {name}: {spec!r}, not a version specifier")

@@ -225,11 +225,11 @@ def test_a_metric_no_episode_reports_is_one_error_naming_those_they_do(tmp_path)
 def test_ctrl_c_stops_a_sweep_started_with_sigint_ignored():
     """A background job starts with SIGINT ignored; between trials the sweep still takes Ctrl-C
     (and gives the ignoring back when it ends)."""
-    from puffer_core.train.sweeps import _ctrl_c_interrupts
+    from puffer_core.train.sweep_workers import ctrl_c_interrupts
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        with pytest.raises(KeyboardInterrupt), _ctrl_c_interrupts():
+        with pytest.raises(KeyboardInterrupt), ctrl_c_interrupts():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)  # the signal arrives within this
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN

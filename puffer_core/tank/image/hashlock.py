@@ -154,6 +154,17 @@ class HashLock:
         )
 
 
+def requirement_of(line: str, where: str, error: type[TankError], holds: str) -> Requirement:
+    """``line`` (of the file ``where`` names) as a requirement; ``error`` for a pip option (the file ``holds``
+    something else) or a line that is not one."""
+    if line.startswith("-"):
+        raise error(f"{where}: {line[:60]!r} is a pip option; {holds}")
+    try:
+        return Requirement(line)
+    except InvalidRequirement as exc:
+        raise error(f"{where}: {line[:80]!r} is not a requirement ({exc})") from None
+
+
 def _logical_lines(text: str) -> list[tuple[int, str]]:
     """Requirement lines with their backslash continuations joined, and their first line number."""
     out: list[tuple[int, str]] = []
@@ -202,12 +213,7 @@ def parse_hashlock(text: str, source: str = DEFAULT_HASHLOCK) -> HashLock:
         words = line.split()
         hashes = tuple(word.removeprefix("--hash=") for word in words if word.startswith("--hash="))
         rest = " ".join(word for word in words if not word.startswith("--hash="))
-        if rest.startswith("-"):
-            raise HashLockError(f"{where}: {rest[:60]!r} is an option; the set holds pinned requirements only")
-        try:
-            req = Requirement(rest)
-        except InvalidRequirement as exc:
-            raise HashLockError(f"{where}: {rest[:80]!r} is not a requirement ({exc})") from None
+        req = requirement_of(rest, where, HashLockError, "the set holds pinned requirements only")
         pins = [spec.version for spec in req.specifier if spec.operator == "=="]
         if len(req.specifier) != 1 or not pins or req.url:
             raise HashLockError(f"{where}: {rest!r} is not pinned as NAME==VERSION; pip --require-hashes needs pins")

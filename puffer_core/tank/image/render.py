@@ -35,14 +35,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from puffer_core.errors import PluginError
 from puffer_core.specs.declarations import CONTROL_CHAR_RE, DockerLayer
 from puffer_core.specs.images import is_pinned
 from puffer_core.tank.errors import ConstraintsError, TankError
-from puffer_core.tank.image.hashlock import HASHLOCK_IN_IMAGE, HashLock
+from puffer_core.tank.image.hashlock import HASHLOCK_IN_IMAGE, HashLock, requirement_of
 
 __all__ = [
     "BASE_ARG_RE",
@@ -138,12 +138,7 @@ def load_constraints(path: str | pathlib.Path, display: str | None = None) -> Co
         if not line:
             continue
         where = f"{shown}, line {number}"
-        if line.startswith("-"):
-            raise ConstraintsError(f"{where}: {line!r} is a pip option; a constraints file here holds requirements")
-        try:
-            req = Requirement(line)
-        except InvalidRequirement as exc:
-            raise ConstraintsError(f"{where}: {line!r} is not a requirement ({exc})") from None
+        req = requirement_of(line, where, ConstraintsError, "a constraints file here holds requirements")
         if req.extras or req.url:
             raise ConstraintsError(f"{where}: {line!r}: constraints cannot carry extras or URLs")
         if not req.specifier:
