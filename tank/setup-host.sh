@@ -379,18 +379,22 @@ run() { # a command that changes the box: its output to $LOG; on failure its las
     fi
 }
 
-put_file() { # PATH MODE TEMPFILE: move TEMPFILE into PATH (same filesystem: atomic), undoable
-    local path=$1 mode=$2 tmp=$3 saved
-    chmod "$mode" "$tmp"
-    if [[ -e $path ]]; then
-        saved=$(mktemp "$path.previous.XXXXXX")
-        cp -p -- "$path" "$saved"
-        RB_SAVED+=("$path $saved")
+save_for_undo() { # PATH: the step's undo puts PATH back as it is now (or removes it, when it is new)
+    local saved
+    if [[ -e $1 ]]; then
+        saved=$(mktemp "$1.previous.XXXXXX")
+        cp -p -- "$1" "$saved"
+        RB_SAVED+=("$1 $saved")
         TEMPS+=("$saved")
     else
-        RB_NEW+=("$path")
+        RB_NEW+=("$1")
     fi
-    mv -f -- "$tmp" "$path"
+}
+
+put_file() { # PATH MODE TEMPFILE: move TEMPFILE into PATH (same filesystem: atomic), undoable
+    chmod "$2" "$3"
+    save_for_undo "$1"
+    mv -f -- "$3" "$1"
 }
 
 make_dir() { # DIR: made if missing, and then undone with the step
@@ -569,15 +573,7 @@ step_nvidia_runtime() {
         would "run nvidia-ctk runtime configure --runtime=docker (writes $daemon) and restart docker"
         return
     fi
-    if [[ -e $daemon ]]; then  # nvidia-ctk rewrites it in place: keep the old one for undo
-        local saved
-        saved=$(mktemp "$daemon.previous.XXXXXX")
-        cp -p -- "$daemon" "$saved"
-        RB_SAVED+=("$daemon $saved")
-        TEMPS+=("$saved")
-    else
-        RB_NEW+=("$daemon")
-    fi
+    save_for_undo "$daemon"  # nvidia-ctk rewrites it in place
     run nvidia-ctk runtime configure --runtime=docker
     if systemd_pid1; then
         run systemctl restart docker

@@ -311,15 +311,8 @@ def run_standard(
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
     for env_id, num_envs in available_envs(envs or STANDARD, notes).items():
-        results[env_id] = run_bench(
-            env_id,
-            num_envs=num_envs,
-            seconds=seconds,
-            include_peers=include_peers,
-            progress=progress,
-            rounds=rounds,
-            peer_python=peer_python,
-        )
+        results[env_id] = run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers,
+                                    progress=progress, rounds=rounds, peer_python=peer_python)  # fmt: skip
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
     uneven = uneven_native = None

@@ -38,6 +38,7 @@ from puffer_core.cli.tables import print_table
 from puffer_core.cli.tank import tank
 from puffer_core.cli.train import eval_cmd, train_cmd
 from puffer_core.cli.version import print_version
+from puffer_core.env.environments import SpecCreator
 from puffer_core.env.recording import plan_recording, plan_watch, published, receipted
 from puffer_core.plugins import get_plugins
 from puffer_core.vector.random_run import run_random
@@ -148,25 +149,7 @@ def _count(n: int, noun: str) -> str:
 @click.option("--watch", is_flag=True, help="Redraw env 0 in this terminal (text envs such as nethack/*).")
 @click.option("--fps", type=click.FloatRange(0.1, 1000), help="Frames per second for --watch.  [default: the env's]")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (no progress bar).")
-def run_cmd(
-    env_id: str,
-    steps: int,
-    num_envs: int,
-    seed: int,
-    backend: str,
-    num_workers: int | None,
-    batch_size: int | None,
-    native: bool,
-    ray_address: str | None,
-    placement: str | None,
-    kwargs: tuple[str, ...],
-    record_path: str | None,
-    overwrite: bool,
-    record_episodes: int | None,
-    watch: bool,
-    fps: float | None,
-    as_json: bool,
-) -> None:
+def run_cmd(env_id: str, kwargs: tuple[str, ...], as_json: bool, **options: Any) -> None:
     """Run ENV_ID vectorized with random actions; print steps/second and episode stats.
 
     Where the observations carry an action mask (PettingZoo's board games), the random
@@ -181,43 +164,37 @@ def run_cmd(
     its plugin's native batches (one object stepping many envs, e.g. ALE's vector env for
     atari/*; `puffer envs` marks the envs that have them).
     """
-    vector_kwargs = ray_vector_kwargs(backend, ray_address, placement)
-    if native:
+    record_path, watch = options.pop("record_path"), options.pop("watch")
+    recording_options = {key: options.pop(key) for key in ("record_episodes", "fps", "overwrite")}
+    _check_recording_options(record_path, watch, as_json, **recording_options)
+    spec = get_plugins().get_spec(env_id)  # the one lookup: an unknown id is one line naming close ones
+    env = SpecCreator(spec)
+    env_kwargs = parse_env_kwargs_option(spec, kwargs)
+    warn_if_known_bad(spec.id)
+    vector_kwargs = ray_vector_kwargs(options["backend"], options.pop("ray_address"), options.pop("placement"))
+    if options.pop("native"):
         vector_kwargs = {**(vector_kwargs or {}), "native": True}
-    env_kwargs = parse_env_kwargs_option(env_id, kwargs)
-    warn_if_known_bad(env_id)
-    recording = _recording(env_id, env_kwargs, record_path, record_episodes, watch, fps, as_json, overwrite)
-    options = dict(
-        steps=steps,
-        num_envs=num_envs,
-        seed=seed,
-        backend=backend,
-        num_workers=num_workers,
-        batch_size=batch_size,
-        record=recording,
-        vector_kwargs=vector_kwargs or None,
-    )
+    options["vector_kwargs"] = vector_kwargs or None
+    recording = _recording(env, env_kwargs, record_path, watch, **recording_options)
     with receipted(recording) as tracked:
         options["record"] = tracked
         if as_json:
-            result = run_random(env_id, **options, **env_kwargs)
+            result = run_random(env, **options, **env_kwargs)
         else:
-            result = _run_with_progress(env_id, steps, watch, options, env_kwargs)
+            result = _run_with_progress(env, watch, options, env_kwargs)
         written = published(tracked)  # NAME-2.SUFFIX where NAME appeared meanwhile
     if as_json:
         print_json({**result.to_json(), **({"record": written} if record_path is not None else {})})
         return
-    _print_run(env_id, result, record_path, written)
+    _print_run(spec.id, result, record_path, written)
 
 
-def _run_with_progress(
-    env_id: str, steps: int, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]
-) -> Any:
+def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]) -> Any:
     """``run_random`` under a progress bar on stderr (none in a log or a pipe, nor with --watch)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     progress = Progress(
-        TextColumn(f"[bold]{env_id}[/]"),
+        TextColumn(f"[bold]{escape(env.__name__)}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("steps"),
@@ -228,8 +205,8 @@ def _run_with_progress(
         disable=not err_console.is_terminal or watch,
     )
     with progress:
-        task = progress.add_task("run", total=steps)
-        return run_random(env_id, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
+        task = progress.add_task("run", total=options["steps"])
+        return run_random(env, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
 
 
 def _print_run(env_id: str, result: Any, record_path: str | None, written: str | None) -> None:
@@ -285,32 +262,36 @@ def _span(envs: list[int]) -> str:
     return ",".join(str(env) for env in envs) or "none"
 
 
-def _recording(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    path: str | None,
-    episodes: int | None,
-    watch: bool,
-    fps: float | None,
-    as_json: bool,
-    overwrite: bool,
-) -> Any:
-    """The checked recording ``puffer run`` asked for (None: none); usage errors name the clash."""
+def _check_recording_options(
+    path: str | None, watch: bool, as_json: bool, record_episodes: int | None, fps: float | None, overwrite: bool
+) -> None:
+    """Options of ``puffer run`` that cannot go together: a usage error naming the clash, before anything else."""
     if watch and path is not None:
         raise click.UsageError("give --record PATH or --watch, not both")
     if watch and as_json:
         raise click.UsageError("--watch draws on the terminal; it cannot go with --json")
     if fps is not None and not watch:
         raise click.UsageError("--fps sets the speed of --watch; recordings play at the env's own frame rate")
-    if episodes is not None and path is None:
+    if record_episodes is not None and path is None:
         raise click.UsageError("--record-episodes needs --record PATH")
     if overwrite and path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
-    require_known_env(env_id)
+
+
+def _recording(
+    env: Any,
+    env_kwargs: dict[str, Any],
+    path: str | None,
+    watch: bool,
+    record_episodes: int | None,
+    fps: float | None,
+    overwrite: bool,
+) -> Any:
+    """The recording ``puffer run`` asked for, planned once here (None: none); ``vector.make`` takes the plan."""
     if watch:
-        return plan_watch(env_id, env_kwargs, fps)
+        return plan_watch(env, env_kwargs, fps)
     if path is not None:
-        return plan_recording(env_id, path, env_kwargs, episodes, overwrite=overwrite)
+        return plan_recording(env, path, env_kwargs, record_episodes, overwrite=overwrite)
     return None
 
 

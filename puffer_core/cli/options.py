@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from puffer_core.errors import APIUsageError
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.specs.limits import MAX_ENVS, MAX_EPISODES, MAX_SEED, MAX_STEPS, MAX_WORKERS, PLACEMENTS
 
 __all__ = [
@@ -85,9 +86,10 @@ def parse_pairs(values: tuple[str, ...], option: str) -> dict[str, Any]:
     return out
 
 
-def parse_env_kwargs_option(env_id: str, values: tuple[str, ...]) -> dict[str, Any]:
-    """``--kwarg KEY=VALUE`` pairs for ``env_id``, each VALUE parsed by the type the env declares
-    for KEY (``preprocess=False`` is False); a wrong type or an unknown name is a one-line usage error."""
+def parse_env_kwargs_option(env: str | EnvSpec, values: tuple[str, ...]) -> dict[str, Any]:
+    """``--kwarg KEY=VALUE`` pairs for ``env`` (an id, or its spec when the command resolved it), each VALUE
+    parsed by the type the env declares for KEY (``preprocess=False`` is False); a wrong type or an unknown
+    name is a one-line usage error."""
     texts = pair_texts(values, "--kwarg")
     if not texts:
         return {}
@@ -95,7 +97,7 @@ def parse_env_kwargs_option(env_id: str, values: tuple[str, ...]) -> dict[str, A
     from puffer_core.specs.kwarg_types import parse_env_kwargs
 
     try:
-        return parse_env_kwargs(get_plugins().get_spec(env_id), texts)
+        return parse_env_kwargs(env if isinstance(env, EnvSpec) else get_plugins().get_spec(env), texts)
     except APIUsageError as exc:
         raise click.UsageError(str(exc)) from None
 

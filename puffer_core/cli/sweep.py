@@ -102,20 +102,11 @@ def sweep_cmd(
     if "steps" in fixed:
         raise click.BadParameter("every trial trains --steps steps; give them there", param_hint="--set steps")
     out = out or _default_out(env_id)
-    plan = plan_sweep(
-        env_id,
-        trials=trials,
-        steps=steps,
-        params=searched,
-        out=out,
-        jobs=jobs,
-        settings=fixed,
-        env_kwargs=parse_env_kwargs_option(env_id, kwargs),
-        metric=metric,
-        direction="minimize" if minimize else "maximize",
-        seed=seed,
-        startup_trials=startup_trials,
-    )
+    env_kwargs = parse_env_kwargs_option(env_id, kwargs)
+    direction = "minimize" if minimize else "maximize"
+    plan = plan_sweep(env_id, trials=trials, steps=steps, params=searched, out=out, jobs=jobs, settings=fixed,
+                      env_kwargs=env_kwargs, metric=metric, direction=direction, seed=seed,
+                      startup_trials=startup_trials)  # fmt: skip
     require_optuna()
     err_console.print(f"sweep of {env_id} into {out}", highlight=False, markup=False, soft_wrap=True)
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from puffer_core.atomic import private_directory, temporary_beside
+from puffer_core.env.environments import SpecCreator
 from puffer_core.env.factory import EnvFactory
 from puffer_core.env.sinks import CastSink, GifSink, TerminalSink, VideoSink
 from puffer_core.errors import APIUsageError, MissingDependencyError, PufferError
@@ -160,11 +161,12 @@ def _plan(
 
 
 def _render_settings(env: Any, mode: str) -> tuple[dict[str, Any], float | None]:
-    """The creator kwargs that turn ``mode`` on and the plugin's frames per second."""
-    if isinstance(env, str):
-        spec = get_plugins().get_spec(env)
-        return dict(spec.render_kwargs.get(mode, {"render_mode": mode})), spec.render_fps
-    return {"render_mode": mode}, None
+    """The creator kwargs that turn ``mode`` on and the plugin's frames per second (a spec resolved by the
+    caller, a ``SpecCreator``, is not looked up again)."""
+    spec = env.spec if isinstance(env, SpecCreator) else get_plugins().get_spec(env) if isinstance(env, str) else None
+    if spec is None:
+        return {"render_mode": mode}, None
+    return dict(spec.render_kwargs.get(mode, {"render_mode": mode})), spec.render_fps
 
 
 def _check_renders(

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from puffer_core.env.factory import env_name
 from puffer_core.env.postprocess import EPISODE_RETURN, NOT_STATISTICS
 from puffer_core.env.random_actions import masked_random_actions, random_actions
 from puffer_core.errors import APIUsageError
@@ -147,7 +148,7 @@ def run_random(
                 on_progress(live)
         seconds = time.perf_counter() - start
         result = RunResult(
-            env_id=env_id,
+            env_id=env_name(env_id),  # an id, or a creator's name (a resolved spec's creator: its id)
             backend=backend,
             num_envs=envs.num_envs,
             num_workers=envs.num_workers,
