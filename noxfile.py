@@ -215,16 +215,33 @@ def tests(session: nox.Session) -> None:
             env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
         install_torch_extras(session, "sb3", "train", "wandb", "sweep")
         env["PUFFER_REQUIRE_TORCH"] = "1"  # so must the torch, SB3 and trainer tests (tests/optional.py)
-    args = session.posargs or ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]]
-    if session.python == TEST_PYTHONS[-1]:
+    newest = session.python == TEST_PYTHONS[-1]
+    if newest:
         # The fleet's docker test drives tank/fleet/site.yml (Ansible, its docker connection included);
         # the runs' docker test fetches PyTorch's wheel with pip download (uv's venvs have no pip).
         session.install("ansible>=9", "pip", env=uv_env())
-    if not session.posargs and session.python != TEST_PYTHONS[-1]:
-        # PufferTank's image brings its own Python, and the release's wheels install into a
-        # DEFAULT_PYTHON venv whatever runs the tests: each is built once, on the newest.
-        args += ["-m", "not docker and not dist"]
-    session.run("python", "-m", "pytest", *args, env=env)
+    if session.posargs:
+        session.run("python", "-m", "pytest", *session.posargs, env=env)
+        return
+    # PufferTank's image brings its own Python, and the release's wheels install into a
+    # DEFAULT_PYTHON venv whatever runs the tests: each is built once, on the newest.
+    run_suite(session, ["tests", *[f"plugins/{name}/tests" for name in PLUGINS]], env,
+              serial=SERIAL_MARKERS if newest else "ray")  # fmt: skip
+
+
+#: The tests that run one at a time, after the others: Ray's (one Ray instance per machine: a
+#: ``ray_absent`` test needs none running, a ``ray_cluster`` one replaces it), Docker's (one
+#: engine, real users, sudo rules and sshd on loopback ports) and the release's (one dist folder).
+SERIAL_MARKERS = "ray or docker or dist"
+
+
+def run_suite(session: nox.Session, args: list[str], env: dict[str, str], serial: str) -> None:
+    """``args``' tests in two pytest runs: every test not marked ``serial`` in parallel (pytest-xdist, a
+    worker per core, each file's tests on one worker so that its module fixtures are made once), then
+    those marked ``serial`` one at a time. Each run fails the session when it collects no test."""
+    parallel = ["-n", "auto", "--dist", "loadfile"]
+    session.run("python", "-m", "pytest", *args, "-m", f"not ({SERIAL_MARKERS})", *parallel, env=env)
+    session.run("python", "-m", "pytest", *args, "-m", serial, env=env)
 
 
 #: What `nox -s quick` leaves out: tests marked slow (real installs and builds, matrix cells,
@@ -287,7 +304,10 @@ def tests_torch(session: nox.Session) -> None:
     if install_pufferlib(session):
         env["PUFFER_REQUIRE_PUFFERLIB"] = "1"  # the bench's PufferLib rows must then run, not skip
     install_torch_extras(session, "sb3", "train", "wandb", "sweep")
-    session.run("python", "-m", "pytest", *(session.posargs or TORCH_TESTS), env=env)
+    if session.posargs:
+        session.run("python", "-m", "pytest", *session.posargs, env=env)
+        return
+    run_suite(session, TORCH_TESTS, env, serial="ray")
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -39,6 +39,13 @@ def live_children() -> set[int]:
     return children
 
 
+def shm_entries() -> set[str]:
+    """What /dev/shm holds, but multiprocessing's named semaphores (``sem.mp-…``): a Queue or Lock of
+    another test running beside this one (pytest-xdist) makes them, and the vector env makes none
+    (its flags live in its memfd mapping), so they cannot be its leak."""
+    return {name for name in os.listdir("/dev/shm") if not name.startswith("sem.mp-")}
+
+
 def wait_gone(pids: list[int], seconds: float = 5.0) -> list[int]:
     """Wait up to ``seconds`` for the processes to end; those still alive."""
     deadline = time.monotonic() + seconds

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from fork_guard import forking_on_purpose
-from process_checks import alive, live_children
+from process_checks import alive, live_children, shm_entries
 
 START_METHODS = ["fork", "forkserver", "spawn"]
 
@@ -39,7 +39,7 @@ def no_leaks(tmp_path, monkeypatch):
     temp = tmp_path / "temp"
     temp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    shm = set(os.listdir("/dev/shm"))
+    shm = shm_entries()
     fds = len(os.listdir("/proc/self/fd"))
     children = live_children()
     pids: list[int] = []
@@ -53,6 +53,6 @@ def no_leaks(tmp_path, monkeypatch):
     assert [pid for pid in pids if alive(pid)] == []
     assert multiprocessing.active_children() == []
     assert live_children() <= children
-    assert set(os.listdir("/dev/shm")) == shm
+    assert shm_entries() == shm
     assert len(os.listdir("/proc/self/fd")) <= fds
     assert [p.name for p in temp.iterdir() if p.name.startswith("puffer-vector-")] == []

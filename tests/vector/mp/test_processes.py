@@ -17,7 +17,7 @@ import time
 import gymnasium
 import numpy as np
 import pytest
-from process_checks import alive, wait_gone
+from process_checks import alive, shm_entries, wait_gone
 
 from puffer_core import vector
 from puffer_core.errors import WorkerError
@@ -271,13 +271,13 @@ def test_workers_die_with_a_sigkilled_owner_even_in_the_middle_of_a_step(start_s
 
 
 def test_ctrl_c_in_the_parent_leaves_nothing_behind(start_script):
-    shm = set(os.listdir("/dev/shm"))
+    shm = shm_entries()
     proc, pids = start_script("while True: env.step(np.zeros(4, int))")
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     assert proc.wait(10) != 0  # KeyboardInterrupt traceback, then exit
     assert wait_gone(pids) == []
-    assert set(os.listdir("/dev/shm")) == shm
+    assert shm_entries() == shm
 
 
 def test_forgotten_env_is_cleaned_at_exit(start_script):
