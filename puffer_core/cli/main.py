@@ -190,23 +190,40 @@ def run_cmd(env_id: str, kwargs: tuple[str, ...], as_json: bool, **options: Any)
 
 
 def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]) -> Any:
-    """``run_random`` under a progress bar on stderr (none in a log or a pipe, nor with --watch)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """``run_random`` under a progress bar on stderr (steps/s and the time left; none in a log or a pipe, nor
+    with --watch)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     progress = Progress(
         TextColumn(f"[bold]{escape(env.__name__)}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("steps"),
+        TextColumn("steps · {task.fields[sps]} steps/s"),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         console=err_console,
         transient=True,
         # A log or a pipe would keep a blank line of it; --watch owns the terminal.
         disable=not err_console.is_terminal or watch,
     )
     with progress:
-        task = progress.add_task("run", total=options["steps"])
-        return run_random(env, on_progress=lambda n: progress.advance(task, n), **options, **env_kwargs)
+        task = progress.add_task("run", total=options["steps"], sps="–")
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            elapsed = progress.tasks[0].elapsed
+            if elapsed:
+                progress.update(task, sps=f"{progress.tasks[0].completed / elapsed:,.0f}")
+
+        return run_random(env, on_progress=advance, **options, **env_kwargs)
 
 
 def _print_run(env_id: str, result: Any, record_path: str | None, written: str | None) -> None:

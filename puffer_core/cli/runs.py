@@ -4,6 +4,8 @@
     puffer runs [--json]                                     this user's runs on this box
     puffer runs stop DIR [--wait S]                          stop one cleanly (a loadable checkpoint)
     puffer runs resume DIR | --interrupted [--auto]          resume from the last checkpoint, detached
+    puffer runs rm DIR... [--files]                          forget runs (and, with --files, delete their folders)
+    puffer runs prune [--finished | --failed] [--files]      forget every ended run (or those finished, or failed)
 
 A detached run is its own session (an ssh connection closing does not end it), writes to
 ``DIR/train.log``, and resumes by itself after its box or container comes back: the
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,6 +37,7 @@ from puffer_core.atomic import open_own_log, private_directory
 from puffer_core.cli.tables import output_console, print_table
 from puffer_core.errors import APIUsageError, PufferError
 from puffer_core.train import runs
+from puffer_core.train.progress import clock
 
 __all__ = ["detach", "given_options", "note_failure", "ray_head", "runs_cmd"]
 
@@ -152,6 +156,7 @@ def _row(record: runs.RunRecord, now: float) -> dict[str, Any]:
         "step": data.get("step"),
         "steps": data.get("steps_total"),
         "steps_per_second": data.get("sps"),
+        "eta_seconds": _eta(data) if state == "running" else None,
         "checkpoint_age_seconds": None if checkpoint is None else round(now - float(checkpoint), 1),
         "detached": bool(data.get("detached")),
         "auto_resume": bool(data.get("auto_resume")),
@@ -159,6 +164,14 @@ def _row(record: runs.RunRecord, now: float) -> dict[str, Any]:
         "not_resumed": data.get("not_resumed") if state == "interrupted" else None,
         "resume": None if state in ("running", "running elsewhere", "finished") else f"puffer runs resume {record.out}",
     }
+
+
+def _eta(data: dict[str, Any]) -> float | None:
+    """Seconds left at the record's steps/s (None: not known yet)."""
+    step, total, sps = data.get("step") or 0, data.get("steps_total"), data.get("sps")
+    if not total or not sps or sps <= 0:
+        return None
+    return round(max(0, total - step) / sps, 1)
 
 
 @click.group("runs", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
@@ -183,7 +196,7 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
         console.print("no runs yet: `puffer train ENV --out DIR --detach` starts one in the background")
         return
     table = Table(title="your runs on this box")
-    for column in ("folder", "env", "state", "steps", "steps/s", "checkpoint", "resume"):
+    for column in ("folder", "env", "state", "steps", "steps/s", "eta", "checkpoint", "resume"):
         table.add_column(column, overflow="fold")
     for row in rows:
         steps = f"{row['step'] or 0:,} of {row['steps']:,}" if row["steps"] else f"{row['step'] or 0:,}"
@@ -191,7 +204,8 @@ def runs_cmd(ctx: click.Context, as_json: bool) -> None:
         state = row["state"] + (f": {row['error']}" if row["error"] and row["state"] in ("failed", "gave-up") else "")
         state += f" (not resumed by itself: {row['not_resumed']})" if row["not_resumed"] else ""
         age = "–" if row["checkpoint_age_seconds"] is None else f"{_age(row['checkpoint_age_seconds'])} ago"
-        table.add_row(row["out"], row["env"] or "?", state, steps, sps, age, row["resume"] or "")
+        eta = clock(row["eta_seconds"])
+        table.add_row(row["out"], row["env"] or "?", state, steps, sps, eta, age, row["resume"] or "")
     print_table(output_console(), table)
 
 
@@ -327,3 +341,81 @@ def resume_cmd(run: Path | None, interrupted: bool, auto: bool) -> None:
         resumed += 1
     if not resumed:
         console.print("no interrupted run to resume here")
+
+
+# -- forgetting runs ------------------------------------------------------------------------------
+
+#: What a run's folder holds (one of them): a folder holding none is not deleted as a run's.
+RUN_FILES = ("policy.pt", "curve.csv", LOG, ".puffer-train.lock")
+ENDED = ("finished", "stopped", "failed", "gave-up")
+
+
+def _forget(record: runs.RunRecord, files: bool) -> str:
+    """Forget ``record`` (refused while it runs); with ``files``, delete its folder too. The line said."""
+    if record.state == "running":
+        where = f" in {record.data.get('place')}" if record.alive is None else f" (pid {record.data.get('pid')})"
+        raise APIUsageError(f"{record.out} is running{where}: puffer runs stop {record.out} first")
+    folder = Path(record.out)
+    if files and folder.is_dir():
+        private_directory(folder, create=False)  # the caller's alone: another's is never deleted
+        if not any((folder / name).exists() for name in RUN_FILES):
+            raise APIUsageError(f"{folder} holds no run's files ({', '.join(RUN_FILES)}): not deleted")
+        shutil.rmtree(folder)
+    runs.forget(record.out)
+    return f"forgot {record.out} ({record.state}){' and deleted its folder' if files and not folder.exists() else ''}"
+
+
+@runs_cmd.command("rm")
+@click.argument("dirs", metavar="DIR...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--files", is_flag=True, help="Delete each run's folder too (its checkpoints, curves and logs).")
+def rm_cmd(dirs: tuple[Path, ...], files: bool) -> None:
+    """Forget runs DIR... (puffer runs no longer lists them); their folders stay unless --files. A running run is
+    refused: stop it first."""
+    found = {record.out: record for record in runs.read_all(problems=[])}
+    chosen = []
+    for run in dirs:
+        record = found.get(str(run.resolve()))
+        if record is None:
+            if runs.forget(run.resolve()):  # a record whose folder is gone: puffer runs lists no such run
+                console.print(f"forgot {run.resolve()} (its folder is gone)", highlight=False, soft_wrap=True)
+                continue
+            raise APIUsageError(f"{run} is not one of your runs on this box (puffer runs lists them)")
+        chosen.append(record)
+    for record in chosen:
+        console.print(_forget(record, files), highlight=False, markup=False, soft_wrap=True)
+
+
+@runs_cmd.command("prune")
+@click.option("--finished", "which", flag_value="finished", help="Only the finished runs.")
+@click.option("--failed", "which", flag_value="failed", help="Only the failed runs (gave-up included).")
+@click.option("--files", is_flag=True, help="Delete each run's folder too (its checkpoints, curves and logs).")
+def prune_cmd(which: str | None, files: bool) -> None:
+    """Forget every ended run (finished, stopped, failed, gave up), or with --finished or --failed only those; the
+    records of folders that are gone too. Running and interrupted runs stay; folders stay unless --files."""
+    states = {"finished": ("finished",), "failed": ("failed", "gave-up")}.get(which or "", ENDED)
+    forgotten = 0
+    for record in runs.read_all(problems=[]):
+        if record.state in states:
+            console.print(_forget(record, files), highlight=False, markup=False, soft_wrap=True)
+            forgotten += 1
+    forgotten += _forget_folderless()
+    if not forgotten:
+        console.print("nothing to forget" + (f" ({' or '.join(states)})" if which else ""))
+
+
+def _forget_folderless() -> int:
+    """Records whose run folder is gone (puffer runs never shows them): forgotten, counted."""
+    forgotten = 0
+    directory = runs.registry_dir()
+    if not directory.is_dir():
+        return 0
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        records = runs.scan(directory, fd)
+    finally:
+        os.close(fd)
+    for _, data in records:
+        if not Path(data["out"]).is_dir() and runs.forget(data["out"]):
+            console.print(f"forgot {data['out']} (its folder is gone)", highlight=False, soft_wrap=True)
+            forgotten += 1
+    return forgotten

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -37,6 +39,7 @@ from puffer_core.errors import PufferError
 from puffer_core.specs.declarations import env_id_problem
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
+from puffer_core.train.progress import ProgressLines
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -58,7 +61,14 @@ def _import_train(logs: bool = False) -> Any:
 
 
 def _progress(total: int, label: str) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     return Progress(
         TextColumn(f"[bold]{label}[/]"),
@@ -66,9 +76,11 @@ def _progress(total: int, label: str) -> Any:
         MofNCompleteColumn(),
         TextColumn("steps · {task.fields[sps]} steps/s · mean return {task.fields[mean_return]}"),
         TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
         console=err_console,
         transient=True,
-        disable=not err_console.is_terminal,  # a log or a pipe gets the summary line only
+        disable=not err_console.is_terminal,  # a log or a pipe gets progress lines (ProgressLines) instead
     )
 
 
@@ -204,7 +216,10 @@ def train_cmd(
         return
     train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     started = time.perf_counter()
-    curve = _train(train, plan, wandb, env_id or str(resume), as_json)
+    try:
+        curve = _train(train, plan, wandb, env_id or str(resume), as_json)
+    except train.TrainingInterrupted as stop:
+        _report_stop(stop, plan.out)
     recorded = None
     if recording is not None:
         # The run's own checkpoint, written just now from the kwargs the run was checked with.
@@ -241,9 +256,17 @@ def _typed_by_checkpoint(load: Any, source: Path, given: dict[str, Any]) -> tupl
 
 
 def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
-    """Train the plan, with a progress bar unless the output is JSON; the curve."""
+    """Train the plan: a progress bar in a terminal, progress lines in a log or a pipe, nothing with JSON; the curve."""
     if as_json:
         return train.train_plan(plan, wandb=wandb)
+    config = plan.config
+    if not err_console.is_terminal:
+
+        def write(line: str) -> None:
+            err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+        lines = ProgressLines(config.steps, config.log_seconds, write, max_seconds=config.max_seconds)
+        return train.train_plan(plan, on_update=lines, wandb=wandb)
     with _progress(plan.config.steps, label) as bar:
         task = bar.add_task("train", total=plan.config.steps, sps="–", mean_return="–")
 
@@ -283,6 +306,16 @@ def _checkpoint_file(run: Path, option: str) -> Path:
             f"{path} does not exist: give the --out directory of a `puffer train` run", param_hint=option
         )
     return path
+
+
+def _report_stop(stop: Any, out: Path | None) -> NoReturn:
+    """A stop asked for (Ctrl-C, ``puffer runs stop``, SIGTERM) said as a stop, not an error; its exit code kept."""
+    rows = stop.curve.rows
+    step = rows[-1]["step"] if rows else 0
+    name = signal.Signals(stop.signal_number).name
+    saved = f"; policy.pt saved in {out}: puffer train --resume {out} continues it" if out is not None else ""
+    err_console.print(f"stopped at step {step:,} by {name}{saved}", highlight=False, markup=False, soft_wrap=True)
+    sys.exit(stop.exit_code)
 
 
 def _report_training(

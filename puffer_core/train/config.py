@@ -100,6 +100,9 @@ class PPOConfig:
     """Threads of the learner's torch (None: one for MLP policies, every core for CNN policies)."""
     checkpoint_seconds: float = 30.0
     """How often policy.pt is refreshed during a run."""
+    log_seconds: float = 30.0
+    """Without a terminal (a detached run's train.log, a pipe), a progress line at the first update and then every
+    this many seconds."""
     reward_scale: float = 1.0
     """Rewards as the learner sees them are multiplied by this (episode returns in the curve stay the env's own)."""
     reward_clip: float | None = None
@@ -280,6 +283,7 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "hidden_size": _int(1, MAX_HIDDEN),
     "torch_threads": _int(1, 1_024),
     "checkpoint_seconds": _number(0, MAX_SECONDS),
+    "log_seconds": _number(0, MAX_SECONDS),
     "reward_scale": _number(0, 1e6, low_open=True),
     "reward_clip": _number(0, 1e9, low_open=True),
     "max_seconds": _number(0, MAX_SECONDS, low_open=True),

@@ -1,17 +1,17 @@
 """The logs a researcher reads: TensorBoard event files under ``OUT/tensorboard/`` and, when
 asked, a Weights & Biases run, both with CleanRL's scalar names.
 
-Per finished episode, at the step it ended: ``charts/episodic_return`` and
-``charts/episodic_length``. Per update: ``charts/SPS``, ``charts/learning_rate`` and the
-``losses/…`` of the update, and ``env/KEY``: the mean over the update's finished episodes
-of every other number their episode-end infos carry (NetHack's score, depth, gold…). The
-settings go in once per run, as TensorBoard hyperparameters (and a text table) and as the
-W&B config. Episodes are buffered and written at the next update, the files flushed at every
-checkpoint and at the end. W&B gets one point per update (a log call there costs too much to
-make per episode): its episodic scalars are the means of the update's episodes, sent at each
-checkpoint. A resumed run continues both: TensorBoard drops what an earlier file logged after
-the step it restarts from, and the W&B run is the same one (its id kept in the run's folder),
-so no step is logged twice.
+Per update, at the update's step, one event: ``charts/SPS``, ``charts/learning_rate`` and the
+``losses/…`` of the update; the update's finished episodes summed up as ``charts/episodic_return``
+and ``charts/episodic_length`` (their means, CleanRL's names), ``…_min`` and ``…_max``, and
+``charts/episodes`` (how many ended); and ``env/KEY``: the mean over those episodes of every
+other number their episode-end infos carry (NetHack's score, depth, gold…). So the files grow
+by the same few hundred bytes per update however short the episodes are (one-step episodes
+used to write one event each). The settings go in once per run, as TensorBoard hyperparameters
+(and a text table) and as the W&B config. The files are flushed at every checkpoint and at the
+end; W&B gets the same point per update, sent at each checkpoint. A resumed run continues
+both: TensorBoard drops what an earlier file logged after the step it restarts from, and the
+W&B run is the same one (its id kept in the run's folder), so no step is logged twice.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ TENSORBOARD_DIR = "tensorboard"
 #: Where a run keeps its W&B run's id, so that its resumes log into the same W&B run.
 WANDB_ID_FILE = "wandb-run.json"
 EPISODIC_RETURN, EPISODIC_LENGTH = "charts/episodic_return", "charts/episodic_length"
+#: How many episodes ended in the update (the summaries above are over them).
+EPISODES = "charts/episodes"
 
 
 @dataclass(frozen=True)
@@ -144,10 +146,8 @@ class _TensorBoard:
         summary = self._summary(value=[self._value(tag=tag, simple_value=value) for tag, value in values.items()])
         self._write(self._event(wall_time=time.time(), step=step, summary=summary))
 
-    def update(self, episodes: list[tuple[int, float, float]], values: dict[str, float], step: int) -> None:
-        """Each episode at the step it ended, then the update's values."""
-        for ended, episode_return, length in episodes:
-            self.scalars({EPISODIC_RETURN: episode_return, EPISODIC_LENGTH: length}, ended)
+    def update(self, values: dict[str, float], step: int) -> None:
+        """The update's values, one event."""
         if values:
             self.scalars(values, step)
 
@@ -199,15 +199,8 @@ class _WandbRun:
     def hyperparameters(self, settings: dict[str, Any], step: int) -> None:
         pass  # the config, given at init
 
-    def update(self, episodes: list[tuple[int, float, float]], values: dict[str, float], step: int) -> None:
-        """One point per update: a log call costs too much to make per episode, so the
-        episodic scalars are the means of the update's episodes."""
-        if episodes:
-            values = {
-                EPISODIC_RETURN: math.fsum(e[1] for e in episodes) / len(episodes),
-                EPISODIC_LENGTH: math.fsum(e[2] for e in episodes) / len(episodes),
-                **values,
-            }
+    def update(self, values: dict[str, float], step: int) -> None:
+        """One point per update (a log call costs too much to make per episode)."""
         if values:
             self._pending.append({**values, "global_step": step})
 
@@ -235,22 +228,44 @@ def _saved_wandb_id(path: Path | None, wandb: Wandb) -> str | None:
     return run_id if same and isinstance(run_id, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", run_id) else None
 
 
+class _Summary:
+    """Count, sum, least and greatest of the numbers seen: what an update's episodes are logged as (bounded,
+    whatever their number)."""
+
+    __slots__ = ("count", "high", "low", "total")
+
+    def __init__(self) -> None:
+        self.count, self.total, self.low, self.high = 0, 0.0, math.inf, -math.inf
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+    def mean(self) -> float:
+        return self.total / self.count
+
+
 class RunLogs:
     """Where a run's numbers go besides curve.csv; the trainer calls ``episode`` at every
     episode end, ``update`` after every update, ``flush`` at every checkpoint."""
 
     def __init__(self, sinks: list[Any]):
         self.sinks = sinks
-        self._episodes: list[tuple[int, float, float]] = []
-        self._stats: dict[str, list[float]] = defaultdict(list)
+        self._returns, self._lengths = _Summary(), _Summary()
+        self._stats: dict[str, _Summary] = defaultdict(_Summary)
+        self._last_episode = 0
 
     def episode(self, step: int, info: dict[str, Any]) -> None:
         if not self.sinks:
             return
-        self._episodes.append((step, info[EPISODE_RETURN], info[EPISODE_LENGTH]))
+        self._returns.add(float(info[EPISODE_RETURN]))
+        self._lengths.add(float(info[EPISODE_LENGTH]))
+        self._last_episode = step
         for key, value in info.items():
-            if key not in NOT_ENV_STATS and isinstance(value, (int, float)):
-                self._stats[key].append(value)
+            if key not in NOT_ENV_STATS and isinstance(value, (int, float)) and math.isfinite(value):
+                self._stats[key].add(float(value))
 
     def update(self, row: dict[str, Any]) -> None:
         if not self.sinks:
@@ -259,24 +274,29 @@ class RunLogs:
         self._write(values, row["step"])
 
     def _write(self, values: dict[str, float], step: int) -> None:
-        """The buffered episodes and the env's statistics, with ``values``, to every sink."""
-        values.update({f"env/{key}": math.fsum(seen) / len(seen) for key, seen in self._stats.items() if seen})
-        episodes, self._episodes = self._episodes, []
+        """The update's episodes summed up, the env's statistics and ``values``, to every sink."""
+        for name, seen in ((EPISODIC_RETURN, self._returns), (EPISODIC_LENGTH, self._lengths)):
+            if seen.count:
+                values.update({name: seen.mean(), f"{name}_min": seen.low, f"{name}_max": seen.high})
+        if self._returns.count:
+            values[EPISODES] = self._returns.count
+        values.update({f"env/{key}": seen.mean() for key, seen in self._stats.items() if seen.count})
+        self._returns, self._lengths = _Summary(), _Summary()
         self._stats.clear()
         for sink in self.sinks:
-            sink.update(episodes, values, step)
+            sink.update(values, step)
 
     def flush(self) -> None:
         for sink in self.sinks:
             sink.flush()
 
     def close(self) -> None:
-        """Write what is buffered and close every sink (each, even if another fails)."""
+        """Write what is summed up and close every sink (each, even if another fails)."""
         with contextlib.ExitStack() as closing:
             for sink in self.sinks:
                 closing.callback(sink.close)
-            if self._episodes:  # those of a run stopped between two updates
-                self._write({}, self._episodes[-1][0])
+            if self._returns.count:  # the episodes of a run stopped between two updates
+                self._write({}, self._last_episode)
         self.sinks = []
 
 

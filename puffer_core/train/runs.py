@@ -39,6 +39,7 @@ __all__ = [
     "MAX_QUICK_FAILURES",
     "RunRecord",
     "boot_key",
+    "forget",
     "place",
     "process_alive",
     "process_start",
@@ -263,6 +264,17 @@ def update(out: str | os.PathLike, change: Callable[[dict[str, Any]], None], dir
     return data
 
 
+def forget(out: str | os.PathLike, directory: Path | None = None) -> bool:
+    """Remove run ``out``'s record (under its lock); whether there was one. The run's folder is not touched."""
+    path = record_path(out, directory)
+    if not path.exists():
+        return False
+    with _locked(path):
+        path.unlink(missing_ok=True)
+    path.with_suffix(".lock").unlink(missing_ok=True)
+    return True
+
+
 def read(out: str | os.PathLike, directory: Path | None = None) -> dict[str, Any] | None:
     """Run ``out``'s record, None when it has none."""
     return _load(record_path(out, directory))
@@ -278,7 +290,7 @@ class Registration:
         self.out, self.env, self.steps, self.directory = Path(out), env, steps, directory
         self._last: tuple[float, int] | None = None
         self._broken = False
-        self._beat = time.monotonic()
+        self._beat: float | None = None  # the first update writes at once: `puffer runs` shows its steps/s
 
     def _update(self, change: Callable[[dict[str, Any]], None]) -> None:
         if self._broken:
@@ -320,12 +332,19 @@ class Registration:
         self._update(saved)
 
     def beat(self, row: dict[str, Any]) -> None:
-        """An update happened (the trainer's row): a sign of life, written at most every :data:`BEAT_SECONDS`."""
+        """An update happened (the trainer's row): a sign of life with the step and steps/s, written at the first
+        update and then at most every :data:`BEAT_SECONDS`."""
         now = time.monotonic()
-        if now - self._beat < BEAT_SECONDS:
+        if self._beat is not None and now - self._beat < BEAT_SECONDS:
             return
         self._beat = now
-        self._update(lambda data: data.update(heartbeat=time.time(), step=row.get("step", data.get("step"))))
+
+        def beaten(data: dict[str, Any]) -> None:
+            data.update(heartbeat=time.time(), step=row.get("step", data.get("step")))
+            if row.get("steps_per_second") is not None:
+                data["sps"] = round(float(row["steps_per_second"]), 1)
+
+        self._update(beaten)
 
     def end(self, state: str, step: int | None = None, error: str | None = None) -> None:
         """How the run ended; ``interrupted`` for a stop nobody asked for (``puffer runs stop`` asks)."""

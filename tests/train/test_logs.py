@@ -57,10 +57,15 @@ def test_tensorboard_holds_cleanrl_scalars_the_envs_statistics_and_the_settings(
     scalars = set(events.Tags()["scalars"])
     assert CLEANRL_SCALARS | {"env/score", "env/depth"} <= scalars, scalars
     assert not {"env/episode_return", "env/episode_length", "env/env_id"} & scalars
+    # Each update's episodes summed up at its step: their mean, least, greatest and count.
+    updates = [row["step"] for row in curve.rows]
     returns = events.Scalars("charts/episodic_return")
-    assert len(returns) == curve.episode_count  # every episode logged; the curve keeps the last ones as they were
-    assert [(e.step, e.value) for e in returns[-len(curve.episodes) :]] == [(s, ret) for s, ret, _ in curve.episodes]
-    assert [e.step for e in events.Scalars("charts/SPS")] == [row["step"] for row in curve.rows]
+    assert [e.step for e in returns] == updates and [e.step for e in events.Scalars("charts/SPS")] == updates
+    assert sum(e.value for e in events.Scalars("charts/episodes")) == curve.episode_count
+    for name in ("charts/episodic_return", "charts/episodic_length"):
+        low, mean, high = (events.Scalars(f"{name}{end}") for end in ("_min", "", "_max"))
+        assert all(a.value <= b.value <= c.value for a, b, c in zip(low, mean, high)), name
+    assert {e.value for e in events.Scalars("charts/episodic_length")} == {1.0}  # probe 1: one step each
     assert [e.value for e in events.Scalars("losses/value_loss")] == pytest.approx(
         [row["value_loss"] for row in curve.rows]
     )
@@ -73,6 +78,28 @@ def test_tensorboard_holds_cleanrl_scalars_the_envs_statistics_and_the_settings(
     assert hparams["learning_rate"].number_value == pytest.approx(0.002)
     assert hparams["num_envs"].number_value == 8 and hparams["env"].string_value == "ScoredProbe"
     assert "hyperparameters/text_summary" in events.Tags()["tensors"]
+
+
+def _bytes(folder) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def test_tensorboard_grows_by_the_update_whatever_the_episode_rate(tmp_path):
+    """classic/probe_1 ends an episode at every step: with updates of 256 steps and of 1,024 (four times
+    the episodes each), the event files grow by the same few hundred bytes per update."""
+    per_update = {}
+    for rollout_steps in (32, 128):
+        sizes = []
+        for updates in (8, 24):
+            out = tmp_path / f"rollout-{rollout_steps}-{updates}"
+            steps = updates * 8 * rollout_steps
+            train.ppo("classic/probe_1", steps, out=out, num_envs=8, rollout_steps=rollout_steps,
+                      checkpoint_seconds=3600)  # fmt: skip
+            sizes.append(_bytes(out / "tensorboard"))
+        per_update[rollout_steps] = (sizes[1] - sizes[0]) / 16
+    print(f"bytes per update: {per_update}")
+    assert per_update[32] < 1024
+    assert per_update[32] == pytest.approx(per_update[128], abs=16)
 
 
 def test_a_resumed_run_appends_to_its_logs_and_steps_go_on(tmp_path):

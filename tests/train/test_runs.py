@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -229,3 +230,83 @@ def test_resuming_a_copied_run_folder_never_writes_through_its_log_link(registry
     assert f"{copied / 'train.log'} is a symbolic link, not followed" in result.output
     assert victim.read_text() == "# the victim's\n"
     assert runs.read(copied) is None  # no record of a run that never started
+
+
+def _run_folder(tmp_path, name: str, **fields) -> object:
+    out = tmp_path / name
+    out.mkdir()
+    (out / "policy.pt").write_bytes(b"weights")
+    _record(out, env="classic/probe_1", **fields)
+    return out
+
+
+def _puffer(*args: str):
+    from click.testing import CliRunner
+
+    from puffer_core.cli.main import cli
+
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_runs_rm_forgets_a_run_and_keeps_its_folder_unless_files(registry, tmp_path):
+    kept, gone = _run_folder(tmp_path, "kept", state="finished"), _run_folder(tmp_path, "gone", state="failed")
+    result = _puffer("runs", "rm", str(kept))
+    assert result.exit_code == 0 and f"forgot {kept} (finished)" in result.output, result.output
+    assert kept.is_dir() and runs.read(kept) is None
+    result = _puffer("runs", "rm", "--files", str(gone))
+    assert result.exit_code == 0 and "and deleted its folder" in result.output and not gone.exists()
+    assert runs.read_all() == []
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    result = _puffer("runs", "rm", str(stranger))
+    assert result.exit_code == 1 and "is not one of your runs on this box" in result.output
+
+
+def test_runs_rm_refuses_a_running_run_and_a_folder_that_holds_no_run(registry, tmp_path):
+    me = {
+        "place": runs.place(),
+        "boot": runs.boot_key(),
+        "pid": os.getpid(),
+        "pid_start": runs.process_start(os.getpid()),
+    }
+    running = _run_folder(tmp_path, "running", state="running", **me)
+    result = _puffer("runs", "rm", "--files", str(running))
+    assert result.exit_code == 1 and f"is running (pid {os.getpid()}): puffer runs stop" in result.output
+    assert running.is_dir() and runs.read(running) is not None
+    odd = _run_folder(tmp_path, "odd", state="finished")
+    (odd / "policy.pt").unlink()  # a record that names a folder of something else now
+    (odd / "thesis.tex").write_text("mine")
+    result = _puffer("runs", "rm", "--files", str(odd))
+    assert result.exit_code == 1 and "holds no run's files" in result.output and (odd / "thesis.tex").exists()
+
+
+def test_runs_prune_forgets_ended_runs_by_kind_and_records_of_folders_gone(registry, tmp_path):
+    finished = _run_folder(tmp_path, "finished", state="finished")
+    failed = _run_folder(tmp_path, "failed", state="failed")
+    gave_up = _run_folder(tmp_path, "gave-up", state="gave-up")
+    interrupted = _run_folder(tmp_path, "interrupted", state="running", boot="a boot before", pid=1, pid_start=0)
+    vanished = _run_folder(tmp_path, "vanished", state="finished")
+    shutil.rmtree(vanished)
+    result = _puffer("runs", "prune", "--failed")
+    assert result.exit_code == 0, result.output
+    assert runs.read(failed) is None and runs.read(gave_up) is None and runs.read(finished) is not None
+    assert f"forgot {vanished} (its folder is gone)" in result.output and runs.read(vanished) is None
+    result = _puffer("runs", "prune")
+    assert f"forgot {finished} (finished)" in result.output and runs.read(finished) is None
+    assert runs.read(interrupted) is not None  # an interrupted run is not ended: it can be resumed
+    assert all(path.is_dir() for path in (finished, failed, gave_up))  # no --files: folders stay
+    assert "nothing to forget" in _puffer("runs", "prune", "--finished").output
+
+
+def test_the_first_update_beats_with_its_steps_per_second_and_runs_shows_the_time_left(registry, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    registration = runs.Registration(out, "classic/probe_1", steps=10_000)
+    registration.start(0)
+    registration.beat({"step": 1_000, "steps_per_second": 500.0})  # the first update: written at once
+    data = runs.read(out)
+    assert data["step"] == 1_000 and data["sps"] == 500.0
+    registration.beat({"step": 2_000, "steps_per_second": 900.0})  # within BEAT_SECONDS: not written
+    assert runs.read(out)["step"] == 1_000
+    row = runs_cli._row(runs.read_all()[0], time.time())
+    assert row["state"] == "running" and row["eta_seconds"] == 18.0  # 9,000 steps left at 500 steps/s
