@@ -207,7 +207,8 @@ def train_cmd(
     if record_path is not None:  # a bad path fails now, not after training
         recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
     if detach:  # everything above was checked here; the run itself plans again in its own process
-        given = given_options(ctx, {"detach", "no_auto_resume", "out", "resume"})
+        # --json is the launch's (its pid and log, printed here): the run's own log gets progress lines.
+        given = given_options(ctx, {"detach", "no_auto_resume", "out", "resume", "as_json"})
         where = Path(plan.out).resolve()
         train_args = [*([env_id] if env_id else []), *(["--resume", str(resume)] if resume else []), "--out",
                       str(where), *given]  # fmt: skip

@@ -9,6 +9,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -90,6 +91,12 @@ def test_a_run_stopped_by_its_user_stays_stopped(env, tmp_path):
     assert stopped.returncode == 0 and f"stopped {out} at step" in stopped.stderr, stopped.stderr
     row = listed(env, out)
     assert row["state"] == "stopped" and row["resume"] == f"puffer runs resume {out}"
+    # Its log (no terminal): a progress line at the first update, then the stop said as a stop.
+    log = (out / "train.log").read_text()
+    assert re.search(r"^step [\d,]+/10,000,000 \([\d.]+%\) \| [\d,]+ steps/s \| return \S+ \| elapsed "
+                     r"\d+:\d\d:\d\d \| eta \d+:\d\d:\d\d$", log, re.MULTILINE), log  # fmt: skip
+    assert re.search(rf"^stopped at step [\d,]+ by SIGTERM; policy.pt saved in {re.escape(str(out))}", log, re.M), log
+    assert "error:" not in log
     auto = puffer(env, "runs", "resume", "--interrupted", "--auto")
     assert "no interrupted run to resume here" in auto.stderr and listed(env, out)["state"] == "stopped"
     refused = puffer(env, "runs", "stop", str(out))
