@@ -202,7 +202,7 @@ def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwarg
     )
 
     progress = Progress(
-        TextColumn(f"[bold]{escape(env.__name__)}[/]"),
+        TextColumn("[bold]{task.description}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("steps · {task.fields[sps]} steps/s"),
@@ -214,10 +214,14 @@ def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwarg
         # A log or a pipe would keep a blank line of it; --watch owns the terminal.
         disable=not err_console.is_terminal or watch,
     )
+    name = escape(env.__name__)
+    building = f"building {options['num_envs']:,} envs of {name}…" if options["num_envs"] > 1 else name
     with progress:
-        task = progress.add_task("run", total=options["steps"], sps="–")
+        # Until the first step, the bar says what takes the time (65,536 CartPoles take most of a minute).
+        task = progress.add_task(building, total=options["steps"], sps="–")
 
         def advance(n: int) -> None:
+            progress.update(task, description=name)
             progress.advance(task, n)
             elapsed = progress.tasks[0].elapsed
             if elapsed:

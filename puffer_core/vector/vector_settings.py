@@ -23,6 +23,7 @@ from puffer_core.specs.limits import check_flag
 from puffer_core.vector.autoreset import DISABLED, NEXT_STEP, check_autoreset, check_seed
 from puffer_core.vector.checks import check_counts, check_timeout
 from puffer_core.vector.faults import DEFAULT_MAX_RESTARTS, check_max_restarts, check_on_fault
+from puffer_core.vector.memory_guard import check_memory
 
 __all__ = [
     "MOVED_TO_MAKE",
@@ -193,6 +194,7 @@ class VectorSettings:
             factory = EnvFactory(env, env_kwargs, recording, options.native)
         if factory.native:
             _check_native(factory, autoreset, record)
+        check_memory(factory, counts.num_envs)  # many envs: measured, and refused when they would not fit
         return cls(
             backend=backend,
             factory=factory,
