@@ -43,7 +43,7 @@ __all__ = ["detach", "given_options", "note_failure", "ray_head", "runs_cmd"]
 
 console = output_console(stderr=True, highlight=False)
 #: Options of `puffer train` a resumed run does not take again (the run's folder and what --detach is).
-NOT_RESUMED = {"env_id", "out", "resume", "detach", "no_auto_resume", "as_json"}
+NOT_RESUMED = {"env_id", "out", "resume", "detach", "no_auto_resume", "as_json", "config_path"}
 LOG = "train.log"
 
 

@@ -132,6 +132,13 @@ Needs the train extra: pip install 'puffer-core[train]'.
     help="Continue the run in this directory.",
 )
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help="Any PPO setting (see below).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A TOML file of settings (the keys of --set, env = ID, an [env_kwargs] table; OUT/config.toml of a run "
+    "repeats it); --set, the options above and --kwarg override it.",
+)
 @env_kwargs_option
 @saved_kwargs_options
 @record_option("After training, record evaluation episodes of the policy (.mp4, .gif or .cast).")
@@ -162,6 +169,7 @@ def train_cmd(
     out: Path | None,
     resume: Path | None,
     settings: tuple[str, ...],
+    config_path: Path | None,
     kwargs: tuple[str, ...],
     trust_kwargs: bool,
     no_saved_kwargs: bool,
@@ -179,12 +187,16 @@ def train_cmd(
         raise click.UsageError("--no-auto-resume goes with --detach")
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(ray_address=ray_address, placement=placement, seed=seed, device=device)
-    chosen = {key: value for key, value in options.items() if value is not None}
+    file = _config_file(config_path)
+    if env_id is None and resume is None and file is not None:
+        env_id = file.env
+    chosen = {**(file.settings if file else {}), **{key: value for key, value in options.items() if value is not None}}
     chosen.update(parse_pairs(settings, "--set"))
     if resume is None and env_id is None:
-        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole) or --resume DIR")
+        raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), env = ID in --config, or --resume DIR")
     # A resumed run's env is the checkpoint's: its kwargs are parsed once that is read (_plan).
-    env_kwargs = (parse_env_kwargs_option(env_id, kwargs) if env_id else pair_texts(kwargs, "--kwarg")) or None
+    given_kwargs = parse_env_kwargs_option(env_id, kwargs) if env_id else pair_texts(kwargs, "--kwarg")
+    env_kwargs = {**(file.env_kwargs if file else {}), **given_kwargs} or None
     if overwrite and record_path is None:
         raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
     saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
@@ -216,6 +228,9 @@ def train_cmd(
         detach_run(where, train_args, resume_args, auto_resume=not no_auto_resume, as_json=as_json)
         return
     train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
+    from puffer_core.train.trainer import device_label, pick_device  # torch is here now
+
+    err_console.print(f"device: {device_label(pick_device(plan.config.device))}", highlight=False, markup=False)
     started = time.perf_counter()
     try:
         curve = _train(train, plan, wandb, env_id or str(resume), as_json)
@@ -228,6 +243,18 @@ def train_cmd(
         # "record": the file written (NAME-2.SUFFIX where NAME appeared meanwhile; None: no frame came)
         recorded = {"record": None, **played.to_json()}
     _report_training(curve, plan.out, plan.env_name, time.perf_counter() - started, as_json, recorded)
+
+
+def _config_file(path: Path | None) -> Any:
+    """``--config FILE`` read and checked (None without one); what is wrong with it is a usage error naming it."""
+    if path is None:
+        return None
+    from puffer_core.train.config_file import read_config  # torch-free
+
+    try:
+        return read_config(path)
+    except PufferError as exc:
+        raise click.BadParameter(str(exc), param_hint="--config") from None
 
 
 def _plan(env_id: str | None, resume: Path | None, out: Path | None, given: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ from puffer_core.atomic import private_directory
 from puffer_core.errors import APIUsageError
 from puffer_core.train import checkpoint as checkpoints, runs
 from puffer_core.train.config import PPOConfig
+from puffer_core.train.config_file import CONFIG_FILE, write_config
 from puffer_core.train.curve import Curve, require_matplotlib
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
 from puffer_core.train.plan import RunPlan, plan_run
@@ -39,6 +40,7 @@ from puffer_core.train.trainer import (
     TrainingInterrupted,
     UpdateReport,
     check_rollout_fits,
+    device_label,
     pick_device,
     spaces_of,
 )
@@ -146,6 +148,9 @@ def train_plan(
             held.enter_context(RunLock(directory))
             if not plan.continues_in_place:
                 _check_fresh(directory)
+            # The run's complete settings, to repeat it from (puffer train --config OUT/config.toml).
+            env = plan.env if isinstance(plan.env, str) else None
+            write_config(directory / CONFIG_FILE, env, config, plan.env_kwargs, device=device_label(device))
         try:
             trainer, stop = _train(plan, device, directory, (on_update, on_episode, wandb), registration)
         except TrainingDiverged as exc:

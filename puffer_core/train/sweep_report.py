@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from puffer_core.atomic import write_atomically
+from puffer_core.train.config_file import render_config
 from puffer_core.train.sweep_params import Param
 
 __all__ = ["best_settings", "train_command", "write_best", "write_plot"]
@@ -59,8 +60,14 @@ def best_settings(study: Any, definition: dict[str, Any]) -> dict[str, Any] | No
 
 
 def write_best(directory: Path, best: dict[str, Any]) -> Path:
+    """``best.json``, and ``best.toml``: the best trial's settings as a config file (``puffer train --config``)."""
     path = directory / "best.json"
     write_atomically(path, (json.dumps(best, indent=2) + "\n").encode())
+    header = (f"The settings of a puffer sweep's best trial ({best['trial']}: {best['metric']} {best['value']:.6g}).\n"
+              "Train with them: puffer train --config best.toml --out NEW_FOLDER")  # fmt: skip
+    settings = {"steps": best["steps"], **best["settings"]}
+    text = render_config(best["env"], settings, best["env_kwargs"], header)
+    write_atomically(directory / "best.toml", text.encode("utf-8"))
     return path
 
 

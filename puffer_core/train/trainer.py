@@ -34,7 +34,15 @@ from puffer_core.train.curve import Curve
 from puffer_core.train.policy import ActionDistribution, Policy
 from puffer_core.train.rollout import Rollout, advantages
 
-__all__ = ["EpisodeReport", "Trainer", "TrainingDiverged", "TrainingInterrupted", "UpdateReport"]
+__all__ = [
+    "EpisodeReport",
+    "Trainer",
+    "TrainingDiverged",
+    "TrainingInterrupted",
+    "UpdateReport",
+    "device_label",
+    "pick_device",
+]
 
 
 class TrainingInterrupted(PufferError):
@@ -70,6 +78,14 @@ def pick_device(device: str | None) -> torch.device:
     if chosen.type == "cuda" and not torch.cuda.is_available():
         raise APIUsageError(f"device {device!r} asked for, but torch sees no CUDA device here; use --device cpu")
     return chosen
+
+
+def device_label(device: torch.device) -> str:
+    """``cpu``, or ``cuda:0 (NVIDIA GeForce RTX 4090)``: where the policy runs, as a person reads it."""
+    if device.type != "cuda":
+        return str(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
 def spaces_of(envs: vector.VectorEnv) -> dict[str, str]:

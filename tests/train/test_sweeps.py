@@ -98,6 +98,14 @@ def test_a_sweep_stopped_by_sigint_resumes_without_repeating_a_trial_and_its_bes
     sets = [arg for key, value in best["settings"].items() for arg in ("--set", f"{key}={json.dumps(value)}")]
     proc = run_puffer(None, "train", "classic/cartpole", "--steps", "256", *sets, "--out", str(tmp_path / "best"))
     assert proc.returncode == 0, proc.stderr
+    # best.toml: the same settings as a config file, which puffer train takes as it is.
+    proc = run_puffer(None, "train", "--config", str(out / "best.toml"), "--steps", "256", "--out",
+                      str(tmp_path / "best-toml"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    repeated = (tmp_path / "best-toml" / "config.toml").read_text()
+    assert 'env = "classic/cartpole"' in repeated and "steps = 256" in repeated
+    for key, value in best["settings"].items():
+        assert f"{key} = {json.dumps(value)}" in repeated or f"{key} = {value!r}" in repeated, key
 
 
 def test_a_rerun_of_a_finished_sweep_runs_nothing_and_more_trials_run_only_the_new_ones(tmp_path):
