@@ -70,10 +70,10 @@ class Checkpoint:
         return PPOConfig.from_saved(self.config, source)
 
 
-def save(directory: str | Path, checkpoint: Checkpoint) -> Path:
-    """Write ``DIR/policy.pt`` through a uniquely named temporary file in ``DIR``, flushed,
-    fsynced and renamed: a crash mid-save leaves the previous checkpoint in place."""
-    path = Path(directory) / FILENAME
+def save(directory: str | Path, checkpoint: Checkpoint, name: str = FILENAME) -> Path:
+    """Write ``DIR/policy.pt`` (or ``DIR/NAME``: ``best.pt``) through a uniquely named temporary file in ``DIR``,
+    flushed, fsynced and renamed: a crash mid-save leaves the previous checkpoint in place."""
+    path = Path(directory) / name
     remove_stale_temporaries(path)
     with temporary_beside(path) as tmp:
         with open(tmp, "wb") as f:

@@ -100,6 +100,11 @@ class PPOConfig:
     """Threads of the learner's torch (None: one for MLP policies, every core for CNN policies)."""
     checkpoint_seconds: float = 30.0
     """How often policy.pt is refreshed during a run."""
+    eval_seconds: float | None = None
+    """Every this many seconds, play eval_episodes of the policy on an env of its own and keep best.pt, the
+    checkpoint of the best mean return so far, beside policy.pt (None: no evaluation during training)."""
+    eval_episodes: int = 5
+    """Episodes each evaluation during training plays (with eval_seconds)."""
     log_seconds: float = 30.0
     """Without a terminal (a detached run's train.log, a pipe), a progress line at the first update and then every
     this many seconds."""
@@ -250,6 +255,7 @@ _OPTIONAL = {
     "torch_threads",
     "reward_clip",
     "max_seconds",
+    "eval_seconds",
 }
 #: One check per PPOConfig field (a test fails when a field has none).
 _CHECKS: dict[str, Callable[[str, Any], Any]] = {
@@ -284,6 +290,8 @@ _CHECKS: dict[str, Callable[[str, Any], Any]] = {
     "torch_threads": _int(1, 1_024),
     "checkpoint_seconds": _number(0, MAX_SECONDS),
     "log_seconds": _number(0, MAX_SECONDS),
+    "eval_seconds": _number(0, MAX_SECONDS, low_open=True),
+    "eval_episodes": _int(1, 10_000),
     "reward_scale": _number(0, 1e6, low_open=True),
     "reward_clip": _number(0, 1e9, low_open=True),
     "max_seconds": _number(0, MAX_SECONDS, low_open=True),

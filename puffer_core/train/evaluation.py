@@ -21,7 +21,7 @@ from puffer_core.train.recurrent import step_flags, zero_where
 from puffer_core.train.saved_data import short
 from puffer_core.train.trainer import pick_device, spaces_of
 
-__all__ = ["EvalResult", "evaluate", "evaluate_plan"]
+__all__ = ["DEFAULT_MAX_STEPS", "EvalResult", "evaluate", "evaluate_plan", "play_episodes"]
 
 #: a policy that never ends an episode must not hang `puffer eval`
 DEFAULT_MAX_STEPS = 1_000_000
@@ -134,12 +134,12 @@ def evaluate_plan(
             policy = Policy(envs.driver_env.obs_layout, envs.single_action_space, config.hidden_size, config.policy)
             policy.load_state_dict(saved.policy)
             policy.to(pick_device(device)).eval()
-            result = _play(envs, policy, episodes, greedy, max_steps, saved.env)
+            result = play_episodes(envs, policy, episodes, greedy, max_steps, saved.env)
         result.record = published(record)  # once closed: NAME-2.SUFFIX where NAME appeared meanwhile
     return result
 
 
-def _play(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int, name: str) -> EvalResult:
+def play_episodes(envs: Any, policy: Policy, episodes: int, greedy: bool, max_steps: int, name: str) -> EvalResult:
     """Play until ``episodes`` episodes ended; a recurrent policy's state is carried from step to
     step and starts afresh where the trainer's would (``step_flags``)."""
     result = EvalResult(name)

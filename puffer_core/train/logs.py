@@ -286,6 +286,11 @@ class RunLogs:
         for sink in self.sinks:
             sink.update(values, step)
 
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        """Values of the run's own at ``step`` (an evaluation's), to every sink."""
+        for sink in self.sinks:
+            sink.update(dict(values), step)
+
     def flush(self) -> None:
         for sink in self.sinks:
             sink.flush()

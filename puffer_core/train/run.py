@@ -28,6 +28,7 @@ from puffer_core.train import checkpoint as checkpoints, runs
 from puffer_core.train.config import PPOConfig
 from puffer_core.train.config_file import CONFIG_FILE, write_config
 from puffer_core.train.curve import Curve, require_matplotlib
+from puffer_core.train.evaluator import EvaluationDuringTraining
 from puffer_core.train.logs import Wandb, chain, open_logs, require_logs
 from puffer_core.train.plan import RunPlan, plan_run
 from puffer_core.train.run_lock import RunLock
@@ -222,9 +223,14 @@ def _train(
                 if registration is not None:
                     registration.checkpoint(trainer.step)
 
+            evaluation = EvaluationDuringTraining(plan, trainer, directory, logs)
             beat = None if registration is None else registration.beat
-            trainer.train(chain(logs.update, chain(beat, on_update) if beat else on_update), save)
-            save()
+            hooks = [hook for hook in (logs.update, evaluation, beat, on_update) if hook is not None]
+            try:
+                trainer.train(lambda row: [hook(row) for hook in hooks], save)
+                save()
+            finally:
+                evaluation.close()
     return trainer, stop
 
 
