@@ -3,7 +3,7 @@
 ``puffer train`` without a terminal (a detached run's ``train.log``, ``| tee``, CI) prints one
 line at its first update and then every ``log_seconds`` (a setting, 30 by default)::
 
-    step 12,288/200,000 (6.1%) | 2,345 steps/s | return 21.30 | elapsed 0:00:05 | eta 0:01:20
+    step 12,288/200,000 (6.1%) | 2,345 steps/s | return 21.30 | elapsed 5s | eta 1m20s
 
 one format for ``grep`` and for people: the step and the total, the steps per second of the
 last update, the mean return of the last 20 finished episodes (``–`` before the first), the
@@ -21,13 +21,18 @@ __all__ = ["ProgressLines", "clock", "progress_line"]
 
 
 def clock(seconds: float | None) -> str:
-    """``H:MM:SS`` (days as ``Nd H:MM:SS``); ``–`` for None or a time that is not one."""
+    """A duration as ``9s``, ``5m07s``, ``1h02m03s`` or ``2d03h04m``; ``–`` for None or a time that is not one."""
     if seconds is None or not math.isfinite(seconds) or seconds < 0:
         return "–"
     whole = round(seconds)
     days, rest = divmod(whole, 86400)
-    text = f"{rest // 3600}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}d {text}" if days else text
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h{minutes:02d}m"
+    if hours:
+        return f"{hours}h{minutes:02d}m{secs:02d}s"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def progress_line(row: dict[str, Any], total: int, elapsed: float, seconds_left: float | None = None) -> str:
