@@ -223,3 +223,14 @@ def test_the_option_check_catches_a_missing_option_in_puffer_and_in_the_command_
     assert unknown_options(["puffer", "tank", "run", "--", "ray", "start", "--head", "--port", "6379"]) == []
     if importlib.util.find_spec("ray") is not None:
         assert unknown_options(["ray", "start", "--headless"]) == ["ray start --headless"]
+
+
+@pytest.mark.parametrize("backend", ["serial", "multiprocessing", "ray"])
+def test_every_key_a_backend_takes_is_named_in_the_vectorization_page(backend):
+    from puffer_core.vector import backend_kwargs_of
+
+    page = (ROOT / "docs" / "vectorization.md").read_text()
+    listed = page[page.index("`backend_kwargs_of(backend)`") :].split("\n- ", 1)[0]
+    label = {"serial": "Serial", "multiprocessing": "Multiprocessing", "ray": "Ray"}[backend]
+    keys = listed.split(f"{label}: ", 1)[1].split(";", 1)[0].split(")", 1)[0]
+    assert sorted(re.findall(r"`(\w+)`", keys)) == sorted(backend_kwargs_of(backend)), backend

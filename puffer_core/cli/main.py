@@ -362,7 +362,9 @@ def new_plugin_cmd(name: str, directory: str | None, force: bool) -> None:
 
     target = scaffold_plugin(name, Path(directory) if directory else None, force=force)
     console.print(f"wrote plugin [bold]{name}[/] to {target}", highlight=False)
-    console.print(f"next: pip install -e {target} && puffer check {name} && pytest {target}/tests", highlight=False)
+    # The [test] extra brings pytest into the venv the plugin is installed in (another pytest lacks puffer_core).
+    console.print(f"next: python -m pip install -e '{target}[test]' && puffer check {name} && "
+                  f"python -m pytest {target}/tests", highlight=False, markup=False)  # fmt: skip
 
 
 # Commands kept in their own modules (train imports torch only when it runs).

@@ -159,11 +159,11 @@ A Puffer Core (`puffer-core`) plugin providing:
 ## Install and try
 
 ```bash
-pip install -e .
+python -m pip install -e '.[test]'   # [test]: pytest, in this venv
 puffer envs --plugin {name}
 puffer check {name}
 puffer run {name}/guess
-pytest tests
+python -m pytest tests
 ```
 
 ## Layout
