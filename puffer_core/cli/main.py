@@ -235,7 +235,8 @@ def _print_run(env_id: str, result: Any, record_path: str | None, written: str |
     console.print(
         f"[bold]{env_id}[/]: {result.steps:,} steps in {result.seconds:.2f} s = "
         f"[bold green]{result.sps:,.0f} steps/s[/] "
-        f"({result.backend}, {_slots(result.num_envs, result.agents_per_env)}, "
+        f"({result.backend}, {_slots(result.num_envs, result.agents_per_env)}"
+        f"{' in native batches' if result.native else ''}, "
         f"{_count(result.num_workers, 'worker')}, batch {result.batch_size})",
         highlight=False,
     )

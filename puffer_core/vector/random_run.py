@@ -42,6 +42,8 @@ class RunResult:
     #: where each worker ran (the Ray backend's ``envs.placement``: worker, envs, node_id,
     #: host, address); None on the backends that run on this machine only
     placement: list[dict[str, Any]] | None = None
+    #: whether the envs stepped in their plugin's native batches (``vector_kwargs={"native": True}``)
+    native: bool = False
 
     @property
     def sps(self) -> float:
@@ -61,6 +63,7 @@ class RunResult:
             "episodes": self.episodes,
             "episode_means": {k: round(v, 4) for k, v in self.episode_means.items()},
             "placement": self.placement,
+            "native": self.native,
         }
 
 
@@ -157,6 +160,7 @@ def run_random(
             seconds=seconds,
             agents_per_env=envs.agents_per_env,
             placement=_placement(envs),
+            native=bool((vector_kwargs or {}).get("native")),
         )
     result.episodes = len(returns)
     result.episode_returns = returns

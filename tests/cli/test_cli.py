@@ -105,6 +105,15 @@ def test_run_prints_sps_and_episode_summary():
     assert "episodes finished; mean" in proc.stdout and "episode_return" in proc.stdout
 
 
+def test_a_run_in_native_batches_says_so_in_its_summary_and_its_json():
+    proc = run_puffer(None, "run", "classic/cartpole", "--native", "--num-envs", "4", "--steps", "400")
+    assert proc.returncode == 0 and "(serial, 4 envs in native batches, 1 worker" in proc.stdout, proc.stdout
+    proc = run_puffer(None, "run", "classic/cartpole", "--native", "--num-envs", "4", "--steps", "400", "--json")
+    assert json.loads(proc.stdout)["native"] is True
+    proc = run_puffer(None, "run", "classic/cartpole", "--num-envs", "4", "--steps", "400", "--json")
+    assert json.loads(proc.stdout)["native"] is False
+
+
 def test_run_of_a_multi_agent_env_counts_envs_and_their_agents():
     """The vector env counts agent slots; the summary says they are agents, not envs."""
     proc = run_puffer(None, "run", "pettingzoo/pistonball", "--num-envs", "1", "--steps", "100", "--json")
