@@ -191,6 +191,12 @@ def private_directory(path: str | os.PathLike, create: bool = True) -> Path:
             return directory
         except FileExistsError:
             pass  # an existing one is checked: a race with another mkdir is as if it existed before
+        except OSError as exc:  # /proc/x, a read-only mount, a file on the way: say where, not only why
+            above = next((p for p in Path(os.path.abspath(directory)).parents if p.exists()), Path("/"))
+            raise APIUsageError(
+                f"cannot make the folder {os.path.abspath(directory)}: {above} takes no new folder there "
+                f"({exc.strerror}); give a folder of your own, e.g. under your home"
+            ) from None
     info = os.stat(directory)
     name = os.path.abspath(directory)
     if not stat.S_ISDIR(info.st_mode):

@@ -245,3 +245,11 @@ def test_a_log_is_appended_to_only_when_it_is_a_regular_file_of_ones_own(tmp_pat
         os.chown(log, OTHER_UID, OTHER_UID)
         with pytest.raises(atomic.NotRegularFile, match=f"owned by uid {OTHER_UID}"):
             atomic.open_own_log(log)
+
+
+def test_a_folder_that_cannot_be_made_says_where(tmp_path):
+    with pytest.raises(APIUsageError, match=r"^cannot make the folder /proc/puffer-run/x: /proc takes no new folder"):
+        private_directory("/proc/puffer-run/x")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(APIUsageError, match=rf"^cannot make the folder {tmp_path}/a-file/run: .*a-file takes no new"):
+        private_directory(tmp_path / "a-file" / "run")

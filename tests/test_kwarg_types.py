@@ -76,6 +76,9 @@ def test_values_arrive_as_their_type_and_lists_still_parse_as_json():
         ({"skip": '["a"]'}, '--kwarg skip=["a"]: not a list of int; p/ruled\'s skip takes int | list[int]'),
         ({"flag": "maybe"}, "--kwarg flag=maybe: not true or false; p/ruled's flag takes bool"),
         ({"skp": "3"}, "--kwarg skp: p/ruled takes no kwarg 'skp'; did you mean skip?"),
+        ({"skip": "1.5"}, "--kwarg skip=1.5: not a whole number; p/ruled's skip takes int | list[int]"),
+        ({"skip": "-3"}, "--kwarg skip=-3: "),  # a number, outside the bounds the plugin declares
+        ({"skip": "[2, 99]"}, "--kwarg skip=[2, 99]: "),
     ],
 )
 def test_a_wrong_value_is_one_line_naming_the_kwarg_its_type_and_the_value(texts, message):

@@ -135,6 +135,8 @@ def _what_it_is_not(kinds: tuple[str, ...], text: str) -> str:
     """What ``text`` fails to be: ``not a number`` for a numeric kwarg unless it was meant as a list."""
     if "list" in kinds and text.lstrip().startswith("["):
         return "not a JSON list"
+    if "int" in kinds and "float" not in kinds and "str" not in kinds and _is_number(text):
+        return "not a whole number"
     if {"int", "float"} & set(kinds) and "str" not in kinds:
         return "not a number"
     if set(kinds) <= {"bool", "none"}:
@@ -142,6 +144,13 @@ def _what_it_is_not(kinds: tuple[str, ...], text: str) -> str:
     if set(kinds) <= {"list", "none"}:
         return "not a JSON list"
     return "not a " + " or ".join(_LABELS.get(kind, kind) for kind in kinds)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text.strip()))
+    except ValueError:
+        return False
 
 
 def _rule_kinds(rule: KwargRule) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Any, ...]]:
@@ -295,6 +304,11 @@ def parse_env_kwargs(spec: EnvSpec, texts: Mapping[str, str], option: str = "--k
                 f"{option} {name}={text}: {exc}; {spec.id}'s {name} takes {kind.label}"
                 + (f" (default {kind.default!r})" if kind.default is not NO_DEFAULT else "")
             ) from None
+        # The plugin's bounds of a kwarg it declares restorable hold for a value typed here too.
+        rule = spec.restorable.get(name)
+        problem = rule.problem(values[name]) if rule is not None else None
+        if problem is not None:
+            raise APIUsageError(f"{option} {name}={text}: {problem}")
     return values
 
 
