@@ -174,7 +174,7 @@ def run_cmd(env_id: str, kwargs: tuple[str, ...], as_json: bool, **options: Any)
     vector_kwargs = ray_vector_kwargs(options["backend"], options.pop("ray_address"), options.pop("placement"))
     if options.pop("native"):
         vector_kwargs = {**(vector_kwargs or {}), "native": True}
-    options["vector_kwargs"] = vector_kwargs or None
+    options.update(vector_kwargs=vector_kwargs or None, interruptible=True)  # Ctrl-C: the summary of what ran
     recording = _recording(env, env_kwargs, record_path, watch, **recording_options)
     with receipted(recording) as tracked:
         options["record"] = tracked
@@ -185,8 +185,11 @@ def run_cmd(env_id: str, kwargs: tuple[str, ...], as_json: bool, **options: Any)
         written = published(tracked)  # NAME-2.SUFFIX where NAME appeared meanwhile
     if as_json:
         print_json({**result.to_json(), **({"record": written} if record_path is not None else {})})
-        return
-    _print_run(spec.id, result, record_path, written)
+    else:
+        _print_run(spec.id, result, record_path, written)
+    if result.interrupted:
+        err_console.print(f"interrupted after {result.steps:,} steps (Ctrl-C)", highlight=False)
+        sys.exit(130)
 
 
 def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]) -> Any:
@@ -245,6 +248,8 @@ def _print_run(env_id: str, result: Any, record_path: str | None, written: str |
     if result.episodes:
         stats = ", ".join(f"{key} {value:.2f}" for key, value in result.episode_means.items())
         console.print(f"{result.episodes} episodes finished; mean {stats}", highlight=False)
+    elif result.interrupted:
+        console.print("no episode finished before Ctrl-C")
     else:
         console.print("no episode finished within the steps run (try more --steps)")
     if record_path is not None and written is None:

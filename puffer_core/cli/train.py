@@ -364,10 +364,13 @@ def _report_training(
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
-    mean = "no episode finished" if summary["mean_return"] is None else f"mean return {summary['mean_return']:.2f}"
+    if summary["mean_return"] is None:  # e.g. Pendulum's episodes outlast a short run: say that, not "0 episodes"
+        episodes = "no episode finished within the steps run (more --steps finish some)"
+    else:
+        episodes = f"{summary['episodes']:,} episodes, mean return {summary['mean_return']:.2f} (last 20)"
     click.echo(
-        f"{summary['steps']:,} steps in {seconds:.1f} s, {summary['episodes']:,} episodes, {mean} "
-        f"(last 20); wrote {out}/policy.pt, curve.csv, curve.png, tensorboard/"
+        f"{summary['steps']:,} steps in {seconds:.1f} s, {episodes}; wrote {out}/policy.pt, curve.csv, "
+        "curve.png, tensorboard/"
     )
     if recorded is not None:
         click.echo(

@@ -44,6 +44,8 @@ class RunResult:
     placement: list[dict[str, Any]] | None = None
     #: whether the envs stepped in their plugin's native batches (``vector_kwargs={"native": True}``)
     native: bool = False
+    #: whether Ctrl-C ended it before its steps or episodes (``run_random(..., interruptible=True)``)
+    interrupted: bool = False
 
     @property
     def sps(self) -> float:
@@ -64,6 +66,7 @@ class RunResult:
             "episode_means": {k: round(v, 4) for k, v in self.episode_means.items()},
             "placement": self.placement,
             "native": self.native,
+            "interrupted": self.interrupted,
         }
 
 
@@ -112,6 +115,7 @@ def run_random(
     record: Any = None,
     episodes: int | None = None,
     vector_kwargs: dict[str, Any] | None = None,
+    interruptible: bool = False,
     **env_kwargs: Any,
 ) -> RunResult:
     """Step ``env_id`` with uniformly random actions for at least ``steps`` agent steps, or
@@ -120,7 +124,8 @@ def run_random(
     ``puffer_core.env.recording.Recording``) records env 0, and ``vector_kwargs`` go to
     ``vector.make`` (e.g. the Ray backend's ``address`` and ``placement``). Where the
     observations carry an action mask (``masked_random_actions``), the actions are drawn
-    among the allowed ones."""
+    among the allowed ones. ``interruptible``: Ctrl-C ends the run early and returns what ran
+    (``RunResult.interrupted``) instead of raising KeyboardInterrupt."""
     if steps is None and episodes is None:
         raise APIUsageError("run_random needs steps or episodes (or both): when to stop")
     rng = np.random.default_rng(seed)
@@ -141,14 +146,20 @@ def run_random(
         actions = _RandomActions(envs, rng)
         start = time.perf_counter()
         envs.async_reset(seed)
-        while (steps is None or done_steps < steps) and (episodes is None or len(returns) < episodes):
-            obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
-            live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
-            done_steps += live
-            _tally(infos, returns, totals)
-            envs.send(actions.next(obs))
-            if on_progress is not None:
-                on_progress(live)
+        interrupted = False
+        try:
+            while (steps is None or done_steps < steps) and (episodes is None or len(returns) < episodes):
+                obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
+                live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
+                done_steps += live
+                _tally(infos, returns, totals)
+                envs.send(actions.next(obs))
+                if on_progress is not None:
+                    on_progress(live)
+        except KeyboardInterrupt:
+            if not interruptible:
+                raise
+            interrupted = True
         seconds = time.perf_counter() - start
         result = RunResult(
             env_id=env_name(env_id),  # an id, or a creator's name (a resolved spec's creator: its id)
@@ -161,6 +172,7 @@ def run_random(
             agents_per_env=envs.agents_per_env,
             placement=_placement(envs),
             native=bool((vector_kwargs or {}).get("native")),
+            interrupted=interrupted,
         )
     result.episodes = len(returns)
     result.episode_returns = returns

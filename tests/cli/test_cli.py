@@ -180,3 +180,19 @@ def test_run_on_this_machine_has_no_placement():
     proc = run_puffer(None, "run", "classic/cartpole", "--steps", "100", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["placement"] is None
+
+
+def test_ctrl_c_during_a_run_prints_the_summary_of_what_ran():
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", "run", "classic/cartpole", "--steps",
+                             "1000000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(6)  # its imports, then stepping
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "classic/cartpole: " in out and " steps/s " in out and "episodes finished; mean" in out, out
+    assert "interrupted after " in err and "steps (Ctrl-C)" in err

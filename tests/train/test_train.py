@@ -484,3 +484,11 @@ _namespace: dict = {}
 exec(TEXT_ENV, _namespace)
 TextEnv = _namespace["TextEnv"]
 NanAfter = _namespace["NanAfter"]
+
+
+def test_a_run_too_short_for_an_episode_says_so_not_zero_episodes(tmp_path):
+    """Pendulum's episodes last 200 steps: a run of 64 ends none of them."""
+    proc = run_puffer(None, "train", "classic/pendulum", "--steps", "64", "--num-envs", "1", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "no episode finished within the steps run (more --steps finish some)" in proc.stdout, proc.stdout
+    assert "0 episodes" not in proc.stdout
