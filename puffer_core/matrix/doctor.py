@@ -309,15 +309,35 @@ def needed_names(plugin: str, data: Mapping[str, Any]) -> set[str]:
     return {name for name in names if name and name != "python"}
 
 
-def _passing_resolved(data: Mapping[str, Any], python: str) -> dict[str, dict[str, str]]:
-    """Canonical package -> {version: the first passing cell on ``python`` that resolved it}."""
-    seen: dict[str, dict[str, str]] = {}
+def _passing_resolved(data: Mapping[str, Any], python: str) -> dict[str, dict[str, list[dict]]]:
+    """Canonical package -> {version: the passing cells on ``python`` that resolved it, in the matrix's order}."""
+    seen: dict[str, dict[str, list[dict]]] = {}
     for cell in data.get("cells") or []:
         if cell.get("python") != python or cell.get("outcome") != "pass":
             continue
         for name, version in {**(cell.get("resolved") or {}), **(cell.get("pins") or {})}.items():
-            seen.setdefault(canonicalize_name(name), {}).setdefault(version, cell["id"])
+            seen.setdefault(canonicalize_name(name), {}).setdefault(version, []).append(cell)
     return seen
+
+
+def _differences(cell: Mapping[str, Any], installed: Mapping[str, str]) -> list[str]:
+    """Where a cell's pins differ from what is installed here: ``ale-py 0.10.2 (0.12.1 here)``."""
+    found = []
+    for name, version in (cell.get("pins") or {}).items():
+        here = installed.get(canonicalize_name(name))
+        if not _same(here, version):
+            found.append(f"{name} {version} ({here or 'not installed'} here)")
+    return found
+
+
+def _cited(cells: list[dict], installed: Mapping[str, str]) -> tuple[str, str]:
+    """The cell to cite for a verdict, and why in words: one whose pins are all installed here at its versions,
+    else the nearest (the fewest pins apart), said as such with what differs."""
+    best = min(cells, key=lambda cell: len(_differences(cell, installed)))
+    differs = _differences(best, installed)
+    if not differs:
+        return best["id"], f"cell {best['id']} passed with it and the versions installed here"
+    return best["id"], f"cell {best['id']} passed with it (nearest: it had {', '.join(differs)})"
 
 
 def _minor(python: str) -> int:
@@ -344,12 +364,15 @@ def python_finding(python: str, data: Mapping[str, Any]) -> Finding:
     return Finding("python", python, NOT_VERIFIED, reason, fix=fix)
 
 
-def core_finding(version: str, python: str, data: Mapping[str, Any]) -> Finding:
-    """Verified when a passing cell on this Python ran this puffer-core."""
+def core_finding(
+    version: str, python: str, data: Mapping[str, Any], installed: Mapping[str, str] | None = None
+) -> Finding:
+    """Verified when a passing cell on this Python ran this puffer-core (the one citing the installed versions)."""
     ran = _passing_resolved(data, python).get(CORE, {})
-    if version in ran or any(_same(version, v) for v in ran):
-        cell = ran.get(version) or next(c for v, c in ran.items() if _same(version, v))
-        return Finding(CORE, version, VERIFIED, f"cell {cell} passed with it", cell=cell)
+    cells = [cell for v, found in ran.items() if _same(version, v) for cell in found]
+    if cells:
+        cell, reason = _cited(cells, _canonical(installed or {}))
+        return Finding(CORE, version, VERIFIED, reason, cell=cell)
     others = ", ".join(sorted(ran, key=version_key)) or "none"
     reason = f"no passing cell on Python {python} ran puffer-core {version} (the matrix ran: {others})"
     return Finding(CORE, version, NOT_VERIFIED, reason, fix="re-run the matrix for this puffer-core: nox -s compat")
@@ -387,13 +410,14 @@ def package_findings(
     for name in sorted(names):
         version = installed.get(name)
         seen = resolved.get(name, {})
-        match = next((cell for v, cell in seen.items() if _same(version, v)), None)
+        cells = [cell for v, found in seen.items() if _same(version, v) for cell in found]
         if version is None and name in tank_only:
             findings.append(Finding(name, None, IN_TANK, tank_only_reason(name)))
         elif version is None:
             findings.append(Finding(name, None, NOT_INSTALLED))
-        elif match:
-            findings.append(Finding(name, version, VERIFIED, f"cell {match} passed with it", cell=match))
+        elif cells:
+            cell, reason = _cited(cells, installed)
+            findings.append(Finding(name, version, VERIFIED, reason, cell=cell))
         elif name not in used:
             findings.append(Finding(name, version, NOT_USED, "no cell of the installed plugins' versions uses it"))
         else:
@@ -426,7 +450,7 @@ def diagnose(
     plugins = tuple(plugin_finding(name, python, installed, data) for name in sorted(names))
     return Report(
         python=python_finding(python, data),
-        core=core_finding(core_version, python, data),
+        core=core_finding(core_version, python, data, installed),
         plugins=plugins,
         packages=tuple(package_findings(python, installed, data, names)),
     )

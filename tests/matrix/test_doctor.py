@@ -304,3 +304,22 @@ def test_a_real_passing_cell_installed_is_verified_and_a_real_excluded_one_known
 @pytest.mark.parametrize("python", ["2.7", "3.99"])
 def test_a_python_the_shipped_matrix_never_ran_is_not_verified(python):
     assert doctor.python_finding(python, load_verified()).verdict == NOT_VERIFIED
+
+
+def test_the_cell_cited_as_why_has_the_installed_versions_or_is_called_the_nearest():
+    """puffer-core and gymnasium were verified by cells of other versions (dmlab's, where deepmind-lab is not
+    installed; nle 1.2's, where nle 1.3 is): the doctor cites a cell that passed with what is installed."""
+    installed = {"puffer-core": "0.1.0", "numpy": "2.4.6", "nle": "1.3.0", "gymnasium": "1.2.0"}
+    report = doctor.diagnose(PY, installed, matrix(CELLS, commons=COMMON), "0.1.0")
+    core = report.core
+    assert core.verdict == VERIFIED and core.cell == "nethack-nle1.3.0-gymnasium1.2.0-py3.11", core
+    assert core.reason.endswith("passed with it and the versions installed here")
+    for finding in (*report.packages, core):
+        if finding.verdict == VERIFIED:  # every cell cited names this installation's versions, or says it does not
+            cited = next(c for c in CELLS if c["id"] == finding.cell)
+            exact = all(doctor._same(installed.get(name), version) for name, version in cited["pins"].items())
+            assert exact == ("nearest" not in finding.reason), finding
+    # Where no passing cell had these versions, the one cited is the nearest, with what differs.
+    other = {**installed, "nle": "1.1.5", "gymnasium": "1.1.1"}
+    core = doctor.diagnose(PY, other, matrix(CELLS, commons=COMMON), "0.1.0").core
+    assert core.verdict == VERIFIED and "passed with it (nearest: it had gymnasium 1.2.0 (1.1.1 here))" in core.reason
