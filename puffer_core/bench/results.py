@@ -152,21 +152,30 @@ def render_readme_table(document: dict[str, Any]) -> str:
 
 
 def render_readme_headline(document: dict[str, Any]) -> str:
-    """One sentence for the README's first screen: the headline workload against the peers and the
-    ceiling, from one run (no date: the README carries none)."""
+    """One sentence for the README's first screen: the headline workload against named yardsticks, from one run
+    (no date: the README carries none). Each peer is named with the setting it is compared at, and the plain loop
+    of one raw env (no vectorization) and the free ceiling are given as numbers a reader can check."""
     summary = standard_summary(document).get(HEADLINE_ENV)
     if not summary or not summary["puffer"]:
         return f"The newest run in bench-results/ has no `{HEADLINE_ENV}` row: see [Performance](#performance).\n"
     ours, machine = summary["puffer"], document["machine"]
-    peers = [
-        f"{_over(ours, summary[key])} {label}"
-        for key, label in (("async", "gymnasium's AsyncVectorEnv"), ("pufferlib", _pufferlib_label(document)))
-        if summary[key]
-    ]
+    peers = []
+    if summary["async"]:
+        peers.append(f"{_over(ours, summary['async'])} gymnasium's AsyncVectorEnv ({_sps(summary['async'])})")
+    pufferlib = summary["pufferlib"]
+    if pufferlib:
+        label = _pufferlib_label(document)
+        setting = pufferlib["name"].split(" ", 2)[-1] if pufferlib.get("name") else "its fastest setting"
+        peers.append(f"{_over(ours, pufferlib)} {label} at its fastest setting here ({setting}, {_sps(pufferlib)})")
+    yardsticks = []
+    if summary["ceiling"]:
+        yardsticks.append(f"{_over(ours, summary['ceiling'], percent=True)} of the free ceiling (one Serial process "
+                          f"per CPU, never talking: {_sps(summary['ceiling'])})")  # fmt: skip
+    if summary["raw"]:
+        yardsticks.append(f"one raw env in a plain loop, no vectorization: {_sps(summary['raw'])}")
     return (
         f"On {machine['cpus']} CPUs, `{HEADLINE_ENV}` with {_num_envs(document['results'][HEADLINE_ENV])} envs "
-        f"runs at {_sps(ours)} steps/s: {' and '.join(peers)}, "
-        f"{_over(ours, summary['ceiling'], percent=True)} of what the cores give with nothing shared "
+        f"runs at {_sps(ours)} steps/s (`{ours['name']}`): {'; '.join(peers)}; {'; '.join(yardsticks)} "
         "([Performance](#performance)).\n"
     )
 

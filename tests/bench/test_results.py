@@ -302,3 +302,19 @@ def test_the_command_writes_then_checks(tmp_path, capsys):
     assert "stale" not in guide and "| Ray, 3 simulated nodes, spread | 5,000 |" in guide
     assert "No box run is stored yet" in (tmp_path / "box.md").read_text()
     assert results.main([*paths, "--check"]) == 0
+
+
+def test_the_readme_headline_names_its_yardsticks():
+    """A headline a reader can check: the setting measured, each peer at the setting it is compared at, the free
+    ceiling and the plain loop of one raw env, each with its own steps/s, from the same run."""
+    document = runs.load_runs(ROOT / "bench-results")[-1]
+    line = results.render_readme_headline(document)
+    summary = results.standard_summary(document)["nethack/score"]
+    assert f"steps/s (`{summary['puffer']['name']}`)" in line
+    assert f"gymnasium's AsyncVectorEnv ({summary['async']['sps']:,.0f})" in line
+    if summary["pufferlib"]:
+        setting = summary["pufferlib"]["name"].split(" ", 2)[-1]
+        assert f"at its fastest setting here ({setting}, {summary['pufferlib']['sps']:,.0f})" in line
+    assert f"never talking: {summary['ceiling']['sps']:,.0f})" in line
+    assert f"one raw env in a plain loop, no vectorization: {summary['raw']['sps']:,.0f}" in line
+    assert not DATE_OR_TIME.search(line)
