@@ -183,8 +183,8 @@ def train_cmd(
     detach: bool,
     no_auto_resume: bool,
 ) -> None:
-    if no_auto_resume and not detach:
-        raise click.UsageError("--no-auto-resume goes with --detach")
+    saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
+    _check_pairings(detach, no_auto_resume, overwrite, record_path, resume, saved_kwargs)
     options = {"steps": steps, "num_envs": num_envs, "num_workers": num_workers, "backend": backend}
     options.update(ray_address=ray_address, placement=placement, seed=seed, device=device)
     file = _config_file(config_path)
@@ -197,13 +197,6 @@ def train_cmd(
     # A resumed run's env is the checkpoint's: its kwargs are parsed once that is read (_plan).
     given_kwargs = parse_env_kwargs_option(env_id, kwargs) if env_id else pair_texts(kwargs, "--kwarg")
     env_kwargs = {**(file.env_kwargs if file else {}), **given_kwargs} or None
-    if overwrite and record_path is None:
-        raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
-    saved_kwargs = saved_kwargs_mode(trust_kwargs, no_saved_kwargs)
-    if resume is None and saved_kwargs != "check":
-        raise click.UsageError(
-            "--trust-kwargs and --no-saved-kwargs are about a checkpoint's kwargs: give --resume DIR"
-        )
     wandb = _wandb(wandb_project, wandb_entity, wandb_group)
     given = {"settings": chosen, "env_kwargs": env_kwargs, "saved_kwargs": saved_kwargs}
     try:
@@ -219,13 +212,7 @@ def train_cmd(
     if record_path is not None:  # a bad path fails now, not after training
         recording = plan_recording(plan.env, record_path, plan.env_kwargs, record_episodes, overwrite=overwrite)
     if detach:  # everything above was checked here; the run itself plans again in its own process
-        # --json is the launch's (its pid and log, printed here): the run's own log gets progress lines.
-        given = given_options(ctx, {"detach", "no_auto_resume", "out", "resume", "as_json"})
-        where = Path(plan.out).resolve()
-        train_args = [*([env_id] if env_id else []), *(["--resume", str(resume)] if resume else []), "--out",
-                      str(where), *given]  # fmt: skip
-        resume_args = given_options(ctx, NOT_RESUMED)
-        detach_run(where, train_args, resume_args, auto_resume=not no_auto_resume, as_json=as_json)
+        _detach(ctx, plan.out, env_id, resume, auto_resume=not no_auto_resume, as_json=as_json)
         return
     train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     from puffer_core.train.trainer import device_label, pick_device  # torch is here now
@@ -243,6 +230,30 @@ def train_cmd(
         # "record": the file written (NAME-2.SUFFIX where NAME appeared meanwhile; None: no frame came)
         recorded = {"record": None, **played.to_json()}
     _report_training(curve, plan.out, plan.env_name, time.perf_counter() - started, as_json, recorded)
+
+
+def _check_pairings(detach: bool, no_auto_resume: bool, overwrite: bool, record_path: str | None,
+                    resume: Path | None, saved_kwargs: str) -> None:  # fmt: skip
+    """Options that only mean something beside another one: a usage error naming the one missing."""
+    if no_auto_resume and not detach:
+        raise click.UsageError("--no-auto-resume goes with --detach")
+    if overwrite and record_path is None:
+        raise click.UsageError("--overwrite replaces the --record file; give --record PATH")
+    if resume is None and saved_kwargs != "check":
+        raise click.UsageError(
+            "--trust-kwargs and --no-saved-kwargs are about a checkpoint's kwargs: give --resume DIR"
+        )
+
+
+def _detach(ctx: click.Context, out: str | Path, env_id: str | None, resume: Path | None, *, auto_resume: bool,
+            as_json: bool) -> None:  # fmt: skip
+    """Start the checked run again in the background, with the options given here."""
+    # --json is the launch's (its pid and log, printed here): the run's own log gets progress lines.
+    given = given_options(ctx, {"detach", "no_auto_resume", "out", "resume", "as_json"})
+    where = Path(out).resolve()
+    train_args = [*([env_id] if env_id else []), *(["--resume", str(resume)] if resume else []), "--out",
+                  str(where), *given]  # fmt: skip
+    detach_run(where, train_args, given_options(ctx, NOT_RESUMED), auto_resume=auto_resume, as_json=as_json)
 
 
 def _config_file(path: Path | None) -> Any:
