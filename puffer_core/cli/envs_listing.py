@@ -16,8 +16,9 @@ from rich.cells import cell_len, set_cell_size
 
 from puffer_core.env.environments import missing_requirements
 from puffer_core.plugins import PluginSet
+from puffer_core.plugins.gymnasium_ids import registered_ids
 
-__all__ = ["env_rows", "listing_lines", "listing_width"]
+__all__ = ["env_rows", "gymnasium_lines", "gymnasium_rows", "listing_lines", "listing_width"]
 
 #: Narrower than this, lines would hold nothing readable: they may run over instead.
 MIN_WIDTH = 40
@@ -64,6 +65,7 @@ def env_rows(plugins: PluginSet, plugin_name: str | None = None) -> list[dict[st
                 "needs": missing,
                 "install_hint": spec.install_hint,
                 "native": spec.batch_creator is not None,
+                "aliases": list(spec.aliases),
             }
         )
     return rows
@@ -153,4 +155,22 @@ def listing_lines(rows: list[dict[str, Any]], plugins: PluginSet, width: int, ex
         lines += _env_lines(plugin_rows, width)
     for line in extra:
         lines += wrapped(line, width, "")
+    return lines
+
+
+def gymnasium_rows(plugins: PluginSet) -> list[dict[str, str]]:
+    """The ids gymnasium registers that no plugin declares or has as an alias: id and entry point each."""
+    covered = set(plugins.env_specs) | {alias for spec in plugins.env_specs.values() for alias in spec.aliases}
+    return [{"id": env_id, "entry_point": where} for env_id, where in registered_ids().items() if env_id not in covered]
+
+
+def gymnasium_lines(rows: list[dict[str, str]], width: int) -> list[str]:
+    """A header naming gymnasium's version, then one line per id: the id and its entry point."""
+    import gymnasium
+
+    count = f"{len(rows)} registered id{'s' * (len(rows) != 1)} no plugin covers"
+    lines = [fit(f"gymnasium {gymnasium.__version__}: {count} (puffer run ID makes one)", width)]
+    id_width = min(max((cell_len(row["id"]) for row in rows), default=0), width // 2)
+    for row in rows:
+        lines.append(fit(f"  {fit(row['id'], id_width):<{id_width}}  {row['entry_point']}", width).rstrip())
     return lines

@@ -12,7 +12,7 @@ from rich.table import Table
 from puffer_core.cli.bench import autotune_cmd, bench_cmd
 from puffer_core.cli.constraints import constraints_cmd
 from puffer_core.cli.doctor import doctor_cmd, warn_if_known_bad
-from puffer_core.cli.envs_listing import env_rows, listing_lines, listing_width
+from puffer_core.cli.envs_listing import env_rows, gymnasium_lines, gymnasium_rows, listing_lines, listing_width
 from puffer_core.cli.errors import MessageGroup, err_console, fail
 from puffer_core.cli.fleet import fleet
 from puffer_core.cli.matrix import matrix
@@ -57,8 +57,10 @@ def cli() -> None:
     """Puffer Core: any RL environment, flat and fast.
 
     Environments come from plugins (`puffer plugins`); every environment has an id of
-    the form PLUGIN/NAME (`puffer envs`). `puffer run classic/cartpole` steps one with
-    random actions and reports steps per second.
+    the form PLUGIN/NAME (`puffer envs`), and any id gymnasium registers is one too
+    (CartPole-v1 is classic/cartpole; `puffer envs --gymnasium` lists the others).
+    `puffer run classic/cartpole` steps one with random actions and reports steps per
+    second.
 
     Environment variables: PUFFER_DISABLE_PLUGINS=a,b blocks plugins by name;
     PUFFER_LOAD_PLUGINS=a,b loads only those installed plugins (empty: none);
@@ -103,14 +105,28 @@ def plugins_cmd(as_json: bool, show_tb: bool) -> None:
 @cli.command("envs")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list for scripts (every field whole).")
 @click.option("--plugin", "plugin_name", help="Only the envs of this plugin.")
-def envs_cmd(as_json: bool, plugin_name: str | None) -> None:
+@click.option("--gymnasium", "gymnasium_ids", is_flag=True, help="The ids gymnasium registers that no plugin covers.")
+def envs_cmd(as_json: bool, plugin_name: str | None, gymnasium_ids: bool) -> None:
     """List every environment id by plugin, its API, and whether it can be made here.
 
     Lines fit the terminal (COLUMNS, else 80 on a pipe); what to install for a plugin's
-    envs is said once, above them. --json has every field whole.
+    envs is said once, above them. --json has every field whole. Any id gymnasium
+    registers (CartPole-v1, ALE/Pong-v5; from Python, your own gymnasium.register) is an
+    env id too: a plugin's alias for it (listed under "aliases" in --json) gives the
+    plugin's env, the others --gymnasium lists.
     """
     plugins = get_plugins()
     plugins.check_make_hooks()
+    if plugin_name is not None and gymnasium_ids:
+        raise click.UsageError("--gymnasium lists the ids no plugin covers: drop --plugin")
+    if gymnasium_ids:
+        rows = gymnasium_rows(plugins)
+        if as_json:
+            print_json({"gymnasium": rows})
+        else:
+            for line in gymnasium_lines(rows, listing_width()):
+                click.echo(line)
+        return
     if plugin_name is not None and plugin_name not in plugins.plugins:
         fail(f"no plugin named {plugin_name!r}; installed: {', '.join(plugins.plugins) or 'none'}")
     rows = env_rows(plugins, plugin_name)

@@ -36,10 +36,10 @@ from puffer_core.cli.options import (
 from puffer_core.cli.runs import NOT_RESUMED, detach as detach_run, given_options, note_failure
 from puffer_core.env.recording import plan_recording
 from puffer_core.errors import PufferError
-from puffer_core.specs.declarations import env_id_problem
 from puffer_core.train.curve import require_matplotlib
 from puffer_core.train.logs import Wandb, require_logs
 from puffer_core.train.progress import ProgressLines
+from puffer_core.train.restore import names_an_env
 
 __all__ = ["eval_cmd", "train_cmd"]
 
@@ -217,10 +217,10 @@ def train_cmd(
     train = _import_train(logs=True)  # a resumed run's plan imported it already, to read the checkpoint
     from puffer_core.train.trainer import device_label, pick_device  # torch is here now
 
-    err_console.print(f"device: {device_label(pick_device(plan.config.device))}", highlight=False, markup=False)
+    device = f"device: {device_label(pick_device(plan.config.device))}"
     started = time.perf_counter()
     try:
-        curve = _train(train, plan, wandb, env_id or str(resume), as_json)
+        curve = _train(train, plan, wandb, env_id or str(resume), as_json, device)
     except train.TrainingInterrupted as stop:
         _report_stop(stop, plan.out)
     recorded = None
@@ -289,23 +289,26 @@ def _typed_by_checkpoint(load: Any, source: Path, given: dict[str, Any]) -> tupl
     the checkpoint read for it (read once)."""
     saved = load(source)
     pairs = tuple(f"{key}={text}" for key, text in given["env_kwargs"].items())
-    typed = env_id_problem(saved.env) is None  # a creator's name (not an id) declares no types
+    typed = names_an_env(saved.env)  # a creator's name (not an id) declares no types
     env_kwargs = parse_env_kwargs_option(saved.env, pairs) if typed else parse_pairs(pairs, "--kwarg")
     return (lambda _path: saved), {**given, "env_kwargs": env_kwargs}
 
 
-def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
-    """Train the plan: a progress bar in a terminal, progress lines in a log or a pipe, nothing with JSON; the curve."""
+def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool, device: str) -> Any:
+    """Train the plan: a progress bar in a terminal, progress lines in a log or a pipe, nothing with JSON; the curve.
+
+    ``device`` (the line naming it) is said with the first update: a run whose envs cannot be
+    made fails on its one error line."""
     if as_json:
         return train.train_plan(plan, wandb=wandb)
     config = plan.config
+
+    def write(line: str) -> None:
+        err_console.print(line, highlight=False, markup=False, soft_wrap=True)
+
     if not err_console.is_terminal:
-
-        def write(line: str) -> None:
-            err_console.print(line, highlight=False, markup=False, soft_wrap=True)
-
         lines = ProgressLines(config.steps, config.log_seconds, write, max_seconds=config.max_seconds)
-        return train.train_plan(plan, on_update=lines, wandb=wandb)
+        return train.train_plan(plan, on_update=_first_saying(device, write, lines), wandb=wandb)
     with _progress(plan.config.steps, label) as bar:
         task = bar.add_task("train", total=plan.config.steps, sps="–", mean_return="–")
 
@@ -313,7 +316,21 @@ def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool) -> Any:
             mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"
             bar.update(task, completed=row["step"], sps=f"{row['steps_per_second']:,.0f}", mean_return=mean)
 
-        return train.train_plan(plan, on_update=show, wandb=wandb)
+        return train.train_plan(plan, on_update=_first_saying(device, write, show), wandb=wandb)
+
+
+def _first_saying(line: str, write: Any, on_update: Any) -> Any:
+    """``on_update`` that writes ``line`` before the first update it is given."""
+    said = False
+
+    def report(row: dict[str, Any]) -> None:
+        nonlocal said
+        if not said:
+            said = True
+            write(line)
+        on_update(row)
+
+    return report
 
 
 def _wandb(project: str | None, entity: str | None, group: str | None) -> Any:
@@ -435,7 +452,7 @@ def eval_cmd(
 
     saved = train.load(path)
     # The checkpoint's env declares the kwargs' types; a creator's name (not an id) declares none.
-    typed = env_id_problem(saved.env) is None
+    typed = names_an_env(saved.env)
     env_kwargs = parse_env_kwargs_option(saved.env, kwargs) if typed else parse_pairs(kwargs, "--kwarg")
     plan = plan_eval(path, env_kwargs=env_kwargs, saved_kwargs=saved_kwargs, load=lambda _path: saved)
     for line in plan.describe():

@@ -14,6 +14,7 @@ from puffer_core.env.emulation import GymnasiumEmulator, PettingZooEmulator
 from puffer_core.env.environments import emulate_with_stats, make_batch_from_spec, make_from_spec
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
+from puffer_core.plugins.gymnasium_ids import is_gymnasium_id
 from puffer_core.specs.declarations import EnvSpec
 
 __all__ = ["EnvFactory", "RecordingPlan", "attach", "env_name", "has_native_batches"]
@@ -131,7 +132,10 @@ class EnvFactory:
         return self._looked_up
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_looked_up": None}
+        # A gymnasium id's spec travels (its creator carries the registration, which a user's
+        # gymnasium.register may not make in the worker); a plugin's is looked up there again.
+        spec = self._spec() if isinstance(self.env, str) and is_gymnasium_id(self.env) else None
+        return {**self.__dict__, "_looked_up": spec}
 
     @property
     def name(self) -> str:

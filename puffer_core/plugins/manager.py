@@ -35,9 +35,10 @@ import pluggy
 
 from puffer_core.errors import PluginError, PufferError, UnknownEnvError
 from puffer_core.plugins.builtin import adapters, classic
+from puffer_core.plugins.gymnasium_ids import gymnasium_spec, note_once
 from puffer_core.specs import hooks
 from puffer_core.specs.compat import CompatAxes
-from puffer_core.specs.declarations import DockerLayer, EnvSpec, plugin_name_problem
+from puffer_core.specs.declarations import ENV_ID_RE, DockerLayer, EnvSpec, plugin_name_problem
 
 __all__ = [
     "BUILTIN_PLUGINS",
@@ -343,10 +344,30 @@ class PluginSet:
         spec = self.env_specs.get(env_id)
         if spec is not None:
             return spec
+        aliased = self.alias_of(env_id)
+        if aliased is not None:
+            note_once(f"{env_id} is {aliased.id} ({self.env_owner.get(aliased.id, aliased.plugin)}'s env, with its "
+                       "wrappers and defaults)")  # fmt: skip
+            return aliased
+        spec = gymnasium_spec(env_id)
+        if spec is not None:
+            return spec
         raise UnknownEnvError(self._unknown_message(env_id))
 
+    def alias_of(self, env_id: str) -> EnvSpec | None:
+        """The plugin env that declares ``env_id`` (a gymnasium id) as its alias, or None (the first loaded wins)."""
+        return next((spec for spec in self.env_specs.values() if env_id in spec.aliases), None)
+
+    def knows(self, env_id: str) -> bool:
+        """Whether ``env_id`` names an env here: a plugin's, an alias, or an id gymnasium registers."""
+        try:
+            self.get_spec(env_id)
+        except (UnknownEnvError, PluginError):
+            return False
+        return True
+
     def _unknown_message(self, env_id: str) -> str:
-        plugin = env_id.split("/", 1)[0] if "/" in env_id else None
+        plugin = env_id.split("/", 1)[0] if ENV_ID_RE.match(env_id) else None  # not gymnasium's ALE/...
         lines = [f"unknown environment {env_id!r}."]
         if plugin is not None and plugin in self.plugins and self.plugins[plugin].status != LOADED:
             info = self.plugins[plugin]
@@ -356,13 +377,16 @@ class PluginSet:
             hint = f" ({_plugin_install(plugin)})" if plugin in PUBLISHED_PLUGINS else ""
             lines.append(f"No plugin named {plugin!r} is installed{hint}.")
         names = {spec_id.split("/", 1)[1]: spec_id for spec_id in self.env_specs}
-        close = difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.8)
+        # A gymnasium id written another way (cartpole-v1) is the plugin env that has it as an alias.
+        aliases = {alias.lower(): spec.id for spec in self.env_specs.values() for alias in spec.aliases}
+        close = [aliases[a] for a in difflib.get_close_matches(env_id.lower(), list(aliases), n=3, cutoff=0.8)]
+        close += difflib.get_close_matches(env_id, list(self.env_specs), n=3, cutoff=0.8)
         if "/" not in env_id:
             close += [names[n] for n in difflib.get_close_matches(env_id.lower(), list(names), n=3, cutoff=0.6)]
         close = list(dict.fromkeys(close))
         if close:
             lines.append("Did you mean: " + ", ".join(close) + "?")
-        lines.append("Run `puffer envs` to list every environment.")
+        lines.append("Run `puffer envs` to list every environment (--gymnasium: gymnasium's other ids).")
         return " ".join(lines)
 
     # -- hook calls used by make() ------------------------------------------------------

@@ -38,6 +38,8 @@ KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
 # ``\Z``: ids read from files (checkpoints) are checked with it too, and ``$`` would let a
 # trailing newline through.
 ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+#: An id gymnasium registers: ``[NAMESPACE/]NAME[-vN]`` (``CartPole-v1``, ``ALE/Pong-v5``), ASCII only.
+GYMNASIUM_ID_RE = re.compile(r"^(?:[A-Za-z0-9_:-]+/)?[A-Za-z0-9_:.-]+?(?:-v\d+)?\Z")
 MAX_ENV_ID_LENGTH = 128
 # ``\Z``, not ``$``: ``$`` also matches before a trailing newline. Plugin names and Python
 # versions reach the matrix's command lines (``--plugin NAME``, ``uv venv --python X.Y``).
@@ -84,10 +86,21 @@ def plugin_name_problem(name: str) -> str | None:
 
 
 def env_id_problem(value: Any) -> str | None:
-    """Why ``value`` is not an env id (``plugin/name``, lower-case plugin part), or None when it is."""
+    """Why ``value`` is not an env id (a plugin's ``plugin/name``, or an id gymnasium registers such as
+    ``CartPole-v1``), or None when it is."""
+    if isinstance(value, str) and len(value) <= MAX_ENV_ID_LENGTH and gymnasium_id_problem(value) is None:
+        return None
     if isinstance(value, str) and len(value) <= MAX_ENV_ID_LENGTH and ENV_ID_RE.match(value):
         return None
-    return f"is not an env id: 'plugin/name' of [A-Za-z0-9_.-], at most {MAX_ENV_ID_LENGTH} characters"
+    return (f"is not an env id: 'plugin/name' or a gymnasium id such as 'CartPole-v1', of [A-Za-z0-9_.:-], "
+            f"at most {MAX_ENV_ID_LENGTH} characters")  # fmt: skip
+
+
+def gymnasium_id_problem(value: Any) -> str | None:
+    """Why ``value`` is not an id gymnasium could register (``[NAMESPACE/]NAME[-vN]``), or None when it is."""
+    if isinstance(value, str) and 0 < len(value) <= MAX_ENV_ID_LENGTH and GYMNASIUM_ID_RE.match(value):
+        return None
+    return "is not a gymnasium id: [NAMESPACE/]NAME[-vN] such as CartPole-v1 or ALE/Pong-v5"
 
 
 def _fail(plugin: str, what: str, field_name: str, problem: str) -> PluginError:
@@ -182,15 +195,19 @@ class EnvSpec:
     restorable: Mapping[str, KwargRule] = field(default_factory=dict)
     #: ``batch_creator(num_envs, **kwargs)``: K envs stepped at once (a gymnasium VectorEnv), or None.
     batch_creator: Callable[..., Any] | None = None
+    #: Gymnasium's own ids for this env (``NetHackScore-v0`` for ``nethack/score``): they resolve to this
+    #: spec, with its wrappers and defaults, wherever an env id is taken; ``puffer check`` holds each to an
+    #: id gymnasium registers once the env's package is imported.
+    aliases: tuple[str, ...] = ()
 
     @property
     def plugin(self) -> str:
-        """The plugin part of the id (``nethack`` in ``nethack/score``)."""
-        return self.id.split("/", 1)[0]
+        """The plugin part of the id (``nethack`` in ``nethack/score``; ``gymnasium`` for gymnasium's own ids)."""
+        return self.id.split("/", 1)[0] if ENV_ID_RE.match(self.id) else "gymnasium"
 
     @property
     def name(self) -> str:
-        return self.id.split("/", 1)[1]
+        return self.id.split("/", 1)[1] if ENV_ID_RE.match(self.id) else self.id
 
     def unrestorable(self, kwargs: Mapping[str, Any]) -> dict[str, str]:
         """Each of ``kwargs`` a checkpoint may not bring back, with why (empty: all of them may).
@@ -212,13 +229,16 @@ class EnvSpec:
 
     def validate(self, plugin: str) -> None:
         what = f"EnvSpec {self.id!r}"
-        if env_id_problem(self.id) is not None:
+        if not isinstance(self.id, str) or len(self.id) > MAX_ENV_ID_LENGTH or not ENV_ID_RE.match(self.id):
             raise _fail(
                 plugin,
                 "EnvSpec",
                 "id",
                 f"must look like 'plugin/name' (lower-case plugin part), got {self.id!r}",
             )
+        for alias in _check_str_tuple(plugin, what, "aliases", self.aliases):
+            if gymnasium_id_problem(alias) is not None or ENV_ID_RE.match(alias):
+                raise _fail(plugin, what, "aliases", f"holds {alias!r}, not a gymnasium id such as NetHackScore-v0")
         if self.creator is None or not callable(self.creator):
             raise _fail(plugin, what, "creator", f"must be callable, got {self.creator!r}")
         if self.batch_creator is not None and not callable(self.batch_creator):

@@ -37,6 +37,8 @@ from puffer_core.env.random_actions import random_actions
 from puffer_core.errors import PufferError, UnknownEnvError
 from puffer_core.plugins import LOADED, PluginSet, get_plugins
 from puffer_core.plugins.apis import is_multiagent
+from puffer_core.plugins.gymnasium_ids import unregistered_aliases
+from puffer_core.specs.declarations import EnvSpec
 from puffer_core.testing.assertions import assert_trees_equal
 from puffer_core.testing.native_conformance import native_contract, native_determinism, native_multiprocessing_run
 
@@ -369,6 +371,8 @@ def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None
             CheckResult(env_id, "env checks", True, f"not run: needs {', '.join(missing)} ({hint})", skipped=True)
         )
         return checks.report
+    if spec.aliases:
+        checks.run("aliases registered", lambda: _aliases(spec))
     checks.run("reset/step contract and spaces", lambda: _contract(env_id, plugins, steps))
     checks.run("determinism by seed", lambda: _determinism(env_id, plugins, steps))
     checks.run("emulation round trip", lambda: _emulation(env_id))
@@ -379,6 +383,12 @@ def check_env(env_id: str, steps: int = DEFAULT_STEPS, plugins: PluginSet | None
         checks.run("native batch determinism by seed", lambda: native_determinism(env_id, plugins, steps))
         checks.run("native batches on 2 workers", lambda: native_multiprocessing_run(env_id, 16))
     return checks.report
+
+
+def _aliases(spec: EnvSpec) -> str:
+    missing = unregistered_aliases(spec)
+    assert not missing, f"{', '.join(missing)}: not registered with {spec.api} (aliases must be ids it registers)"
+    return ", ".join(spec.aliases)
 
 
 def _plugin_hooks(name: str, plugins: PluginSet) -> str:
@@ -415,8 +425,11 @@ def _raise(message: str) -> str:
 
 
 def check(target: str, steps: int = DEFAULT_STEPS) -> CheckReport:
-    """``check_env`` for an env id (``plugin/name``), ``check_plugin`` for a plugin name."""
-    return check_env(target, steps) if "/" in target else check_plugin(target, steps)
+    """``check_plugin`` for a plugin's name, ``check_env`` for an env id (``plugin/name`` or a gymnasium id)."""
+    plugins = get_plugins()
+    if target not in plugins.plugins and ("/" in target or plugins.knows(target)):
+        return check_env(target, steps)
+    return check_plugin(target, steps)
 
 
 def iter_lines(report: CheckReport) -> Iterator[str]:

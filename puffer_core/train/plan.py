@@ -178,7 +178,7 @@ def _resumed_plan(
 ) -> RunPlan:
     """A resumed run's plan: its env and kwargs, its settings under the caller's (``settings``)."""
     source, saved_kwargs = resume
-    if env is not None and env_name(env) != saved.env:
+    if env is not None and _id_of(env) != saved.env:
         raise APIUsageError(
             f"the run to resume was trained on {saved.env!r}, not {env_name(env)!r}; drop the env or pick its run"
         )
@@ -224,6 +224,12 @@ def plan_eval(
     # Checked when read (checkpoint.load: PPOConfig.from_saved).
     config = PPOConfig(**saved.config)
     return EvalPlan(spec.id if spec is not None else env, spec, kwargs, config, checkpoint=saved, source=source)
+
+
+def _id_of(env: Any) -> str:
+    """What a checkpoint calls ``env``: the id an alias or a plugin's id resolves to, a creator's name."""
+    plugins = get_plugins()
+    return plugins.get_spec(env).id if isinstance(env, str) and plugins.knows(env) else env_name(env)
 
 
 def _spec_of(env: Any) -> EnvSpec | None:

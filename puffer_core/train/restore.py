@@ -18,7 +18,7 @@ from typing import Any
 
 from puffer_core.errors import APIUsageError
 from puffer_core.plugins import get_plugins
-from puffer_core.specs.declarations import EnvSpec, env_id_problem
+from puffer_core.specs.declarations import ENV_ID_RE, EnvSpec, env_id_problem
 from puffer_core.train.config import RAY_ONLY, PPOConfig
 from puffer_core.train.saved_data import short
 from puffer_core.vector.checks import available_cpus
@@ -29,6 +29,7 @@ __all__ = [
     "WORKERS_PER_CPU",
     "adopted_settings",
     "check_fits_machine",
+    "names_an_env",
     "restored_kwargs",
     "saved_env_spec",
 ]
@@ -42,6 +43,12 @@ ENVS_PER_CPU = 1_024
 WORKERS_PER_CPU = 8
 
 
+def names_an_env(env: str) -> bool:
+    """Whether a checkpoint's ``env`` is an id to look up (a plugin's ``plugin/name``, an alias, or an id
+    gymnasium registers here), not the name of the creator a run was trained on."""
+    return env_id_problem(env) is None and (ENV_ID_RE.match(env) is not None or get_plugins().knows(env))
+
+
 def saved_env_spec(env: str, source: str) -> EnvSpec:
     """The spec of ``env``, a checkpoint's env, checked against the env-id grammar before it is
     looked up as one (an unknown one is refused before anything is printed or built).
@@ -50,11 +57,11 @@ def saved_env_spec(env: str, source: str) -> EnvSpec:
         APIUsageError: not an env id (a run trained on a creator saves the creator's name).
         UnknownEnvError: no loaded plugin provides it.
     """
-    problem = env_id_problem(env)
-    if problem is not None:
+    if not names_an_env(env):
+        why = env_id_problem(env) or "is no plugin's env and no id gymnasium registers here"
         raise APIUsageError(
-            f"{source}: the run was trained on {short(env)}, which {problem} (a creator's name): to use it, "
-            "pass that creator as env= from Python"
+            f"{source}: the run was trained on {short(env)}, which {why} (a creator's name, or an id registered "
+            "by code not run here): to use it, pass that creator as env= from Python"
         )
     return get_plugins().get_spec(env)
 

@@ -52,6 +52,7 @@ CASES = [
     case("plugins --bogus", "No such option '--bogus' (see `puffer plugins --help`)"),
     case("envs --plugin nope", "no plugin named 'nope'"),
     case("envs extra", "Got unexpected extra argument (extra)"),
+    case("envs --gymnasium --plugin classic", "--gymnasium lists the ids no plugin covers: drop --plugin"),
     # constraints (the sets themselves: tests/matrix/test_matrix_shipped.py)
     case("constraints --python 2.7", "--python '2.7' is not a Python 3 version: write versions like 3.12"),
     case("constraints --python 3.9", "no constraint set for Python 3.9: the matrix verified one for"),
@@ -63,6 +64,9 @@ CASES = [
     # run: env ids, kwargs, numbers, a plugin that raised at import
     case("run", "Missing argument 'ENV_ID' (see `puffer run --help`)"),
     case("run classic/cartpol", "unknown environment 'classic/cartpol'. Did you mean: classic/cartpole?"),
+    case("run cartpole-v1", "unknown environment 'cartpole-v1'. Did you mean: classic/cartpole"),
+    case("run ALE/Nothing-v5", "unknown environment 'ALE/Nothing-v5'."),
+    case("run FrozenLake-v1 --kwarg slippery=1", "takes no kwarg 'slippery'; did you mean is_slippery?"),
     case("run broken/anything", "plugin 'broken' failed to import (puffer_plugin_broken): ModuleNotFoundError"),
     case(
         "run classic/cartpole --kwarg foo=1",
@@ -129,7 +133,7 @@ CASES = [
     case("new-plugin fine {file}", "is a file"),
     case("new-plugin fine {full}", "--force"),
     # train: fails before torch is imported, except the kwargs the env itself refuses
-    case("train", "give an ENV_ID (e.g. classic/cartpole) or --resume DIR"),
+    case("train", "give an ENV_ID (e.g. classic/cartpole), env = ID in --config, or --resume DIR"),
     case("train classic/cartpol", "Did you mean: classic/cartpole?"),
     case("train broken/anything", "plugin 'broken' did not load"),
     case("train classic/cartpole --steps 0", "'--steps': 0 is out of range"),
@@ -240,6 +244,9 @@ CASES = [
     case("runs resume --auto", "give a run's DIR or --interrupted"),
     case("runs resume --interrupted --auto {empty}", "give a run's DIR or --interrupted"),
     case("runs --bogus", "No such option '--bogus'"),
+    case("runs rm", "Missing argument 'DIR...'"),
+    case("runs rm {empty}", "is not one of your runs on this box"),
+    case("runs prune --bogus", "No such option '--bogus'"),
     # fleet (the inventory is checked before Ansible is asked)
     case("fleet bogus", "No such command 'bogus' (see `puffer fleet --help`)"),
     case("fleet status", "Missing option '-i' / '--inventory'"),

@@ -91,8 +91,9 @@ def test_a_run_stopped_by_its_user_stays_stopped(env, tmp_path):
     assert stopped.returncode == 0 and f"stopped {out} at step" in stopped.stderr, stopped.stderr
     row = listed(env, out)
     assert row["state"] == "stopped" and row["resume"] == f"puffer runs resume {out}"
-    # Its log (no terminal): a progress line at the first update, then the stop said as a stop.
+    # Its log (no terminal): the device and a progress line at the first update, then the stop said as a stop.
     log = (out / "train.log").read_text()
+    assert re.search(r"^device: cpu\nstep [\d,]+/", log, re.MULTILINE), log
     assert re.search(r"^step [\d,]+/10,000,000 \([\d.]+%\) \| [\d,]+ steps/s \| return \S+ \| elapsed "
                      r"[\dhms]+ \| eta [\dhms]+$", log, re.MULTILINE), log  # fmt: skip
     assert re.search(rf"^stopped at step [\d,]+ by SIGTERM; policy.pt saved in {re.escape(str(out))}", log, re.M), log

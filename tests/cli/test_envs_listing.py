@@ -101,3 +101,17 @@ def test_native_batches_are_named_per_plugin_and_per_env_in_json():
     assert rows["classic/cartpole"]["native"] is True and rows["classic/acrobot"]["native"] is False
     if "atari/breakout" in rows:
         assert headers["atari"].endswith("native batches") and rows["atari/breakout"]["native"] is True
+
+
+def test_gymnasium_lists_the_registered_ids_no_plugin_covers():
+    data = json.loads(listing(None, None, "--gymnasium", "--json"))
+    ids = {row["id"]: row["entry_point"] for row in data["gymnasium"]}
+    assert ids["FrozenLake-v1"] == "gymnasium.envs.toy_text.frozen_lake:FrozenLakeEnv"
+    assert "CartPole-v1" not in ids  # classic/cartpole's alias: a plugin covers it
+    rows = {row["id"]: row for row in json.loads(listing(None, None, "--json"))["envs"]}
+    assert rows["classic/cartpole"]["aliases"] == ["CartPole-v1"]
+    assert not {row["id"] for row in rows.values()} & set(ids)  # `puffer envs` itself: the plugins' envs only
+    lines = listing(None, 120, "--gymnasium").splitlines()
+    assert lines[0].startswith("gymnasium ") and f"{len(ids)} registered ids no plugin covers" in lines[0]
+    assert any(line.split() == ["FrozenLake-v1", ids["FrozenLake-v1"]] for line in lines)
+    assert all(len(line.encode()) <= 80 for line in listing(None, 80, "--gymnasium").splitlines())

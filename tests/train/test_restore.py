@@ -17,7 +17,14 @@ from stored_run import OLD_CHECKPOINT
 
 from puffer_core.errors import APIUsageError
 from puffer_core.train.config import RAY_ONLY, PPOConfig
-from puffer_core.train.restore import ENVS_PER_CPU, WORKERS_PER_CPU, check_fits_machine, restored_kwargs
+from puffer_core.train.restore import (
+    ENVS_PER_CPU,
+    WORKERS_PER_CPU,
+    check_fits_machine,
+    names_an_env,
+    restored_kwargs,
+    saved_env_spec,
+)
 
 SOURCE = "run/policy.pt"
 
@@ -83,6 +90,23 @@ def test_saved_settings_beyond_this_machine_are_refused_unless_given(name, value
     )
     check_fits_machine(config, {}, SOURCE, cpus=2)
     check_fits_machine(PPOConfig(**{name: limit}), {name: limit}, SOURCE, cpus=2)
+
+
+@pytest.mark.parametrize(
+    ("saved", "expected"),
+    [("classic/cartpole", "classic/cartpole"), ("CartPole-v1", "classic/cartpole"), ("FrozenLake-v1", "FrozenLake-v1")],
+)
+def test_a_checkpoints_env_is_a_plugin_id_an_alias_or_a_registered_gymnasium_id(saved, expected):
+    assert names_an_env(saved)
+    assert saved_env_spec(saved, SOURCE).id == expected
+
+
+@pytest.mark.parametrize("saved", ["ScoredProbe", "make.<locals>.env", "functools.partial(<function f>)"])
+def test_a_creators_name_is_said_to_be_one(saved):
+    """A run trained on a creator saves its name: some names read as gymnasium ids, none is registered."""
+    assert not names_an_env(saved)
+    with pytest.raises(APIUsageError, match=r"\(a creator's name, or an id registered by code not run here\)"):
+        saved_env_spec(saved, SOURCE)
 
 
 require("torch")
@@ -167,3 +191,20 @@ def test_a_nethack_checkpoint_carrying_savedir_makes_no_directory(nethack_run, t
     # What the checkpoint did before (and does when trusted): nle makes and writes that tree.
     train.evaluate(run, episodes=1, saved_kwargs="trust")
     assert target.is_dir() and any(target.iterdir())
+
+
+def test_a_gymnasium_id_trains_resumes_by_its_alias_and_plays(tmp_path):
+    """FrozenLake-v1 (gymnasium's own) and CartPole-v1 (classic/cartpole's alias) through ppo, resume and evaluate."""
+    settings = {"num_envs": 4, "rollout_steps": 32, "hidden_size": 8, "backend": "serial"}
+    lake = tmp_path / "lake"
+    train.ppo("FrozenLake-v1", 256, out=lake, env_kwargs={"is_slippery": False}, **settings)
+    assert train.load(lake).env == "FrozenLake-v1" and train.load(lake).env_kwargs == {"is_slippery": False}
+    played = train.evaluate(lake, episodes=2, saved_kwargs="trust")
+    assert played.env == "FrozenLake-v1" and len(played.returns) == 2
+    cart = tmp_path / "cart"
+    train.ppo("CartPole-v1", 256, out=cart, **settings)
+    assert train.load(cart).env == "classic/cartpole"  # the plugin's env, by its own id
+    curve = train.ppo("CartPole-v1", 512, resume=cart)  # the alias names the same env
+    assert curve.rows[-1]["step"] >= 512
+    with pytest.raises(APIUsageError, match="trained on 'classic/cartpole', not 'Acrobot-v1'"):
+        train.ppo("Acrobot-v1", 1024, resume=cart)

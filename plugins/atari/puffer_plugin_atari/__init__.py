@@ -13,7 +13,7 @@ from puffer_core import CompatAxes, DockerLayer, EnvSpec, hookimpl
 from puffer_plugin_atari.compat import compat_axes
 from puffer_plugin_atari.docker import docker_layer
 from puffer_plugin_atari.envs import MIN_ALE_PY, RESTORABLE, make_atari, make_atari_batch
-from puffer_plugin_atari.games import game_ids, title
+from puffer_plugin_atari.games import game_ids, gymnasium_id, title
 
 __version__ = "0.1.0"
 
@@ -43,6 +43,7 @@ def env_specs() -> list[EnvSpec]:
             # One frame per step of 4 frames (the default frameskip) of a 60 Hz screen.
             render_fps=15.0,
             restorable=RESTORABLE,
+            aliases=(gymnasium_id(game),),
         )
         for game in game_ids()
     ]

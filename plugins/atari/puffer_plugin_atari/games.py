@@ -14,7 +14,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-__all__ = ["MULTIPLAYER_ONLY", "STANDARD_GAMES", "game_ids", "installed_game_ids", "title"]
+__all__ = ["MULTIPLAYER_ONLY", "STANDARD_GAMES", "game_ids", "gymnasium_id", "installed_game_ids", "title"]
 
 #: ROMs ale-py ships that have no single-player mode: ALE registers no v5 env for them.
 MULTIPLAYER_ONLY = frozenset({"combat", "joust", "maze_craze", "warlords"})
@@ -65,3 +65,8 @@ def game_ids() -> tuple[str, ...]:
 def title(game: str) -> str:
     """``montezuma_revenge`` -> ``Montezuma Revenge``."""
     return game.replace("_", " ").title()
+
+
+def gymnasium_id(game: str) -> str:
+    """The v5 id ale-py registers for ``game`` (``ALE/Breakout-v5``, ``ALE/TicTacToe3D-v5``): its PascalCase name."""
+    return f"ALE/{game.title().replace('_', '')}-v5"

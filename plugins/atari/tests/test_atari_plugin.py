@@ -6,7 +6,7 @@ import importlib.metadata
 import json
 import os
 
-import ale_py  # noqa: F401  (a dependency: a broken install must fail, not skip)
+import ale_py  # a dependency: a broken install must fail, not skip
 import puffer_plugin_atari
 from packaging.version import Version
 from puffer_plugin_atari import INSTALL_HINT
@@ -139,3 +139,24 @@ def test_plugin_import_and_listing_do_not_import_ale_py():
     assert result.returncode == 0, result.stderr
     before, after = json.loads(result.stdout.strip().splitlines()[-1])
     assert "ale_py" not in after and after == before
+
+
+def test_ales_own_v5_ids_are_this_plugins_envs():
+    import gymnasium
+
+    gymnasium.register_envs(ale_py)
+    plugins = load_plugins(environ={})
+    specs = [plugins.env_specs[env_id] for env_id in plugins.plugins["atari"].envs]
+    missing = [spec.aliases for spec in specs if not set(spec.aliases) <= set(gymnasium.envs.registry)]
+    assert not missing, f"aliases ale-py does not register: {missing}"
+    assert plugins.get_spec("ALE/Breakout-v5").id == "atari/breakout"
+    assert plugins.get_spec("ALE/TicTacToe3D-v5").id == "atari/tic_tac_toe_3d"
+    # ALE's older ids are no plugin env's: gymnasium's own, made by gymnasium.make.
+    assert plugins.get_spec("BreakoutNoFrameskip-v4").id == "BreakoutNoFrameskip-v4"
+
+
+def test_an_ale_id_runs_the_plugins_env():
+    proc = run_puffer("run", "ALE/Pong-v5", "--steps", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "puffer: ALE/Pong-v5 is atari/pong (atari's env" in proc.stderr
+    assert json.loads(proc.stdout)["env"] == "atari/pong"

@@ -45,7 +45,7 @@ TRAIN_KWARGS = {"observation_keys": ("glyphs_crop", "blstats")}
 
 PLUGIN = "nethack"
 
-__all__ = ["PLUGIN", "TRAIN_DEFAULTS", "TRAIN_KWARGS", "__version__", "env_specs"]
+__all__ = ["PLUGIN", "TRAIN_DEFAULTS", "TRAIN_KWARGS", "__version__", "env_specs", "gymnasium_id"]
 
 
 def env_specs() -> list[EnvSpec]:
@@ -68,9 +68,15 @@ def env_specs() -> list[EnvSpec]:
             train_defaults=TRAIN_DEFAULTS,
             train_kwargs=TRAIN_KWARGS,
             restorable=RESTORABLE,
+            aliases=(gymnasium_id(cls),),
         )
-        for task, (_module, _cls, description) in TASKS.items()
+        for task, (_module, cls, description) in TASKS.items()
     ]
+
+
+def gymnasium_id(cls: str) -> str:
+    """The id nle registers for its class ``cls`` (``NetHackScore-v0``; the full game ``NLE`` is ``NetHack-v0``)."""
+    return "NetHack-v0" if cls == "NLE" else f"{cls}-v0"
 
 
 @hookimpl

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 
 import puffer_plugin_nethack
 import pytest
@@ -11,7 +12,7 @@ from puffer_plugin_nethack.wrappers import EndReason, NetHackWrapper, end_reason
 
 from puffer_core import CompatAxes, DockerLayer
 from puffer_core.adapters import LegacyGymEnv
-from puffer_core.testing import envs_json, load_plugins, run_python
+from puffer_core.testing import envs_json, load_plugins, run_puffer, run_python
 
 IDS = {
     f"nethack/{task}"
@@ -192,3 +193,26 @@ def test_plugin_import_does_not_import_nle():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+def test_nles_own_ids_are_this_plugins_envs():
+    import gymnasium
+    import nle  # noqa: F401  (registers NetHack's ids)
+
+    plugins = load_plugins(environ={})
+    for env_id in IDS:
+        (alias,) = plugins.env_specs[env_id].aliases
+        assert alias in gymnasium.envs.registry, alias  # a real id, nle's own
+        assert plugins.get_spec(alias).id == env_id
+    assert plugins.get_spec("NetHackScore-v0").id == "nethack/score"
+    assert plugins.get_spec("NetHack-v0").id == "nethack/nethack"
+    # With its wrappers: NetHackWrapper, not nle's bare env.
+    assert NetHackWrapper in plugins.wrappers(plugins.get_spec("NetHackScore-v0"))
+
+
+def test_running_an_nle_id_says_which_env_it_is_once():
+    proc = run_puffer("run", "NetHackScore-v0", "--steps", "20", "--json")
+    assert proc.returncode == 0, proc.stderr
+    note = "puffer: NetHackScore-v0 is nethack/score (nethack's env, with its wrappers and defaults)"
+    assert proc.stderr.count(note) == 1, proc.stderr
+    assert json.loads(proc.stdout)["env"] == "nethack/score"

@@ -119,6 +119,7 @@ def puffer_envs() -> list[EnvSpec]:
             description=description,
             restorable=CLASSIC_RESTORABLE[name],
             batch_creator=functools.partial(make_gymnasium_vec, gym_id) if name in VECTOR_ENTRY_POINTS else None,
+            aliases=(gym_id,),
         )
         for name, (gym_id, description) in CLASSIC_CONTROL.items()
     ]
