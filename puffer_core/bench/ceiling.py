@@ -24,6 +24,7 @@ from typing import Any
 from puffer_core import vector
 from puffer_core.env.random_actions import random_action_batches
 from puffer_core.vector.checks import available_cpus, split_envs
+from puffer_core.vector.mp.start import default_start_method
 
 __all__ = ["parallel_ceiling"]
 
@@ -89,7 +90,9 @@ def parallel_ceiling(
     of ``num_envs / processes`` envs each, stepped over the same ``seconds``; with ``lockstep``,
     each waits for all the others after every batch."""
     processes = processes or min(available_cpus(), num_envs)
-    ctx = multiprocessing.get_context("fork")
+    # The vector envs' own start method: fork only while this process runs no other thread
+    # (a fork beside one may deadlock the child), forkserver else.
+    ctx = multiprocessing.get_context(default_start_method())
     barrier = ctx.Barrier(processes + 1)
     start_at = ctx.Value("d", float("inf"), lock=False)
     # One batch count per process, then the stop flag; lock-free (each process writes its own slot).

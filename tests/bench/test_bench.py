@@ -175,6 +175,31 @@ def test_parallel_ceiling_sums_independent_processes_and_names_a_failure():
         parallel_ceiling("classic/cartpol", 2, seconds=0.1, processes=2)
 
 
+def test_the_ceiling_forks_no_process_that_runs_another_thread(monkeypatch):
+    """A thread an earlier test (or the caller) left running: the ceiling's processes start by forkserver."""
+    import multiprocessing
+    import threading
+
+    from puffer_core.bench.ceiling import parallel_ceiling
+
+    methods, get_context = [], multiprocessing.get_context
+
+    def recorded(method=None):
+        methods.append(method)
+        return get_context(method)
+
+    monkeypatch.setattr(multiprocessing, "get_context", recorded)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert parallel_ceiling("classic/cartpole", 2, seconds=0.1, processes=2) > 0
+    finally:
+        stop.set()
+        thread.join()
+    assert methods == ["forkserver"]
+
+
 def test_lockstep_waits_for_the_slowest_process_and_not_for_one_that_stopped():
     import threading
 
