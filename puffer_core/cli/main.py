@@ -30,7 +30,7 @@ from puffer_core.cli.options import (
     ray_vector_kwargs,
     record_option,
 )
-from puffer_core.cli.output import console, print_json, require_known_env
+from puffer_core.cli.output import console, print_json, require_known_env, steps_bar
 from puffer_core.cli.runs import runs_cmd
 from puffer_core.cli.scaffold import scaffold_plugin
 from puffer_core.cli.sweep import sweep_cmd
@@ -211,28 +211,7 @@ def run_cmd(env_id: str, kwargs: tuple[str, ...], as_json: bool, **options: Any)
 def _run_with_progress(env: Any, watch: bool, options: dict[str, Any], env_kwargs: dict[str, Any]) -> Any:
     """``run_random`` under a progress bar on stderr (steps/s and the time left; none in a log or a pipe, nor
     with --watch)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    progress = Progress(
-        TextColumn("[bold]{task.description}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps · {task.fields[sps]} steps/s"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-        # A log or a pipe would keep a blank line of it; --watch owns the terminal.
-        disable=not err_console.is_terminal or watch,
-    )
+    progress = steps_bar("{task.fields[sps]} steps/s", hidden=watch)  # --watch owns the terminal
     name = escape(env.__name__)
     building = f"building {options['num_envs']:,} envs of {name}…" if options["num_envs"] > 1 else name
     with progress:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from rich.markup import escape
 
 from puffer_core.cli.doctor import warn_if_known_bad
 from puffer_core.cli.errors import err_console
@@ -33,6 +34,7 @@ from puffer_core.cli.options import (
     saved_kwargs_mode,
     saved_kwargs_options,
 )
+from puffer_core.cli.output import steps_bar
 from puffer_core.cli.runs import NOT_RESUMED, detach as detach_run, given_options, note_failure
 from puffer_core.env.recording import plan_recording
 from puffer_core.errors import PufferError
@@ -58,30 +60,6 @@ def _import_train(logs: bool = False) -> Any:
     require_matplotlib()
     require_logs(logs, None)
     return train
-
-
-def _progress(total: int, label: str) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(
-        TextColumn(f"[bold]{label}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("steps · {task.fields[sps]} steps/s · mean return {task.fields[mean_return]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,  # a log or a pipe gets progress lines (ProgressLines) instead
-    )
 
 
 TRAIN_HELP = """Train PPO on ENV_ID; write OUT/policy.pt, curve.csv, curve.png and OUT/tensorboard.
@@ -309,8 +287,8 @@ def _train(train: Any, plan: Any, wandb: Any, label: str, as_json: bool, device:
     if not err_console.is_terminal:
         lines = ProgressLines(config.steps, config.log_seconds, write, max_seconds=config.max_seconds)
         return train.train_plan(plan, on_update=_first_saying(device, write, lines), wandb=wandb)
-    with _progress(plan.config.steps, label) as bar:
-        task = bar.add_task("train", total=plan.config.steps, sps="–", mean_return="–")
+    with steps_bar("{task.fields[sps]} steps/s · mean return {task.fields[mean_return]}") as bar:
+        task = bar.add_task(escape(label), total=plan.config.steps, sps="–", mean_return="–")
 
         def show(row: dict[str, Any]) -> None:
             mean = "–" if row["mean_return"] is None else f"{row['mean_return']:.2f}"

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from optional import require
 from plugin_site import run_puffer, write_plugin
 from rich.cells import cell_len
 from rich.console import Console
@@ -224,3 +225,54 @@ def test_run_summary_on_a_pipe_is_never_wrapped(site):
     summary = next(line for line in lines if line.startswith(env_id))
     assert re.search(r": 100 steps in .* = .* steps/s \(serial, 2 envs, 1 worker, batch 2\)$", summary), lines
     assert len(lines) == 2 and "episodes finished; mean episode_length" in lines[1], lines  # each one line
+
+
+def in_a_terminal(*args: str, timeout: float = 300) -> str:
+    """What `puffer ARGS` writes to a terminal (a pseudo-terminal 120 columns wide), ANSI codes and all."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    from plugin_site import puffer_env
+
+    main, child = pty.openpty()
+    env = {**puffer_env(None), "COLUMNS": "120", "TERM": "xterm-256color"}
+    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", *args], stdin=subprocess.DEVNULL,
+                            stdout=child, stderr=child, env=env)  # fmt: skip
+    os.close(child)
+    chunks, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # EIO: the child's end is closed, it has exited
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(main)
+        proc.kill() if proc.poll() is None else None
+        proc.wait()
+    assert proc.returncode == 0, b"".join(chunks).decode(errors="replace")
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_a_run_in_a_terminal_draws_its_bar_with_the_steps_the_rate_and_the_time_left():
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", in_a_terminal("run", "classic/cartpole", "--steps", "100000",
+                                                              "--num-envs", "2"))  # fmt: skip
+    bar = r"classic/cartpole [━╸╺ ]+ \d+/100000 steps · [\d,]+ steps/s \d:\d\d:\d\d eta \d:\d\d:\d\d"
+    assert re.search(bar, text), text[-2000:]
+    assert "classic/cartpole: 100,000 steps in" in text  # the summary after the bar
+
+
+def test_training_in_a_terminal_draws_its_bar_with_the_mean_return(tmp_path):
+    require("torch")
+    text = in_a_terminal("train", "classic/cartpole", "--steps", "4096", "--out", str(tmp_path / "run"))
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+    assert "device: cpu" in text
+    bar = r"classic/cartpole [━╸╺ ]+ \d+/8192 steps · [\d,–]+ steps/s · mean return \S+ \d:\d\d:\d\d eta"
+    assert re.search(bar, text), text[-2000:]
+    assert "4,096 steps in" in text
