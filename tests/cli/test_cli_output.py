@@ -273,6 +273,6 @@ def test_training_in_a_terminal_draws_its_bar_with_the_mean_return(tmp_path):
     text = in_a_terminal("train", "classic/cartpole", "--steps", "4096", "--out", str(tmp_path / "run"))
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
     assert "device: cpu" in text
-    bar = r"classic/cartpole [━╸╺ ]+ \d+/8192 steps · [\d,–]+ steps/s · mean return \S+ \d:\d\d:\d\d eta"
+    bar = r"classic/cartpole [━╸╺ ]+ \d+/4096 steps · [\d,–]+ steps/s · mean return \S+ \d:\d\d:\d\d eta"
     assert re.search(bar, text), text[-2000:]
     assert "4,096 steps in" in text
