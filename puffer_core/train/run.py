@@ -149,9 +149,6 @@ def train_plan(
             held.enter_context(RunLock(directory))
             if not plan.continues_in_place:
                 _check_fresh(directory)
-            # The run's complete settings, to repeat it from (puffer train --config OUT/config.toml).
-            env = plan.env if isinstance(plan.env, str) else None
-            write_config(directory / CONFIG_FILE, env, config, plan.env_kwargs, device=device_label(device))
         try:
             trainer, stop = _train(plan, device, directory, (on_update, on_episode, wandb), registration)
         except TrainingDiverged as exc:
@@ -210,6 +207,10 @@ def _train(
         if plan.saved is not None:
             _check_spaces(plan.saved, envs)
             trainer.restore(plan.saved)
+        if directory is not None:  # once the envs are up: a run that cannot start leaves its folder empty
+            # The run's complete settings, to repeat it from (puffer train --config OUT/config.toml).
+            env = plan.env if isinstance(plan.env, str) else None
+            write_config(directory / CONFIG_FILE, env, config, plan.env_kwargs, device=device_label(device))
         if registration is not None:
             registration.start(trainer.step)
         with contextlib.closing(open_logs(directory, wandb, _logged_settings(plan), trainer.step)) as logs:
