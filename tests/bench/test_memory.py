@@ -71,7 +71,10 @@ def test_a_short_run_is_sampled_stopped_and_resumed(monkeypatch):
     result = memory_run(0.3, 3.0, train_args=(*TRAIN_ARGS, "--set", "checkpoint_seconds=4"), progress=seen.append)
     rows = [dict(zip(COLUMNS, sample)) for sample in result["samples"]]
     assert len(seen) == len(rows) - 1 >= 5 and rows[-1]["processes"] == 0  # the last: after the run
-    assert all(row["processes"] >= 3 and row["rss_mb"] > 100 for row in rows[:-1])  # main and 2 workers at least
+    # Main and 2 workers at least, from the sample after they started (torch's import comes first:
+    # on a slow machine the first sample or two find the main process alone).
+    up = next(i for i, row in enumerate(rows) if row["processes"] >= 3)
+    assert all(row["processes"] >= 3 and row["rss_mb"] > 100 for row in rows[up:-1]) and len(rows) - up >= 4, rows
     assert rows[-1]["checkpoint_bytes"] > 0 and rows[-1]["step"] > 0 and rows[-1]["episodes"] > 0
     assert result["exit_code"] == 130 and result["scratch_left"] == []
     resume = result["resume"]
