@@ -39,7 +39,9 @@ KNOWN_APIS = ("gymnasium", "gym", "pettingzoo", "pettingzoo-aec")
 # trailing newline through.
 ENV_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 #: An id gymnasium registers: ``[NAMESPACE/]NAME[-vN]`` (``CartPole-v1``, ``ALE/Pong-v5``), ASCII only.
-GYMNASIUM_ID_RE = re.compile(r"^(?:[A-Za-z0-9_:-]+/)?[A-Za-z0-9_:.-]+?(?:-v\d+)?\Z")
+#: No ``:``: gymnasium.make reads ``module:Name-v0`` as "import module first", and an id may come
+#: from a file (a checkpoint) that must not choose what is imported.
+GYMNASIUM_ID_RE = re.compile(r"^(?:[A-Za-z0-9_-]+/)?[A-Za-z0-9_.-]+?(?:-v\d+)?\Z")
 MAX_ENV_ID_LENGTH = 128
 # ``\Z``, not ``$``: ``$`` also matches before a trailing newline. Plugin names and Python
 # versions reach the matrix's command lines (``--plugin NAME``, ``uv venv --python X.Y``).
@@ -92,7 +94,7 @@ def env_id_problem(value: Any) -> str | None:
         return None
     if isinstance(value, str) and len(value) <= MAX_ENV_ID_LENGTH and ENV_ID_RE.match(value):
         return None
-    return (f"is not an env id: 'plugin/name' or a gymnasium id such as 'CartPole-v1', of [A-Za-z0-9_.:-], "
+    return (f"is not an env id: 'plugin/name' or a gymnasium id such as 'CartPole-v1', of [A-Za-z0-9_.-], "
             f"at most {MAX_ENV_ID_LENGTH} characters")  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from puffer_core.env.environments import SpecCreator
 from puffer_core.env.factory import env_name
-from puffer_core.errors import APIUsageError
+from puffer_core.errors import APIUsageError, UnknownEnvError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import EnvSpec
 from puffer_core.train.config import RAY_ONLY, PPOConfig
@@ -228,8 +228,12 @@ def plan_eval(
 
 def _id_of(env: Any) -> str:
     """What a checkpoint calls ``env``: the id an alias or a plugin's id resolves to, a creator's name."""
-    plugins = get_plugins()
-    return plugins.get_spec(env).id if isinstance(env, str) and plugins.knows(env) else env_name(env)
+    if not isinstance(env, str):
+        return env_name(env)
+    try:
+        return get_plugins().get_spec(env).id
+    except UnknownEnvError:
+        return env
 
 
 def _spec_of(env: Any) -> EnvSpec | None:

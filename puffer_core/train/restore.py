@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from puffer_core.errors import APIUsageError
+from puffer_core.errors import APIUsageError, UnknownEnvError
 from puffer_core.plugins import get_plugins
 from puffer_core.specs.declarations import ENV_ID_RE, EnvSpec, env_id_problem
 from puffer_core.train.config import RAY_ONLY, PPOConfig
@@ -57,13 +57,18 @@ def saved_env_spec(env: str, source: str) -> EnvSpec:
         APIUsageError: not an env id (a run trained on a creator saves the creator's name).
         UnknownEnvError: no loaded plugin provides it.
     """
-    if not names_an_env(env):
-        why = env_id_problem(env) or "is no plugin's env and no id gymnasium registers here"
-        raise APIUsageError(
-            f"{source}: the run was trained on {short(env)}, which {why} (a creator's name, or an id registered "
-            "by code not run here): to use it, pass that creator as env= from Python"
-        )
-    return get_plugins().get_spec(env)
+    why = env_id_problem(env)
+    if why is None:
+        try:
+            return get_plugins().get_spec(env)
+        except UnknownEnvError:
+            if ENV_ID_RE.match(env):  # a plugin's id: the plugin is missing, which the error says
+                raise
+        why = "is no plugin's env and no id gymnasium registers here"
+    raise APIUsageError(
+        f"{source}: the run was trained on {short(env)}, which {why} (a creator's name, or an id registered "
+        "by code not run here): to use it, pass that creator as env= from Python"
+    )
 
 
 def restored_kwargs(

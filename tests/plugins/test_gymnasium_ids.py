@@ -122,14 +122,15 @@ def test_an_unknown_gymnasium_id_names_the_plugin_env_written_another_way():
     assert "No plugin named 'ALE'" not in str(excinfo.value)  # ALE/ is gymnasium's namespace, not a plugin
 
 
-@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5", "NetHackScore-v0", "MyEnv", "ns:sub/Env-v12"])
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Pong-v5", "NetHackScore-v0", "MyEnv", "my-ns/Env_2.b-v12"])
 def test_gymnasium_ids_are_env_ids(env_id):
     assert gymnasium_id_problem(env_id) is None
     assert env_id_problem(env_id) is None
 
 
-@pytest.mark.parametrize("env_id", ["", "Cart Pole-v1", "a/b/c", "CartPole-v1\n", "x" * 129, "ünï-v0"])
+@pytest.mark.parametrize("env_id", ["", "Cart Pole-v1", "a/b/c", "CartPole-v1\n", "x" * 129, "ünï-v0", "os:Env-v0"])
 def test_what_is_not_an_env_id_is_refused(env_id):
+    """``os:Env-v0``: gymnasium.make would import ``os`` first; an id read from a checkpoint must not choose that."""
     assert env_id_problem(env_id) is not None
 
 

@@ -206,5 +206,6 @@ def test_a_gymnasium_id_trains_resumes_by_its_alias_and_plays(tmp_path):
     assert train.load(cart).env == "classic/cartpole"  # the plugin's env, by its own id
     curve = train.ppo("CartPole-v1", 512, resume=cart)  # the alias names the same env
     assert curve.rows[-1]["step"] >= 512
-    with pytest.raises(APIUsageError, match="trained on 'classic/cartpole', not 'Acrobot-v1'"):
-        train.ppo("Acrobot-v1", 1024, resume=cart)
+    for other in ("Acrobot-v1", "nothing/here"):
+        with pytest.raises(APIUsageError, match=f"trained on 'classic/cartpole', not '{other}'"):
+            train.ppo(other, 1024, resume=cart)
