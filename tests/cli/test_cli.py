@@ -182,17 +182,46 @@ def test_run_on_this_machine_has_no_placement():
     assert json.loads(proc.stdout)["placement"] is None
 
 
-def test_ctrl_c_during_a_run_prints_the_summary_of_what_ran():
+MARKED = """
+import os
+import gymnasium
+import puffer_core
+from puffer_core import EnvSpec
+
+def _make():
+    class Marked(gymnasium.Wrapper):
+        def step(self, action):  # the first step says the run is stepping
+            if not os.path.exists(os.environ["PUFFER_TEST_MARK"]):
+                open(os.environ["PUFFER_TEST_MARK"], "w").close()
+            return self.env.step(action)
+    return Marked(gymnasium.make("CartPole-v1"))
+
+@puffer_core.hookimpl
+def puffer_envs():
+    return [EnvSpec("marked/cartpole", _make)]
+"""
+
+
+def test_ctrl_c_during_a_run_prints_the_summary_of_what_ran(site, tmp_path):
     import signal
     import subprocess
     import sys
     import time
 
-    proc = subprocess.Popen([sys.executable, "-m", "puffer_core.cli.main", "run", "classic/cartpole", "--steps",
-                             "1000000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    time.sleep(6)  # its imports, then stepping
+    from plugin_site import puffer_env
+
+    write_plugin(site, "marked", MARKED)
+    mark = tmp_path / "stepping"
+    env = puffer_env(site, {"PUFFER_TEST_MARK": str(mark)})
+    command = [sys.executable, "-m", "puffer_core.cli.main", "run", "marked/cartpole", "--steps", "1000000000"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Ctrl-C once it steps (on a busy machine its imports alone may take seconds).
+    deadline = time.monotonic() + 120
+    while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert "classic/cartpole: " in out and " steps/s " in out and "episodes finished; mean" in out, out
+    assert "marked/cartpole: " in out and " steps/s " in out and "episodes finished; mean" in out, out
     assert "interrupted after " in err and "steps (Ctrl-C)" in err

@@ -86,7 +86,10 @@ def test_async_main_share_steps_between_worker_batches():
     ) as envs:  # the worker holds envs 0-3, the main 4-7 (slow)
         envs.async_reset(100)
         batches, steps = {0: 0, 4: 0}, np.zeros(8, int)
-        for _ in range(40):
+        # Until the main share has come back 6 times (bounded: a starved one never does), however busy the machine.
+        for _ in range(400):
+            if batches[4] == 6:
+                break
             obs, _, _, _, _, ids, _ = envs.recv()
             np.testing.assert_array_equal(obs[:, 0], steps[ids])  # each row's own step count
             steps[ids] += 1
@@ -95,8 +98,8 @@ def test_async_main_share_steps_between_worker_batches():
             envs.send(np.ones(4, int))
             if ids[0] == 4:
                 assert time.monotonic() - started < 0.04  # send only queues the main share's 80 ms
+        assert batches[4] == 6, batches  # serving the worker never starves the main share
         assert batches[0] >= 2.5 * batches[4], batches
-        assert batches[4] >= 4, batches  # serving the worker never starves the main share
 
 
 def test_async_main_share_fault():
