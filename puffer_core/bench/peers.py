@@ -18,6 +18,7 @@ from puffer_core.bench.native_peers import envpool_cases, native_alone_cases
 from puffer_core.env.environments import make_raw
 from puffer_core.plugins.apis import is_multiagent
 from puffer_core.vector.checks import available_cpus
+from puffer_core.vector.mp.start import default_start_method
 from puffer_core.vector.timing import time_async, time_gym_vector
 
 __all__ = ["PUFFERLIB_INSTALL", "PUFFERLIB_REQUIREMENTS", "peer_cases", "pufferlib_version"]
@@ -71,7 +72,8 @@ def _async_vector_case(raw_creator: Callable[[], Any], num_envs: int, seed: int)
     def build() -> Any:
         from gymnasium.vector import AsyncVectorEnv
 
-        return AsyncVectorEnv([raw_creator] * num_envs, shared_memory=True)
+        # gymnasium forks by default; where this process runs other threads that may deadlock a child
+        return AsyncVectorEnv([raw_creator] * num_envs, shared_memory=True, context=default_start_method())
 
     def measure(env: Any, seconds: float, warmup: float) -> float:
         return time_gym_vector(env, seconds, warmup, num_envs, env.single_action_space, seed)

@@ -200,6 +200,36 @@ def test_the_ceiling_forks_no_process_that_runs_another_thread(monkeypatch):
     assert methods == ["forkserver"]
 
 
+def test_gymnasiums_async_vector_env_forks_no_process_that_runs_another_thread(monkeypatch):
+    """The peer as well: gymnasium would fork by default; with a thread running it starts by forkserver."""
+    import multiprocessing
+    import threading
+
+    from puffer_core.bench.peers import peer_cases
+
+    methods, get_context = [], multiprocessing.get_context
+
+    def recorded(method=None):
+        methods.append(method)
+        return get_context(method)
+
+    monkeypatch.setattr(multiprocessing, "get_context", recorded)
+    (case,) = [case for case in peer_cases("classic/cartpole", 2, seed=0) if case.backend == "gymnasium-async"]
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        env = case.build()
+        try:
+            assert case.measure(env, 0.05, 0.0) > 0
+        finally:
+            env.close()
+    finally:
+        stop.set()
+        thread.join()
+    assert methods == ["forkserver"]
+
+
 def test_lockstep_waits_for_the_slowest_process_and_not_for_one_that_stopped():
     import threading
 

@@ -105,7 +105,7 @@ def test_run_uneven_rows(uneven):
         assert row["slow_workers"] == row["num_workers"] // 2
         assert len(row["sync_rounds"]) == len(row["async_rounds"]) == 2
         assert row["sync_sps"] == max(row["sync_rounds"]) > 0 and row["async_sps"] == max(row["async_rounds"]) > 0
-        assert row["ratio"] == pytest.approx(row["async_sps"] / row["sync_sps"], rel=1e-3)
+        assert row["ratio"] == pytest.approx(row["async_sps"] / row["sync_sps"], abs=5e-4)  # rounded to 3 places
         assert row["ideal_ratio"] > 1.0
     assert [i for i, _ in calls] == list(range(len(calls))) and len(calls) == 2 * 2 * len(layouts)
 

@@ -65,7 +65,13 @@ def test_probe_5_learns_with_its_envs_on_the_cluster(trained):
 
 def test_the_run_is_written_where_the_command_ran(trained):
     out, _ = trained
-    assert sorted(path.name for path in out.iterdir()) == ["curve.csv", "curve.png", "policy.pt", "tensorboard"]
+    assert sorted(path.name for path in out.iterdir()) == [
+        "config.toml",
+        "curve.csv",
+        "curve.png",
+        "policy.pt",
+        "tensorboard",
+    ]
 
 
 def test_the_run_plays_without_reaching_the_cluster(trained):
