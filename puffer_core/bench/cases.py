@@ -138,7 +138,10 @@ def _vector_case(
     def measure(env: Any, seconds: float, warmup: float) -> float:
         return time_async(env, seconds, warmup, env.batch_size, env.single_action_space, seed)
 
-    return Case(name, "puffer", backend, num_envs, workers or 1, batch, build, measure)
+    case = Case(name, "puffer", backend, num_envs, workers or 1, batch, build, measure)
+    if vector_kwargs:  # what makes the setting again (the step-time budget of the fastest one)
+        case.extra["vector_kwargs"] = dict(vector_kwargs)
+    return case
 
 
 def _ceiling_cases(env_id: str, num_envs: int, seed: int) -> list[Case]:

@@ -352,7 +352,7 @@ def _demoted(markdown: str, levels: int = 1) -> list[str]:
 
 
 def _newest_in_full(document: dict[str, Any]) -> list[str]:
-    from puffer_core.bench import training as bench_training, uneven as bench_uneven
+    from puffer_core.bench import step_time as bench_step_time, training as bench_training, uneven as bench_uneven
     from puffer_core.bench.vectorization import render_markdown
 
     machine = document["machine"]
@@ -378,6 +378,8 @@ def _newest_in_full(document: dict[str, Any]) -> list[str]:
     for section, render in sections:
         if document.get(section):
             lines += ["", *_demoted(render(document[section]))]
+    for env_id, step_time in (document.get("step_time") or {}).items():
+        lines += ["", f"### Where a `{env_id}` step's time goes", "", bench_step_time.render_markdown(step_time)]
     return lines
 
 
@@ -421,7 +423,14 @@ def render_page(
         "- **emulated single env**: the emulated env's step time over the raw env's, in one process, "
         "interleaved (`python -m puffer_core.bench.emulation`): with episode statistics (what the backends "
         "step), without them, and, for envs with a 1-D Box observation and a Discrete action, the *floor*: a "
-        "loop written out by hand that does only what an emulator with episode statistics must.",
+        "loop written out by hand that does only what an emulator with episode statistics must. Its vs raw is "
+        "that measurement's (the same games and actions, interleaved), not a ratio over the raw row, which "
+        "plays other games at another moment.",
+        "- **where a step's time goes**: one env stepped at each of its layers in turn, on one game (a layer's "
+        "own time is its level's less the level beneath's), and the cores' time per step of the run's fastest "
+        "setting split into the envs' own work (one Serial process's CPU per step on the same envs), what the "
+        "vector env adds (hand-offs, waits spun, the main process's bookkeeping and the caller's loop) and time "
+        "no process of the run used (`puffer bench ENV --step-time`; `puffer_core.bench.step_time`).",
         "- **adapters**: `to_gymnasium` / `to_sb3` alternating with the vector env they wrap; "
         "**check_actions**: `send`'s action checks on, alternating with them off; **on_fault='restart'**: "
         "seconds from a worker's SIGKILL to the next batch.",

@@ -39,7 +39,7 @@ import platform
 from collections.abc import Callable
 
 from puffer_core.atomic import private_directory
-from puffer_core.bench import training as bench_training, uneven as bench_uneven
+from puffer_core.bench import step_time as bench_step_time, training as bench_training, uneven as bench_uneven
 from puffer_core.bench.cases import puffer_cases
 from puffer_core.bench.emulation import emulation_overhead, floor_overhead
 from puffer_core.bench.faults import restart_latency
@@ -126,6 +126,10 @@ def _add_ratios(rows: list[dict]) -> list[dict]:
             # figure is ``overhead``, not a ratio over other rows' loops.
             usable = base and row.get("sps") and row["kind"] != "emulation"
             row[key] = round(row["sps"] / base, 3) if usable else None
+        if row["kind"] == "emulation" and row.get("overhead"):
+            # Its vs raw is that measurement's (the same games, actions and rounds), so the
+            # column reads as the step time says: another raw loop, another game, differs by more.
+            row["ratio_vs_raw"] = round(1 / row["overhead"], 3)
         if row.get("sps") is not None:
             row["sps"] = round(row["sps"], 1)
     return rows
@@ -296,6 +300,7 @@ def run_standard(
     include_training: bool = True,
     include_uneven: bool = True,
     peer_python: str | None = None,
+    include_step_time: bool = True,
 ) -> dict:
     """Run the standard set; store it in ``out_dir`` as one dated JSON file (``bench.runs.write_run``).
 
@@ -304,15 +309,26 @@ def run_standard(
     (``puffer_core.bench.training``) when torch, matplotlib and Stable-Baselines3 import;
     ``include_uneven`` the uneven-cores section (``puffer_core.bench.uneven``: synchronous
     against asynchronous batches with half the workers 3× slower), ``seconds`` per setting
-    and at least two rounds; ``peer_python`` an interpreter with EnvPool for its rows. The
-    learning section (``puffer_core.bench.learning``) is a run of its own.
+    and at least two rounds; ``peer_python`` an interpreter with EnvPool for its rows;
+    ``include_step_time`` where each env's step time goes (``puffer_core.bench.step_time``: its
+    layers, and the cores' time of its fastest setting). The learning section
+    (``puffer_core.bench.learning``) is a run of its own.
     """
     private_directory(out_dir)  # refused now, not after minutes of measuring
     results: dict[str, list[dict]] = {}
     notes: list[str] = []
-    for env_id, num_envs in available_envs(envs or STANDARD, notes).items():
+    wanted = available_envs(envs or STANDARD, notes)
+    for env_id, num_envs in wanted.items():
         results[env_id] = run_bench(env_id, num_envs=num_envs, seconds=seconds, include_peers=include_peers,
                                     progress=progress, rounds=rounds, peer_python=peer_python)  # fmt: skip
+    step_time = None
+    if include_step_time:
+        step_time = {
+            env_id: bench_step_time.run_step_time(
+                env_id, wanted[env_id], bench_step_time.fastest_setting(rows), seconds, progress=progress
+            )
+            for env_id, rows in results.items()
+        }
     if include_peers and pufferlib_version() is None:
         notes.append(f"PufferLib is not importable here, so its rows are absent (`{PUFFERLIB_INSTALL}` adds them)")
     uneven = uneven_native = None
@@ -328,4 +344,5 @@ def run_standard(
             training = bench_training.run_training(progress=progress)
     sections = {"seconds": seconds, "rounds": rounds, "results": results, "uneven": uneven, "training": training}
     sections["uneven_native"] = uneven_native
+    sections["step_time"] = step_time
     return write_run(out_dir, {**sections, "skipped": notes})

@@ -52,6 +52,11 @@ defaults for --minutes (at most 30) per seed, seeds 0 to --seeds minus 1, each a
 policy on the same env and seed, stored as DIR/<UTC time>.json with the mean and standard
 deviation of the trained-over-random ratio (--keep DIR keeps the first seed's curve plot and a
 recording of its trained agent; needs the train extra and NetHack's plugin).
+--step-time shows where ENV_ID's step time goes (also part of --standard, for each env): one env
+stepped at each of its layers in turn (the vector env's send and recv, the loop over a worker's
+envs, emulation, EpisodeStats, each wrapper, the env itself), and the cores' time per step of
+Multiprocessing on --num-envs envs split into the envs' own work, what the vector env adds, and
+idle time.
 --uneven runs the uneven-cores section alone (also part of --standard): a test env whose
 step burns a set CPU time, 3x longer on half the workers, stepped synchronously (step,
 full batches) and asynchronously (recv/send, half the envs per batch), one worker per
@@ -84,6 +89,7 @@ puffer_core.bench.results` renders the docs' table from the newest in bench-resu
 @click.option("--no-training", is_flag=True, help="--standard without the training section.")
 @click.option("--uneven", "uneven_only", is_flag=True, help="Only the uneven-cores section (see below).")
 @click.option("--no-uneven", is_flag=True, help="--standard without the uneven-cores section.")
+@click.option("--step-time", "step_time_only", is_flag=True, help="Only where ENV_ID's step time goes (see below).")
 @click.option("--standard", "out_dir", type=click.Path(file_okay=False), help="Run the standard set into DIR.")
 @click.option(
     "--learning",
@@ -128,6 +134,7 @@ def bench_cmd(
     no_training: bool,
     uneven_only: bool,
     no_uneven: bool,
+    step_time_only: bool,
     out_dir: str | None,
     learning_dir: str | None,
     minutes: float | None,
@@ -170,6 +177,12 @@ def bench_cmd(
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
+    if step_time_only:
+        if env_id is None or out_dir is not None:
+            raise click.UsageError("--step-time measures one env: give an ENV_ID, without --standard")
+        require_known_env(env_id)
+        _bench_step_time(env_id, num_envs, seconds, as_json)
+        return
     if out_dir is not None:
         sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
         sections["peer_python"] = _peer_python(peer_python, no_peers)
@@ -378,6 +391,20 @@ def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
         print_json(result)
     else:
         print_table(console, uneven_table(result))
+
+
+def _bench_step_time(env_id: str, num_envs: int, seconds: float, as_json: bool) -> None:
+    # deferred: loads only for this command (puffer's start-up stays light)
+    from puffer_core.bench import step_time
+
+    with _progress_callback("step time", hidden=as_json) as progress:
+        section = step_time.run_step_time(
+            env_id, num_envs, step_time.default_settings(num_envs), seconds, progress=progress
+        )
+    if as_json:
+        print_json(section)
+    else:
+        print_markdown(console, step_time.render_markdown(section))
 
 
 def _bench_training(as_json: bool) -> None:

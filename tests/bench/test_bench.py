@@ -14,7 +14,7 @@ from optional import require
 from rich.console import Console
 from rich.table import Table
 
-from puffer_core.bench import peers, vectorization as bench
+from puffer_core.bench import peers, results, vectorization as bench
 from puffer_core.cli.bench import bench_table
 
 
@@ -69,6 +69,9 @@ def test_run_bench_rows(rows):
     emulation = [r for r in result if r["kind"] == "emulation"]
     assert len(emulation) == 1 and emulation[0]["overhead"] > 0 and emulation[0]["overhead_without_stats"] > 0
     assert emulation[0]["overhead_floor"] > 0  # CartPole: a 1-D Box observation and a Discrete action
+    # its vs raw is its own interleaved comparison (same games and actions), not another row's loop
+    assert emulation[0]["ratio_vs_raw"] == round(1 / emulation[0]["overhead"], 3)
+    assert emulation[0]["ratio_vs_serial"] is None
     adapters = {r["name"]: r for r in result if r["kind"] == "adapter"}
     expected = {"to_gymnasium(Multiprocessing w=2 b=2)"}
     if importlib.util.find_spec("stable_baselines3") or os.environ.get("PUFFER_REQUIRE_TORCH"):
@@ -283,6 +286,20 @@ def test_run_standard_stores_one_dated_run(tmp_path):
     assert "## classic/cartpole (2 envs)" in markdown
     assert "| configuration | workers | batch | steps/s |" in markdown
     assert "nope/missing" in markdown
+    step_time = data["step_time"]["classic/cartpole"]  # where its step's time goes, in the same run
+    assert step_time["layers"][-1]["layer"] == "CartPoleEnv"
+    fastest = fastest_puffer_row(data)  # its cores' time is budgeted, when it has processes to budget
+    if fastest["backend"] == "multiprocessing":
+        assert [row["name"] for row in step_time["cores"]["settings"]] == [fastest["name"]]
+    else:
+        assert step_time["cores"] is None
+    page = results.render_page([data])
+    assert "### Where a `classic/cartpole` step's time goes" in page and "| the env itself (CartPoleEnv) |" in page
+
+
+def fastest_puffer_row(document: dict) -> dict:
+    rows = document["results"]["classic/cartpole"]
+    return max((row for row in rows if row["kind"] == "puffer" and row["sps"]), key=lambda row: row["sps"])
 
 
 @pytest.mark.slow
