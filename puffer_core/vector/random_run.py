@@ -22,6 +22,10 @@ __all__ = ["RunResult", "run_random"]
 #: Numeric info keys that say where an info came from rather than how an episode went.
 
 
+#: How many episode returns a run keeps when it is not limited by episodes.
+RETURNS_KEPT = 10_000
+
+
 @dataclass
 class RunResult:
     env_id: str
@@ -34,7 +38,8 @@ class RunResult:
     episodes: int = 0
     #: mean of every numeric episode statistic (episode_return, episode_length, score, …)
     episode_means: dict[str, float] = field(default_factory=dict)
-    #: every ended episode's return, in the order they ended
+    #: the returns of the first episodes to end, in the order they ended: every one up to
+    #: ``episodes`` when that was the limit, else up to ``RETURNS_KEPT`` (a long run's list stays bounded)
     episode_returns: list[float] = field(default_factory=list)
     #: agent slots per env (PettingZoo's possible agents; 1 for a single-agent env):
     #: ``num_envs`` counts slots, ``num_envs // agents_per_env`` envs
@@ -131,7 +136,8 @@ def run_random(
     rng = np.random.default_rng(seed)
     totals: dict[str, float] = defaultdict(float)
     returns: list[float] = []
-    done_steps = 0
+    keep = episodes if episodes is not None else RETURNS_KEPT
+    ended = done_steps = 0
     with make(
         env_id,
         num_envs=num_envs,
@@ -148,11 +154,11 @@ def run_random(
         envs.async_reset(seed)
         interrupted = False
         try:
-            while (steps is None or done_steps < steps) and (episodes is None or len(returns) < episodes):
+            while (steps is None or done_steps < steps) and (episodes is None or ended < episodes):
                 obs, _rew, _term, _trunc, infos, env_ids, masks = envs.recv()
                 live = int(np.count_nonzero(masks)) if masks is not None else len(env_ids)
                 done_steps += live
-                _tally(infos, returns, totals)
+                ended += _tally(infos, returns, totals, keep)
                 envs.send(actions.next(obs))
                 if on_progress is not None:
                     on_progress(live)
@@ -174,20 +180,24 @@ def run_random(
             native=bool((vector_kwargs or {}).get("native")),
             interrupted=interrupted,
         )
-    result.episodes = len(returns)
+    result.episodes = ended
     result.episode_returns = returns
-    result.episode_means = {key: total / len(returns) for key, total in sorted(totals.items())} if returns else {}
+    result.episode_means = {key: total / ended for key, total in sorted(totals.items())} if ended else {}
     return result
 
 
-def _tally(infos: Any, returns: list[float], totals: dict[str, float]) -> None:
-    """Each episode that ended in ``infos``: its return onto ``returns``, its other numeric
-    statistics added to ``totals``."""
+def _tally(infos: Any, returns: list[float], totals: dict[str, float], keep: int) -> int:
+    """Each episode that ended in ``infos``: its return onto ``returns`` (while it holds fewer
+    than ``keep``), its numeric statistics added to ``totals``; how many ended."""
+    ended = 0
     for info in _episode_infos(infos):
-        returns.append(float(info[EPISODE_RETURN]))
+        ended += 1
+        if len(returns) < keep:
+            returns.append(float(info[EPISODE_RETURN]))
         for key, value in info.items():
             if key not in NOT_STATISTICS and isinstance(value, (Real, np.number)) and not isinstance(value, bool):
                 totals[key] += float(value)
+    return ended
 
 
 def _placement(envs: Any) -> list[dict[str, Any]] | None:

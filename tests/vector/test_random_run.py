@@ -38,8 +38,17 @@ def test_run_random_stops_after_an_episode_count_and_keeps_each_return():
     # Probe 3 pays 1 on its second step: every episode's return is 1 and lasts 2 steps.
     result = run_random("classic/probe_3", steps=None, episodes=7, num_envs=2, seed=0)
     assert 7 <= result.episodes <= 8  # both envs can end an episode on the last step
-    assert result.episode_returns == [1.0] * result.episodes
+    assert result.episode_returns == [1.0] * 7  # the first 7 to end
     assert result.steps < 40  # it stopped on the episodes, not after some step budget
+
+
+def test_a_long_runs_returns_stay_bounded(monkeypatch):
+    from puffer_core.vector import random_run
+
+    monkeypatch.setattr(random_run, "RETURNS_KEPT", 3)
+    result = run_random("classic/probe_1", steps=50, num_envs=2, seed=0)
+    assert result.episodes >= 20 and result.episode_returns == [1.0] * 3
+    assert result.episode_means == pytest.approx({"episode_return": 1.0, "episode_length": 1.0})
 
 
 def test_run_random_needs_a_limit():
