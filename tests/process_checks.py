@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+
+def default_sigint() -> None:
+    """Ctrl-C's default in a child (``preexec_fn``): a test run from a background job
+    (``nox ... &``, a CI runner) inherits SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler: the child would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def alive(pid: int) -> bool:

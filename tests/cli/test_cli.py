@@ -209,12 +209,14 @@ def test_ctrl_c_during_a_run_prints_the_summary_of_what_ran(site, tmp_path):
     import time
 
     from plugin_site import puffer_env
+    from process_checks import default_sigint
 
     write_plugin(site, "marked", MARKED)
     mark = tmp_path / "stepping"
     env = puffer_env(site, {"PUFFER_TEST_MARK": str(mark)})
     command = [sys.executable, "-m", "puffer_core.cli.main", "run", "marked/cartpole", "--steps", "1000000000"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_sigint)  # fmt: skip
     # Ctrl-C once it steps (on a busy machine its imports alone may take seconds).
     deadline = time.monotonic() + 120
     while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:

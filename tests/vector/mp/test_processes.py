@@ -17,7 +17,7 @@ import time
 import gymnasium
 import numpy as np
 import pytest
-from process_checks import alive, shm_entries, wait_gone
+from process_checks import alive, default_sigint, shm_entries, wait_gone
 
 from puffer_core import vector
 from puffer_core.errors import WorkerError
@@ -213,12 +213,6 @@ _SCRIPT = textwrap.dedent(
 _IN_A_THREAD = (
     "box = []; maker = threading.Thread(target=lambda: box.append(make())); maker.start(); maker.join(); env = box[0]"
 )
-
-
-def default_sigint() -> None:
-    """Ctrl-C's default in the child: a test run from a background job (``nox ... &``)
-    inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture
