@@ -430,7 +430,8 @@ def render_page(
         "own time is its level's less the level beneath's), and the cores' time per step of the run's fastest "
         "setting split into the envs' own work (one Serial process's CPU per step on the same envs), what the "
         "vector env adds (hand-offs, waits spun, the main process's bookkeeping and the caller's loop) and time "
-        "no process of the run used (`puffer bench ENV --step-time`; `puffer_core.bench.step_time`).",
+        "no process of the run used; beside it the same setting with `spin_us=0`, every wait a sleep at once as "
+        "on a semaphore, what the spinning buys (`puffer bench ENV --step-time`; `puffer_core.bench.step_time`).",
         "- **adapters**: `to_gymnasium` / `to_sb3` alternating with the vector env they wrap; "
         "**check_actions**: `send`'s action checks on, alternating with them off; **on_fault='restart'**: "
         "seconds from a worker's SIGKILL to the next batch.",

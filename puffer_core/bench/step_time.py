@@ -209,7 +209,8 @@ def core_budget(
 
 
 def fastest_setting(rows: list[dict]) -> list[tuple[str, dict[str, Any]]]:
-    """The fastest Multiprocessing setting among ``run_bench``'s ``rows``, as ``core_budget`` takes it ([] if none)."""
+    """The fastest Multiprocessing setting among ``run_bench``'s ``rows``, as ``core_budget`` takes it, and the
+    same without spinning (``spin_us=0``: every wait sleeps at once, as on a semaphore); [] if none."""
     fastest = max(
         (row for row in rows if row.get("kind") == "puffer" and row.get("sps") and row["backend"] != "ray"),
         key=lambda row: row["sps"],
@@ -217,9 +218,12 @@ def fastest_setting(rows: list[dict]) -> list[tuple[str, dict[str, Any]]]:
     )
     if fastest is None or fastest["backend"] != "multiprocessing":
         return []
-    kwargs = {"backend": "multiprocessing", "num_workers": fastest["num_workers"],
-              "batch_size": fastest["batch_size"], "vector_kwargs": fastest.get("vector_kwargs")}  # fmt: skip
-    return [(fastest["name"], kwargs)]
+    vector_kwargs = fastest.get("vector_kwargs") or {}
+    kwargs = {"backend": "multiprocessing", "num_workers": fastest["num_workers"], "batch_size": fastest["batch_size"]}
+    return [
+        (fastest["name"], {**kwargs, "vector_kwargs": vector_kwargs or None}),
+        (f"{fastest['name']} spin_us=0", {**kwargs, "vector_kwargs": {**vector_kwargs, "spin_us": 0}}),
+    ]
 
 
 def default_settings(num_envs: int) -> list[tuple[str, dict[str, Any]]]:

@@ -290,7 +290,10 @@ def test_run_standard_stores_one_dated_run(tmp_path):
     assert step_time["layers"][-1]["layer"] == "CartPoleEnv"
     fastest = fastest_puffer_row(data)  # its cores' time is budgeted, when it has processes to budget
     if fastest["backend"] == "multiprocessing":
-        assert [row["name"] for row in step_time["cores"]["settings"]] == [fastest["name"]]
+        assert [row["name"] for row in step_time["cores"]["settings"]] == [
+            fastest["name"],
+            f"{fastest['name']} spin_us=0",
+        ]
     else:
         assert step_time["cores"] is None
     page = results.render_page([data])

@@ -88,11 +88,10 @@ def test_the_fastest_multiprocessing_setting_is_budgeted_as_it_was_made():
         {"kind": "puffer", "backend": "multiprocessing", "name": "w=2", "sps": 20.0, "num_workers": 2,
          "batch_size": 8},
     ]  # fmt: skip
-    assert fastest_setting(rows) == [
-        (
-            "Multiprocessing w=1+main b=4",
-            {"backend": "multiprocessing", "num_workers": 1, "batch_size": 4, "vector_kwargs": {"main_share": True}},
-        )
+    made = {"backend": "multiprocessing", "num_workers": 1, "batch_size": 4}
+    assert fastest_setting(rows) == [  # and the same sleeping at once, as on a semaphore
+        ("Multiprocessing w=1+main b=4", {**made, "vector_kwargs": {"main_share": True}}),
+        ("Multiprocessing w=1+main b=4 spin_us=0", {**made, "vector_kwargs": {"main_share": True, "spin_us": 0}}),
     ]
     assert fastest_setting(rows[:2]) == []  # Serial fastest: no process to budget
 
