@@ -20,6 +20,8 @@ The cores (``core_budget``)
     the envs' own work (what one Serial process spends per step on the same envs, measured
     just before), what the vector env adds (hand-offs, waits spun, the main process's
     bookkeeping and the caller's loop), and the time no process ran (idle).
+
+Vector envs are made as the bench's rows make them: ``send`` checks the actions, the default.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def layer_times(env_id: str, steps: int = 20_000, rounds: int = 20, seed: int = 
     """Each layer of ``env_id``'s step (top first): its level's µs per step (``level_us``) and
     its own (``own_us``: the level less the one beneath, median over rounds); see the module
     docstring. Single-agent envs only (a multi-agent env's levels differ): [] for others."""
-    vec = vector.make(env_id, num_envs=1, backend="serial", seed=seed, check_actions=False)
+    vec = vector.make(env_id, num_envs=1, backend="serial", seed=seed)
     try:
         if vec.agents_per_env != 1 or vec.group.__class__.__name__ != "EnvGroup":
             return []
@@ -178,7 +180,7 @@ def core_budget(
     cpus = available_cpus()
     report = progress or (lambda name, done, total: None)
     report(f"{env_id}: Serial, the envs' own work", 0, len(settings) + 1)
-    serial = vector.make(env_id, num_envs=num_envs, backend="serial", seed=seed, check_actions=False)
+    serial = vector.make(env_id, num_envs=num_envs, backend="serial", seed=seed)
     try:
         steps, _, main, _ = _driven(serial, seconds, seed)
     finally:
@@ -187,7 +189,7 @@ def core_budget(
     rows = []
     for done, (name, kwargs) in enumerate(settings, 1):
         report(f"{env_id}: {name}, the cores' time", done, len(settings) + 1)
-        vec = vector.make(env_id, num_envs=num_envs, seed=seed, check_actions=False, **kwargs)
+        vec = vector.make(env_id, num_envs=num_envs, seed=seed, **kwargs)
         try:
             steps, wall, main, workers = _driven(vec, seconds, seed)
         finally:
