@@ -6,20 +6,25 @@ The layers (``layer_times``)
     in turn: the vector env's ``send`` and ``recv``, Serial's loop over its envs
     (``EnvGroup.step``), the emulator's ``step_in_place`` (what every backend calls), and the
     ``step`` of each layer beneath, down to the base env. Every level steps the same instance,
-    so all of them play one game (a NetHack step costs what the game's state makes it cost);
-    they take turns in short rounds on this thread's CPU clock, resets untimed, and an episode
-    that ends at any level is reset from the top, so every layer starts each episode afresh.
-    A layer's own time is the median over rounds of its level's time less the time of the
-    level beneath in the same round. The emulator steps the env beneath ``EpisodeStats`` and
-    counts the step itself (``_compile_step``), so its line is the emulation (action decoding,
-    the flat buffer, the flags) less the frame of ``EpisodeStats.step`` it skips.
+    and in each round every level replays the same stretch: the env is reset with the round's
+    seed before it (untimed) and takes the same actions, so the levels play the same game
+    steps (a NetHack or Atari step costs what the game's state makes it cost, and that would
+    swamp a layer's microseconds). Timing is on this thread's CPU clock, resets untimed, the
+    levels' order alternating from round to round; an episode that ends at any level is reset
+    from the top, so every layer starts each episode afresh. A layer's own time is the median
+    over rounds of its level's time less the time of the level beneath in the same round. The
+    emulator steps the env beneath ``EpisodeStats`` and counts the step itself
+    (``_compile_step``), so its line is the emulation (action decoding, the flat buffer, the
+    flags) less the frame of ``EpisodeStats.step`` it skips.
 
 The cores (``core_budget``)
-    A vector env driven through ``recv``/``send`` for a few seconds, with the CPU time of the
-    main process and of each worker read from the OS: per step, the cores' time splits into
-    the envs' own work (what one Serial process spends per step on the same envs, measured
-    just before), what the vector env adds (hand-offs, waits spun, the main process's
-    bookkeeping and the caller's loop), and the time no process ran (idle).
+    A vector env driven through ``recv``/``send``, with the CPU time of the main process and
+    of each worker read from the OS: per step, the cores' time splits into the envs' own work
+    (what one Serial process spends per step on the same envs), what the vector env adds
+    (hand-offs, waits spun, the main process's bookkeeping and the caller's loop), and the
+    time no process of the run used (idle, or other processes). Serial and each setting take
+    turns in rounds (each keeps its vector env between them), and every figure is the median
+    over the rounds.
 
 Vector envs are made as the bench's rows make them: ``send`` checks the actions, the default.
 """
@@ -38,7 +43,9 @@ import numpy as np
 
 from puffer_core import vector
 from puffer_core.env.random_actions import random_action_batches
+from puffer_core.vector.autoreset import ResetPlan
 from puffer_core.vector.checks import available_cpus
+from puffer_core.vector.env_group import EnvGroup
 from puffer_core.vector.timing import Progress, loop_seconds, run_rounds
 
 __all__ = ["core_budget", "layer_times", "process_cpu_seconds", "run_step_time"]
@@ -91,7 +98,7 @@ def layer_times(env_id: str, steps: int = 20_000, rounds: int = 20, seed: int = 
     docstring. Single-agent envs only (a multi-agent env's levels differ): [] for others."""
     vec = vector.make(env_id, num_envs=1, backend="serial", seed=seed)
     try:
-        if vec.agents_per_env != 1 or vec.group.__class__.__name__ != "EnvGroup":
+        if vec.agents_per_env != 1 or not isinstance(vec.group, EnvGroup):  # several agents, native batches
             return []
         vec.async_reset(seed)
         vec.recv()
@@ -110,6 +117,8 @@ def layer_times(env_id: str, steps: int = 20_000, rounds: int = 20, seed: int = 
         per_round = max(1, steps // rounds)
 
         def measure(turn: Any) -> float:
+            # Every level of a round replays the same stretch: the same seed, the same actions.
+            group.reset(ResetPlan(np.array([seed + turn.round], np.int64), None, None))
             return loop_seconds(*loops[turn.index], turn.round * per_round, per_round) / per_round
 
         enabled = gc.isenabled()
@@ -127,13 +136,23 @@ def layer_times(env_id: str, steps: int = 20_000, rounds: int = 20, seed: int = 
     for i, (name, _, _) in enumerate(levels):
         figures = measured[i].figures
         beneath = measured[i + 1].figures if i + 1 < len(levels) else [0.0] * len(figures)
+        own = [(a - b) * 1e6 for a, b in zip(figures, beneath)]
         out.append({
             "layer": name,
             "what": LAYER_NAMES.get(name, f"{name}.step" if i + 1 < len(levels) else f"the env itself ({name})"),
             "level_us": statistics.median(figures) * 1e6,
-            "own_us": statistics.median(a - b for a, b in zip(figures, beneath)) * 1e6,
+            "own_us": statistics.median(own),
+            "spread_us": _half_iqr(own),
         })  # fmt: skip
     return out
+
+
+def _half_iqr(values: list[float]) -> float:
+    """Half the interquartile range: how far a median of such rounds is to be trusted."""
+    if len(values) < 2:
+        return 0.0
+    low, _, high = statistics.quantiles(values, n=4)
+    return (high - low) / 2
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -143,22 +162,20 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _driven(vec: Any, seconds: float, seed: int) -> tuple[int, float, float, float]:
-    """Drive ``vec`` through recv/send for ``seconds``: (steps, wall, main CPU, workers' CPU)."""
+def _driven(vec: Any, seconds: float, batches: list) -> tuple[int, float, float, float]:
+    """Drive ``vec`` (reset, a batch held) through recv/send for ``seconds``: (steps, wall, main CPU, workers' CPU)."""
     pids = list(getattr(vec, "pids", []) or [])
-    batches = random_action_batches(vec.single_action_space, vec.batch_size, 64, seed)
-    vec.async_reset(seed)
     for n in range(32):  # warm-up: every env stepped, the workers spinning as they will
-        vec.recv()
         vec.send(batches[n % 64])
+        vec.recv()
     workers0 = sum(process_cpu_seconds(pid) for pid in pids)
     main0, wall0 = time.process_time(), time.perf_counter()
     steps, n, end = 0, 0, wall0 + seconds
     recv, send, rows = vec.recv, vec.send, vec.batch_size
     while time.perf_counter() < end:
         for _ in range(8):
-            recv()
             send(batches[n % 64])
+            recv()
             n += 1
         steps += 8 * rows
     wall, main = time.perf_counter() - wall0, time.process_time() - main0
@@ -173,36 +190,49 @@ def core_budget(
     seconds: float = 3.0,
     seed: int = 0,
     progress: Progress | None = None,
+    rounds: int = 3,
 ) -> dict:
     """The cores' time per step (µs) of each of ``settings`` (name, ``vector.make`` kwargs) on
     ``num_envs`` envs, against one Serial process on the same envs (``work_us``: its CPU per
-    step, the envs' own work); see the module docstring."""
+    step, the envs' own work), in ``rounds`` interleaved rounds of ``seconds`` for each; see
+    the module docstring."""
     cpus = available_cpus()
-    report = progress or (lambda name, done, total: None)
-    report(f"{env_id}: Serial, the envs' own work", 0, len(settings) + 1)
-    serial = vector.make(env_id, num_envs=num_envs, backend="serial", seed=seed)
+    named = [("Serial", {"backend": "serial"}), *settings]
+    envs: list[Any] = []
     try:
-        steps, _, main, _ = _driven(serial, seconds, seed)
+        for _, kwargs in named:
+            vec = vector.make(env_id, num_envs=num_envs, seed=seed, **kwargs)
+            envs.append(vec)
+            vec.async_reset(seed)
+            vec.recv()
+        batches = [random_action_batches(vec.single_action_space, vec.batch_size, 64, seed) for vec in envs]
+
+        def measure(turn: Any) -> tuple[int, float, float, float]:
+            return _driven(envs[turn.index], seconds / rounds, batches[turn.index])
+
+        measured = run_rounds([name for name, _ in named], measure, rounds, alternate=True, progress=progress,
+                              fatal=True)  # fmt: skip
     finally:
-        serial.close()
-    work_us = main / steps * 1e6
-    rows = []
-    for done, (name, kwargs) in enumerate(settings, 1):
-        report(f"{env_id}: {name}, the cores' time", done, len(settings) + 1)
-        vec = vector.make(env_id, num_envs=num_envs, seed=seed, **kwargs)
-        try:
-            steps, wall, main, workers = _driven(vec, seconds, seed)
-        finally:
+        for vec in envs:
             with contextlib.suppress(Exception):
                 vec.close()
-        used = (main + workers) / steps * 1e6
-        cores_us = cpus * wall / steps * 1e6
+
+    def per_step(figures: list, pick: Callable[[tuple], float]) -> float:
+        return statistics.median(pick(figure) / figure[0] * 1e6 for figure in figures)
+
+    work_us = per_step(measured[0].figures, lambda f: f[2] + f[3])
+    rows = []
+    for (name, _), result in zip(named[1:], measured[1:]):
+        figures = result.figures
+        cores_us = per_step(figures, lambda f: cpus * f[1])
+        main_us, workers_us = per_step(figures, lambda f: f[2]), per_step(figures, lambda f: f[3])
+        used = main_us + workers_us
         rows.append({
             "name": name,
-            "steps_per_second": steps / wall,
+            "steps_per_second": statistics.median(f[0] / f[1] for f in figures),
             "cores_us": cores_us,
-            "main_us": main / steps * 1e6,
-            "workers_us": workers / steps * 1e6,
+            "main_us": main_us,
+            "workers_us": workers_us,
             "work_us": work_us,
             "added_us": used - work_us,
             "idle_us": max(0.0, cores_us - used),
@@ -214,11 +244,11 @@ def fastest_setting(rows: list[dict]) -> list[tuple[str, dict[str, Any]]]:
     """The fastest Multiprocessing setting among ``run_bench``'s ``rows``, as ``core_budget`` takes it, and the
     same without spinning (``spin_us=0``: every wait sleeps at once, as on a semaphore); [] if none."""
     fastest = max(
-        (row for row in rows if row.get("kind") == "puffer" and row.get("sps") and row["backend"] != "ray"),
+        (row for row in rows if row.get("kind") == "puffer" and row.get("sps") and row["backend"] == "multiprocessing"),
         key=lambda row: row["sps"],
         default=None,
     )
-    if fastest is None or fastest["backend"] != "multiprocessing":
+    if fastest is None:
         return []
     vector_kwargs = fastest.get("vector_kwargs") or {}
     kwargs = {"backend": "multiprocessing", "num_workers": fastest["num_workers"], "batch_size": fastest["batch_size"]}
@@ -266,13 +296,18 @@ def render_markdown(section: dict) -> str:
             "(CPU time of one thread; median of interleaved rounds; a batch of one env, so the vector "
             "env's send and recv fall on every step):",
             "",
-            "| layer | own µs per step | share of the step |",
-            "| --- | ---: | ---: |",
+            "| layer | own µs per step | ± (half the rounds' IQR) | share of the step |",
+            "| --- | ---: | ---: | ---: |",
         ]
         for layer in layers:
             share = layer["own_us"] / top if top else 0.0
-            lines.append(f"| {layer['what']} | {layer['own_us']:.2f} | {share:.0%} |")
-        lines.append(f"| **the whole step** | **{top:.2f}** | |")
+            spread = "–" if layer.get("spread_us") is None else f"{layer['spread_us']:.2f}"
+            lines.append(f"| {layer['what']} | {layer['own_us']:.2f} | {spread} | {share:.0%} |")
+        lines.append(f"| **the whole step** | **{top:.2f}** | | |")
+        lines += [
+            "",
+            "A figure within its ± of zero (or below it) is a layer too light to tell from the rounds' noise.",
+        ]
     if cores and cores["settings"]:
         if lines:
             lines.append("")

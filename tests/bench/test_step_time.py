@@ -32,7 +32,9 @@ def test_every_layer_of_cartpoles_step_is_a_level_top_first():
     layers = layer_times("classic/cartpole", steps=2000, rounds=4)
     assert [layer["layer"] for layer in layers] == CARTPOLE_LEVELS
     assert all(layer["level_us"] > 0 for layer in layers)
-    assert layers[-1]["own_us"] == layers[-1]["level_us"] and layers[-1]["what"] == "the env itself (CartPoleEnv)"
+    assert layers[-1]["own_us"] == pytest.approx(layers[-1]["level_us"])
+    assert layers[-1]["what"] == "the env itself (CartPoleEnv)"
+    assert all(layer["spread_us"] >= 0 for layer in layers)
     assert layers[2]["what"].startswith("emulation") and layers[3]["what"].startswith("EpisodeStats")
 
 
