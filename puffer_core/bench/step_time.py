@@ -313,7 +313,9 @@ def render_markdown(section: dict) -> str:
             lines.append("")
         lines += [
             f"The {cores['cpus']} cores' time per step on {cores['num_envs']} envs (µs of CPU; one Serial "
-            f"process spends {cores['serial_work_us']:.2f} µs per step on the same envs, the envs' own work):",
+            f"process spends {cores['serial_work_us']:.2f} µs per step on the same envs, the envs' own work; "
+            "the vector env's own is negative where the envs step faster spread over processes, each with its "
+            "own caches, than all in one):",
             "",
             "| setting | steps/s | cores × wall | envs' work | the vector env's own | idle or others "
             "| main process | workers |",
