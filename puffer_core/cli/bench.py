@@ -171,17 +171,12 @@ def bench_cmd(
         _bench_training(as_json)
         return
     if uneven_only:
-        if env_id is not None or out_dir is not None:
-            raise click.UsageError("--uneven measures its own test env: give it without ENV_ID or --standard")
-        _bench_uneven(seconds, max(2, rounds), as_json)
+        _bench_uneven(env_id, out_dir, seconds, max(2, rounds), as_json)
         return
     if out_dir is None and env_id is None:
         raise click.UsageError("give an ENV_ID (e.g. classic/cartpole), --standard DIR or --training")
     if step_time_only:
-        if env_id is None or out_dir is not None:
-            raise click.UsageError("--step-time measures one env: give an ENV_ID, without --standard")
-        require_known_env(env_id)
-        _bench_step_time(env_id, num_envs, seconds, as_json)
+        _bench_step_time(env_id, out_dir, num_envs, seconds, as_json)
         return
     if out_dir is not None:
         sections = {"include_peers": not no_peers, "include_training": not no_training, "include_uneven": not no_uneven}
@@ -381,7 +376,9 @@ def _bench_cluster(
         print_table(console, cluster_table(rows))
 
 
-def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
+def _bench_uneven(env_id: str | None, out_dir: str | None, seconds: float, rounds: int, as_json: bool) -> None:
+    if env_id is not None or out_dir is not None:
+        raise click.UsageError("--uneven measures its own test env: give it without ENV_ID or --standard")
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import uneven as bench_uneven
 
@@ -393,7 +390,10 @@ def _bench_uneven(seconds: float, rounds: int, as_json: bool) -> None:
         print_table(console, uneven_table(result))
 
 
-def _bench_step_time(env_id: str, num_envs: int, seconds: float, as_json: bool) -> None:
+def _bench_step_time(env_id: str | None, out_dir: str | None, num_envs: int, seconds: float, as_json: bool) -> None:
+    if env_id is None or out_dir is not None:
+        raise click.UsageError("--step-time measures one env: give an ENV_ID, without --standard")
+    require_known_env(env_id)
     # deferred: loads only for this command (puffer's start-up stays light)
     from puffer_core.bench import step_time
 
