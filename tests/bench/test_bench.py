@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 
 import gymnasium
 import pytest
@@ -178,12 +180,12 @@ def test_parallel_ceiling_sums_independent_processes_and_names_a_failure():
         parallel_ceiling("classic/cartpol", 2, seconds=0.1, processes=2)
 
 
-def test_the_ceiling_forks_no_process_that_runs_another_thread(monkeypatch):
-    """A thread an earlier test (or the caller) left running: the ceiling's processes start by forkserver."""
+@contextlib.contextmanager
+def another_thread_running(monkeypatch) -> Iterator[list]:
+    """A thread left running (by an earlier test, or the caller) while the block runs; yields the
+    start methods the block asked ``multiprocessing.get_context`` for."""
     import multiprocessing
     import threading
-
-    from puffer_core.bench.ceiling import parallel_ceiling
 
     methods, get_context = [], multiprocessing.get_context
 
@@ -196,40 +198,32 @@ def test_the_ceiling_forks_no_process_that_runs_another_thread(monkeypatch):
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        assert parallel_ceiling("classic/cartpole", 2, seconds=0.1, processes=2) > 0
+        yield methods
     finally:
         stop.set()
         thread.join()
+
+
+def test_the_ceiling_forks_no_process_that_runs_another_thread(monkeypatch):
+    """The ceiling's processes start by forkserver while another thread runs."""
+    from puffer_core.bench.ceiling import parallel_ceiling
+
+    with another_thread_running(monkeypatch) as methods:
+        assert parallel_ceiling("classic/cartpole", 2, seconds=0.1, processes=2) > 0
     assert methods == ["forkserver"]
 
 
 def test_gymnasiums_async_vector_env_forks_no_process_that_runs_another_thread(monkeypatch):
     """The peer as well: gymnasium would fork by default; with a thread running it starts by forkserver."""
-    import multiprocessing
-    import threading
-
     from puffer_core.bench.peers import peer_cases
 
-    methods, get_context = [], multiprocessing.get_context
-
-    def recorded(method=None):
-        methods.append(method)
-        return get_context(method)
-
-    monkeypatch.setattr(multiprocessing, "get_context", recorded)
     (case,) = [case for case in peer_cases("classic/cartpole", 2, seed=0) if case.backend == "gymnasium-async"]
-    stop = threading.Event()
-    thread = threading.Thread(target=stop.wait)
-    thread.start()
-    try:
+    with another_thread_running(monkeypatch) as methods:
         env = case.build()
         try:
             assert case.measure(env, 0.05, 0.0) > 0
         finally:
             env.close()
-    finally:
-        stop.set()
-        thread.join()
     assert methods == ["forkserver"]
 
 
