@@ -60,12 +60,20 @@ def _enrolled(box: str) -> set[str]:
     return set(filter(None, members.split(",")))
 
 
-def test_the_fleet_from_bare_boxes_to_logins_and_back(boxes, image, tmp_path):
+@pytest.fixture
+def controller_tmp():
+    """The controller's TMPDIR, at a short path: ansible's RPC server binds a Unix socket in it,
+    and a socket's path must fit in 107 bytes (under pytest's tmp_path it may not)."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="ctl-", dir="/tmp"))
+    folder.chmod(0o1777)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_fleet_from_bare_boxes_to_logins_and_back(boxes, image, tmp_path, controller_tmp):
     users = {"alice": ["fleet-a"], "bob": ["fleet-a", "fleet-b"], "carol": ["fleet-c"]}
     inventory = fleet.inventory(tmp_path, boxes, image, users, limits={"memory": "2G", "tanks": 3})
     # Another user of the controller plants the archive's old fixed name in its TMPDIR: never used now.
-    controller_tmp = tmp_path / "controller-tmp"
-    controller_tmp.mkdir(mode=0o1777)
     planted = controller_tmp / "puffer-fleet-source.tar"
     planted.write_bytes(b"another user's archive")
     os.chown(planted, 65534, 65534)

@@ -59,7 +59,8 @@ def _docker(*args: str, env: dict[str, str] | None = None, check: bool = True) -
 
 def _one_line_error(proc: subprocess.CompletedProcess) -> str:
     assert proc.returncode == 1, proc.stderr
-    lines = proc.stderr.strip().splitlines()
+    # notes about the caller's environment (a file:// pip index left out of the build) may come first
+    lines = [line for line in proc.stderr.strip().splitlines() if not line.startswith("note: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     return lines[0]
 
