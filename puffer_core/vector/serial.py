@@ -52,6 +52,7 @@ class Serial(VectorEnv):
             raise fault.to_worker_error(None, "Serial") from fault
         self.driver_env = first if factory.native else self.group.envs[0]
         self._num_groups = envs // batch
+        self._group_views = self._views_of_groups()
         self._cursor = 0
         self._state = "new"  # new → (async_reset) → ready → (recv) → held → (send) → ready …
         self._pending_infos: list = []
@@ -81,19 +82,15 @@ class Serial(VectorEnv):
         obs, rew, term, trunc, env_ids, masks = self._group_views[g]
         return obs, rew, term, trunc, infos, env_ids, masks
 
-    @property
-    def _group_views(self) -> list[tuple]:
+    def _views_of_groups(self) -> list[tuple]:
         """Each group's (observations, rewards, terminals, truncations, env ids, masks), made
-        once: slicing six arrays on every ``recv`` costs more than a CartPole step."""
-        views = self.__dict__.get("_group_views_cache")
-        if views is None:
-            rows, arrays = self.batch_size, self.arrays
-            views = []
-            for g in range(self._num_groups):
-                lo, hi = g * rows, (g + 1) * rows
-                fields = (arrays[name][lo:hi] for name in ("observations", "rewards", "terminals", "truncations"))
-                views.append((*fields, np.arange(lo, hi), arrays["masks"][lo:hi]))
-            self.__dict__["_group_views_cache"] = views
+        once at open: slicing six arrays on every ``recv`` costs more than a CartPole step."""
+        rows, arrays = self.batch_size, self.arrays
+        views = []
+        for g in range(self._num_groups):
+            lo, hi = g * rows, (g + 1) * rows
+            fields = (arrays[name][lo:hi] for name in ("observations", "rewards", "terminals", "truncations"))
+            views.append((*fields, np.arange(lo, hi), arrays["masks"][lo:hi]))
         return views
 
     def send(self, actions: Any) -> None:
