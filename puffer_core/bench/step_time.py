@@ -50,7 +50,10 @@ from puffer_core.vector.timing import Progress, loop_seconds, run_rounds
 
 __all__ = ["core_budget", "layer_times", "process_cpu_seconds", "run_step_time"]
 
-#: Where the level names come from: what each layer is, in a reader's words.
+#: Vector env settings to budget: (the name a table shows, ``vector.make``'s kwargs) each.
+Settings = list[tuple[str, dict[str, Any]]]
+
+#: What each level is, in a reader's words (a wrapper's own level is ``NAME.step``).
 LAYER_NAMES = {
     "send/recv": "the vector env's send and recv (Serial)",
     "EnvGroup": "the loop over a worker's envs (autoreset, infos)",
@@ -186,7 +189,7 @@ def _driven(vec: Any, seconds: float, batches: list) -> tuple[int, float, float,
 def core_budget(
     env_id: str,
     num_envs: int,
-    settings: list[tuple[str, dict[str, Any]]],
+    settings: Settings,
     seconds: float = 3.0,
     seed: int = 0,
     progress: Progress | None = None,
@@ -240,7 +243,7 @@ def core_budget(
     return {"cpus": cpus, "num_envs": num_envs, "serial_work_us": work_us, "settings": rows}
 
 
-def fastest_setting(rows: list[dict]) -> list[tuple[str, dict[str, Any]]]:
+def fastest_setting(rows: list[dict]) -> Settings:
     """The fastest Multiprocessing setting among ``run_bench``'s ``rows``, as ``core_budget`` takes it, and the
     same without spinning (``spin_us=0``: every wait sleeps at once, as on a semaphore); [] if none."""
     fastest = max(
@@ -258,7 +261,7 @@ def fastest_setting(rows: list[dict]) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
-def default_settings(num_envs: int) -> list[tuple[str, dict[str, Any]]]:
+def default_settings(num_envs: int) -> Settings:
     """What ``puffer bench ENV --step-time`` budgets: Multiprocessing at its defaults, full and half batches."""
     settings = [("Multiprocessing (defaults)", {"backend": "multiprocessing"})]
     if num_envs >= 2:
@@ -270,7 +273,7 @@ def default_settings(num_envs: int) -> list[tuple[str, dict[str, Any]]]:
 def run_step_time(
     env_id: str,
     num_envs: int,
-    settings: list[tuple[str, dict[str, Any]]],
+    settings: Settings,
     seconds: float = 3.0,
     seed: int = 0,
     progress: Progress | None = None,
